@@ -1,0 +1,145 @@
+/*
+ * inferd.h - the embedding API of inferd's engine.
+ *
+ * A model is loaded once (inferd_model_load) and is then read-only: its weights live
+ * in one copy, already reordered into the layouts the kernels want, and any number of
+ * sessions may share it. A session (inferd_session_new) is what one worker thread owns:
+ * its scratch arena, its thread count and its per-batch-size execution state. A session
+ * is never used by two threads at once; different sessions of one model may run
+ * concurrently on different threads.
+ *
+ * Plans are compiled per batch size on first use and cached in the model (bounded);
+ * the first run of a batch size in a session binds that plan to the session's arena.
+ * After that, inferd_session_run does not allocate and takes no lock.
+ *
+ * Errors: every call that can fail returns an inferd_code and, when `status` is not
+ * NULL, fills it with the code and a one-line message that names what went wrong
+ * and where (e.g. "node 'Conv_12' (Conv): group 3 does not divide 64 input channels").
+ */
+#ifndef INFERD_INFERD_H
+#define INFERD_INFERD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One list of status codes for the whole project (X-macro: name, description). */
+#define INFERD_STATUS_MAP(X)                                   \
+  X(OK, "success")                                             \
+  X(INVALID_ARG, "invalid argument")                           \
+  X(NOT_FOUND, "not found")                                    \
+  X(UNAVAILABLE, "unavailable")                                \
+  X(UNSUPPORTED, "unsupported")                                \
+  X(ALREADY_EXISTS, "already exists")                          \
+  X(INTERNAL, "internal error")                                \
+  X(TIMEOUT, "timed out")                                      \
+  X(TOO_LARGE, "too large")                                    \
+  X(NO_MEMORY, "out of memory")
+
+typedef enum inferd_code {
+#define INFERD__CODE(name, text) INFERD_##name,
+  INFERD_STATUS_MAP(INFERD__CODE)
+#undef INFERD__CODE
+  INFERD_CODE_COUNT
+} inferd_code;
+
+enum { INFERD_STATUS_MESSAGE_MAX = 320 };
+
+/* Caller-owned; filled by any call that fails. */
+typedef struct inferd_status {
+  inferd_code code;
+  char message[INFERD_STATUS_MESSAGE_MAX];
+} inferd_status;
+
+const char *inferd_code_name(inferd_code code); /* "INVALID_ARG" */
+const char *inferd_code_str(inferd_code code);  /* "invalid argument" */
+
+/* Element types: the values of ONNX's TensorProto.DataType. */
+typedef enum inferd_dtype {
+  INFERD_DTYPE_UNDEFINED = 0,
+  INFERD_DTYPE_FLOAT = 1,
+  INFERD_DTYPE_UINT8 = 2,
+  INFERD_DTYPE_INT8 = 3,
+  INFERD_DTYPE_INT32 = 6,
+  INFERD_DTYPE_INT64 = 7,
+  INFERD_DTYPE_BOOL = 9,
+} inferd_dtype;
+
+enum { INFERD_MAX_RANK = 8 };
+
+/* A model input or output as the model declares it; dims[i] == -1 is a dynamic axis. */
+typedef struct inferd_tensor_info {
+  const char *name; /* borrowed from the model; valid until inferd_model_free */
+  inferd_dtype dtype;
+  int rank;
+  int64_t dims[INFERD_MAX_RANK];
+} inferd_tensor_info;
+
+typedef struct inferd_model inferd_model;
+typedef struct inferd_session inferd_session;
+
+typedef struct inferd_model_params {
+  int max_cached_plans; /* plans (batch sizes) kept compiled per model; 0 = default 8 */
+  int max_batch;        /* largest batch a run may ask for; 0 = default 1024 */
+} inferd_model_params;
+
+/* Loads an ONNX model. `params` may be NULL for defaults. On success *out owns the
+ * model: free with inferd_model_free once every session on it is freed. The whole
+ * graph is checked here: an op or attribute the engine cannot run is refused now,
+ * with its node named, never at run time. */
+inferd_code inferd_model_load(const char *path, const inferd_model_params *params,
+                              inferd_model **out, inferd_status *status);
+/* Same from memory; `data` is borrowed for the duration of the call only. */
+inferd_code inferd_model_load_memory(const void *data, size_t size,
+                                     const inferd_model_params *params,
+                                     inferd_model **out, inferd_status *status);
+void inferd_model_free(inferd_model *model);
+
+int inferd_model_num_inputs(const inferd_model *model);
+int inferd_model_num_outputs(const inferd_model *model);
+/* Fills *info for input/output `index`; returns INVALID_ARG when out of range. */
+inferd_code inferd_model_input(const inferd_model *model, int index, inferd_tensor_info *info);
+inferd_code inferd_model_output(const inferd_model *model, int index, inferd_tensor_info *info);
+/* Bytes of weights the model holds (after reordering), shared by all sessions. */
+size_t inferd_model_weights_bytes(const inferd_model *model);
+/* Floating-point operations of one image (batch 1), counted over convolutions and
+ * matrix products; 0 until a plan has been compiled. */
+double inferd_model_flops_per_item(const inferd_model *model);
+
+typedef struct inferd_session_params {
+  int threads; /* compute threads for each run; 0 = all the process may use */
+  int profile; /* nonzero: time every step (see inferd_session_profile) */
+} inferd_session_params;
+
+/* Creates a session on `model` (borrowed; must outlive the session). */
+inferd_code inferd_session_new(inferd_model *model, const inferd_session_params *params,
+                               inferd_session **out, inferd_status *status);
+void inferd_session_free(inferd_session *session);
+
+/* Runs one batch. `inputs[i]` is the i-th model input, dense row-major float32 with
+ * dimension 0 equal to `batch` and the other dims as the model declares; `outputs[i]`
+ * receives the i-th output the same way (size from inferd_session_output_shape).
+ * Buffers are borrowed for the duration of the call. */
+inferd_code inferd_session_run(inferd_session *session, int batch, const float *const *inputs,
+                               float *const *outputs, inferd_status *status);
+
+/* Shape of output `index` at batch size `batch`, compiling the plan if needed.
+ * Returns the rank in *rank and the dims in dims[]. */
+inferd_code inferd_session_output_shape(inferd_session *session, int batch, int index,
+                                        int *rank, int64_t dims[INFERD_MAX_RANK],
+                                        inferd_status *status);
+
+/* Bytes of scratch the session holds for batch size `batch` (its memory plan), or 0. */
+size_t inferd_session_scratch_bytes(const inferd_session *session, int batch);
+
+/* Per-op-kind time breakdown of the runs since the session was made with profile=1,
+ * written as text lines "op  calls  total_ms  share%" into buf. */
+void inferd_session_profile(const inferd_session *session, char *buf, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* INFERD_INFERD_H */

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs every Debian package that inferd's build, tests and benchmarks need.
+# Idempotent: quiet and quick when everything is already present; runs
+# `apt-get update` once, only when something is missing.
+set -euo pipefail
+
+packages=(
+  # build
+  build-essential cmake pkg-config clang libclang-rt-14-dev
+  # engine
+  libdnnl-dev libprotobuf-c-dev protobuf-c-compiler libonnx-dev
+  # server, handlers, tools
+  libh2o-evloop-dev libjansson-dev libturbojpeg0-dev libspng-dev libhwloc-dev
+  libzip-dev libcurl4-openssl-dev zlib1g-dev libssl-dev libuv1-dev
+  # tests
+  libcmocka-dev python3-torch python3-torchvision python3-onnx python3-numpy
+  python3-pil python3-skimage python3-requests curl
+  # benchmarks
+  time wrk nginx-light gnuplot-nox
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [ "$status" = "install ok installed" ] || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

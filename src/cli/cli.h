@@ -1,0 +1,16 @@
+/*
+ * cli.h - the `inferd` program's subcommands. Each takes argc/argv after the
+ * subcommand name and returns the process exit status: 0 success, 2 bad input or
+ * usage (with a one-line message on stderr), 1 any other failure.
+ */
+#ifndef INFERD_CLI_H
+#define INFERD_CLI_H
+
+#include "core/core.h"
+
+int cli_run(int argc, char **argv);
+
+/* Exit status for a failed call: 2 when the input was at fault, 1 otherwise. */
+int cli_exit_status(inferd_code code);
+
+#endif /* INFERD_CLI_H */

@@ -1,0 +1,47 @@
+/*
+ * cli_main.c - the one `inferd` binary: dispatches to its subcommands.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static const struct {
+  const char *name;
+  int (*fn)(int argc, char **argv);
+  const char *help;
+} commands[] = {
+    {"run", cli_run, "run one model on a .npy batch, or benchmark it (--bench)"},
+};
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: inferd <command> [options]\n\ncommands:\n");
+  for (size_t i = 0; i < CORE_ARRAY_LEN(commands); i++) fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
+  fprintf(f, "\n`inferd <command> --help` describes a command.\n");
+}
+
+int cli_exit_status(inferd_code code) {
+  switch (code) {
+  case INFERD_OK: return 0;
+  case INFERD_INVALID_ARG:
+  case INFERD_NOT_FOUND:
+  case INFERD_UNSUPPORTED:
+  case INFERD_TOO_LARGE: return 2;
+  default: return 1;
+  }
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+    usage(stdout);
+    return 0;
+  }
+  for (size_t i = 0; i < CORE_ARRAY_LEN(commands); i++)
+    if (strcmp(argv[1], commands[i].name) == 0) return commands[i].fn(argc - 1, argv + 1);
+  fprintf(stderr, "inferd: unknown command '%s' (try inferd --help)\n", argv[1]);
+  return 2;
+}

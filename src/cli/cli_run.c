@@ -1,0 +1,253 @@
+/*
+ * cli_run.c - `inferd run`: one model, no server.
+ *
+ *   inferd run MODEL.onnx --input X.npy --output Y.npy [--threads N] [--profile]
+ *   inferd run MODEL.onnx --bench [--batch N] [--threads T] [--seconds S] [--json] [--profile]
+ *
+ * The first form runs one batch read from a float32 .npy (the model's input shape
+ * with any batch size) and writes the first output as .npy. The second warms up, then
+ * runs batches for S seconds and reports throughput and latency; its last line is
+ * `throughput: <float> images/s`, or one JSON object with --json.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+typedef struct run_options {
+  const char *model, *input, *output;
+  int threads, batch, bench, json, profile;
+  double seconds;
+} run_options;
+
+static void run_usage(FILE *f) {
+  fprintf(f,
+          "usage: inferd run MODEL.onnx --input X.npy --output Y.npy [--threads N] [--profile]\n"
+          "       inferd run MODEL.onnx --bench [--batch N] [--threads T] [--seconds S] [--json] [--profile]\n");
+}
+
+static int fail(const inferd_status *st) {
+  fprintf(stderr, "inferd: %s\n", st->message);
+  return cli_exit_status(st->code);
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out) {
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (*s == '\0' || *end != '\0' || v < lo || v > hi) return -1;
+  *out = (int)v;
+  return 0;
+}
+
+static int parse_options(int argc, char **argv, run_options *o) {
+  static const struct option longs[] = {
+      {"input", required_argument, 0, 'i'},  {"output", required_argument, 0, 'o'},
+      {"threads", required_argument, 0, 't'}, {"batch", required_argument, 0, 'b'},
+      {"seconds", required_argument, 0, 's'}, {"bench", no_argument, 0, 'B'},
+      {"json", no_argument, 0, 'j'},          {"profile", no_argument, 0, 'p'},
+      {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
+  };
+  *o = (run_options){.batch = 1, .seconds = 5.0};
+  optind = 1;
+  int ch;
+  while ((ch = getopt_long(argc, argv, "i:o:t:b:s:h", longs, NULL)) != -1) {
+    switch (ch) {
+    case 'i': o->input = optarg; break;
+    case 'o': o->output = optarg; break;
+    case 't':
+      if (parse_int(optarg, 1, 1024, &o->threads)) return fprintf(stderr, "inferd: --threads wants 1..1024\n"), 2;
+      break;
+    case 'b':
+      if (parse_int(optarg, 1, 1024, &o->batch)) return fprintf(stderr, "inferd: --batch wants 1..1024\n"), 2;
+      break;
+    case 's': {
+      char *end;
+      o->seconds = strtod(optarg, &end);
+      if (*end || !(o->seconds > 0 && o->seconds <= 86400)) return fprintf(stderr, "inferd: --seconds wants a positive number\n"), 2;
+      break;
+    }
+    case 'B': o->bench = 1; break;
+    case 'j': o->json = 1; break;
+    case 'p': o->profile = 1; break;
+    case 'h': run_usage(stdout); return 0;
+    default: run_usage(stderr); return 2;
+    }
+  }
+  if (optind != argc - 1) {
+    run_usage(stderr);
+    return 2;
+  }
+  o->model = argv[optind];
+  if (!o->bench && (!o->input || !o->output)) {
+    fprintf(stderr, "inferd: run needs --input and --output (or --bench)\n");
+    return 2;
+  }
+  return -1;
+}
+
+/* Checks that a .npy batch fits the model's first input; returns the batch size. */
+static inferd_code check_input(const inferd_model *m, const core_npy *x, int *batch, inferd_status *st) {
+  inferd_tensor_info in;
+  inferd_model_input(m, 0, &in);
+  char want[128], got[128];
+  core_shape_str(in.rank, in.dims, want, sizeof want);
+  core_shape_str(x->rank, x->dims, got, sizeof got);
+  if (inferd_model_num_inputs(m) != 1)
+    return core_fail(st, INFERD_UNSUPPORTED, "model has %d inputs; inferd run feeds one", inferd_model_num_inputs(m));
+  if (x->dtype != INFERD_DTYPE_FLOAT)
+    return core_fail(st, INFERD_INVALID_ARG, "input '%s': expected float32, got %s", in.name, core_dtype_name(x->dtype));
+  if (x->rank != in.rank)
+    return core_fail(st, INFERD_INVALID_ARG, "input '%s': expected rank %d %s, got rank %d %s", in.name, in.rank, want,
+                     x->rank, got);
+  for (int i = 1; i < in.rank; i++)
+    if (x->dims[i] != in.dims[i])
+      return core_fail(st, INFERD_INVALID_ARG, "input '%s': expected shape %s (-1 = any batch), got %s", in.name, want, got);
+  if (x->dims[0] < 1 || x->dims[0] > 1024)
+    return core_fail(st, INFERD_INVALID_ARG, "input '%s': batch %lld outside 1..1024", in.name, (long long)x->dims[0]);
+  *batch = (int)x->dims[0];
+  return INFERD_OK;
+}
+
+static int run_once(inferd_model *m, inferd_session *s, const run_options *o) {
+  inferd_status st = {0};
+  core_npy x;
+  int batch = 0, rank = 0;
+  int64_t dims[INFERD_MAX_RANK];
+  if (core_npy_read(o->input, &x, &st) != INFERD_OK) return fail(&st);
+  int rc = 0;
+  float *y = NULL;
+  if (check_input(m, &x, &batch, &st) != INFERD_OK ||
+      inferd_session_output_shape(s, batch, 0, &rank, dims, &st) != INFERD_OK) {
+    rc = fail(&st);
+    goto out;
+  }
+  int n_out = inferd_model_num_outputs(m);
+  float *outs[8] = {0};
+  for (int k = 0; k < n_out; k++) {
+    int r;
+    int64_t d[INFERD_MAX_RANK];
+    inferd_session_output_shape(s, batch, k, &r, d, &st);
+    outs[k] = malloc((size_t)core_shape_count(r, d) * sizeof(float) + 1);
+    if (!outs[k]) {
+      rc = 1;
+      fprintf(stderr, "inferd: out of memory\n");
+      goto free_outs;
+    }
+  }
+  y = outs[0];
+  const float *ins[1] = {x.data};
+  if (inferd_session_run(s, batch, ins, outs, &st) != INFERD_OK ||
+      core_npy_write(o->output, INFERD_DTYPE_FLOAT, rank, dims, y, &st) != INFERD_OK)
+    rc = fail(&st);
+free_outs:
+  for (int k = 0; k < n_out; k++) free(outs[k]);
+out:
+  core_npy_free(&x);
+  return rc;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static int run_bench(inferd_model *m, inferd_session *s, const run_options *o) {
+  inferd_status st = {0};
+  inferd_tensor_info in;
+  inferd_model_input(m, 0, &in);
+  in.dims[0] = o->batch;
+  int64_t count = core_shape_count(in.rank, in.dims);
+  int n_out = inferd_model_num_outputs(m);
+  float *x = malloc((size_t)count * sizeof *x), *outs[8] = {0};
+  enum { MAX_ITERS = 1 << 16 };
+  double *lat = malloc(MAX_ITERS * sizeof *lat);
+  int rc = 0;
+  if (!x || !lat) {
+    fprintf(stderr, "inferd: out of memory\n");
+    rc = 1;
+    goto out;
+  }
+  uint32_t seed = 12345;
+  for (int64_t i = 0; i < count; i++) { /* a fixed pseudo-random image batch */
+    seed = seed * 1664525u + 1013904223u;
+    x[i] = (float)((seed >> 8) & 0xffff) / 65536.0f * 2.0f - 1.0f;
+  }
+  for (int k = 0; k < n_out; k++) {
+    int r;
+    int64_t d[INFERD_MAX_RANK];
+    if (inferd_session_output_shape(s, o->batch, k, &r, d, &st) != INFERD_OK) {
+      rc = fail(&st);
+      goto out;
+    }
+    if (!(outs[k] = malloc((size_t)core_shape_count(r, d) * sizeof(float) + 1))) {
+      rc = 1;
+      goto out;
+    }
+  }
+  const float *ins[1] = {x};
+  /* warm-up: first runs bind the plan and fault in the arena */
+  double t_warm = core_now_seconds();
+  for (int i = 0; i < 3 || core_now_seconds() - t_warm < CORE_MIN(1.0, o->seconds / 5); i++)
+    if (inferd_session_run(s, o->batch, ins, outs, &st) != INFERD_OK) {
+      rc = fail(&st);
+      goto out;
+    }
+  int iters = 0;
+  double t0 = core_now_seconds(), now = t0;
+  while ((now - t0 < o->seconds || iters < 3) && iters < MAX_ITERS) {
+    double ts = now;
+    if (inferd_session_run(s, o->batch, ins, outs, &st) != INFERD_OK) {
+      rc = fail(&st);
+      goto out;
+    }
+    now = core_now_seconds();
+    lat[iters++] = (now - ts) * 1e3;
+  }
+  double total = now - t0, mean = total * 1e3 / iters;
+  qsort(lat, (size_t)iters, sizeof *lat, cmp_double);
+  double p50 = lat[iters / 2], p99 = lat[(int)((iters - 1) * 0.99)];
+  double throughput = iters * o->batch / total, gflop = inferd_model_flops_per_item(m) * 1e-9;
+  if (o->json) {
+    printf("{\"model\": \"%s\", \"batch\": %d, \"threads\": %d, \"iterations\": %d, \"seconds\": %.3f, "
+           "\"throughput\": %.3f, \"latency_ms\": {\"mean\": %.3f, \"p50\": %.3f, \"p99\": %.3f}, "
+           "\"gflop_per_image\": %.4f}\n",
+           o->model, o->batch, o->threads, iters, total, throughput, mean, p50, p99, gflop);
+  } else {
+    printf("model: %s\nbatch: %d\nthreads: %d\niterations: %d in %.2f s\n", o->model, o->batch, o->threads, iters, total);
+    printf("latency_ms: mean %.2f  p50 %.2f  p99 %.2f\n", mean, p50, p99);
+    printf("gflop_per_image: %.3f  achieved: %.1f GFLOP/s\n", gflop, gflop * throughput);
+    printf("throughput: %.2f images/s\n", throughput);
+  }
+out:
+  for (int k = 0; k < n_out; k++) free(outs[k]);
+  free(x);
+  free(lat);
+  return rc;
+}
+
+int cli_run(int argc, char **argv) {
+  run_options o;
+  int rc = parse_options(argc, argv, &o);
+  if (rc >= 0) return rc;
+  inferd_status st = {0};
+  inferd_model *m;
+  if (inferd_model_load(o.model, NULL, &m, &st) != INFERD_OK) return fail(&st);
+  inferd_session *s;
+  inferd_session_params sp = {.threads = o.threads, .profile = o.profile};
+  if (inferd_session_new(m, &sp, &s, &st) != INFERD_OK) {
+    inferd_model_free(m);
+    return fail(&st);
+  }
+  if (o.threads == 0) o.threads = 0; /* 0: all the process may use */
+  rc = o.bench ? run_bench(m, s, &o) : run_once(m, s, &o);
+  if (o.profile && rc == 0) {
+    char buf[4096];
+    inferd_session_profile(s, buf, sizeof buf);
+    fprintf(o.bench && !o.json ? stdout : stderr, "%s", buf);
+  }
+  inferd_session_free(s);
+  inferd_model_free(m);
+  return rc;
+}

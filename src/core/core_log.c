@@ -1,0 +1,30 @@
+/*
+ * core_log.c - one-line log messages on stderr with a level filter. The level is a
+ * process-wide setting made once at start (INFERD_LOG_LEVEL or the CLI).
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "core/core.h"
+
+static _Atomic int log_level = CORE_LOG_INFO;
+
+void core_log_set_level(core_log_level level) { log_level = level; }
+
+void core_log(core_log_level level, const char *fmt, ...) {
+  static const char *const names[] = {"debug", "info", "warn", "error"};
+  if ((int)level < log_level) return;
+  char line[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  struct tm tm;
+  gmtime_r(&ts.tv_sec, &tm);
+  fprintf(stderr, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s %s\n", tm.tm_year + 1900,
+          tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
+          names[level], line);
+}

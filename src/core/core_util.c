@@ -1,0 +1,86 @@
+/*
+ * core_util.c - dtypes, shapes, mapped files and the clock.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/core.h"
+
+size_t core_dtype_size(inferd_dtype dtype) {
+  switch (dtype) {
+  case INFERD_DTYPE_FLOAT: return 4;
+  case INFERD_DTYPE_UINT8: return 1;
+  case INFERD_DTYPE_INT8: return 1;
+  case INFERD_DTYPE_INT32: return 4;
+  case INFERD_DTYPE_INT64: return 8;
+  case INFERD_DTYPE_BOOL: return 1;
+  default: return 0;
+  }
+}
+
+const char *core_dtype_name(inferd_dtype dtype) {
+  switch (dtype) {
+  case INFERD_DTYPE_FLOAT: return "float32";
+  case INFERD_DTYPE_UINT8: return "uint8";
+  case INFERD_DTYPE_INT8: return "int8";
+  case INFERD_DTYPE_INT32: return "int32";
+  case INFERD_DTYPE_INT64: return "int64";
+  case INFERD_DTYPE_BOOL: return "bool";
+  default: return "unsupported dtype";
+  }
+}
+
+int64_t core_shape_count(int rank, const int64_t *dims) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++) {
+    if (dims[i] < 0) return -1;
+    if (dims[i] && n > INT64_MAX / dims[i]) return -1;
+    n *= dims[i];
+  }
+  return n;
+}
+
+const char *core_shape_str(int rank, const int64_t *dims, char *buf, size_t size) {
+  size_t off = 0;
+  off += (size_t)snprintf(buf + off, size - off, "[");
+  for (int i = 0; i < rank && off < size; i++)
+    off += (size_t)snprintf(buf + off, size - off, i ? ",%lld" : "%lld", (long long)dims[i]);
+  if (off < size) snprintf(buf + off, size - off, "]");
+  return buf;
+}
+
+inferd_code core_file_map(const char *path, const void **data, size_t *size, inferd_status *st) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return core_fail(st, INFERD_NOT_FOUND, "%s: %s", path, strerror(errno));
+  struct stat sb;
+  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    close(fd);
+    return core_fail(st, INFERD_INVALID_ARG, "%s: not a regular file", path);
+  }
+  if (sb.st_size == 0) {
+    close(fd);
+    return core_fail(st, INFERD_INVALID_ARG, "%s: empty file", path);
+  }
+  void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) return core_fail(st, INFERD_INTERNAL, "%s: mmap: %s", path, strerror(errno));
+  *data = p;
+  *size = (size_t)sb.st_size;
+  return INFERD_OK;
+}
+
+void core_file_unmap(const void *data, size_t size) {
+  if (data) munmap((void *)data, size);
+}
+
+double core_now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}

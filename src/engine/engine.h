@@ -1,0 +1,287 @@
+/*
+ * engine.h - inside the engine: the model, graph passes, plans and sessions.
+ *
+ * A model (inferd_model) owns the IR after the load-time passes, the oneDNN engine,
+ * the weight cache (weights reordered into the layouts the primitives chose, shared
+ * read-only by every plan and session) and a bounded cache of plans.
+ *
+ * A plan is the graph compiled for one (batch size, thread count): shapes inferred,
+ * the shape chains of the exporter folded into constants, each node lowered to oneDNN
+ * primitives (the steps), and a memory plan that places every activation buffer at
+ * an offset of one scratch arena, reusing space between buffers whose lifetimes do not
+ * overlap. Plans are immutable once compiled and shared by sessions (refcounted).
+ *
+ * A session binds plans to its own scratch arena (a plan_instance: oneDNN memory
+ * objects pointing into the arena) the first time it runs a batch size; after that a
+ * run is a loop over steps with no allocation and no lock.
+ *
+ * Locking: model->lock guards the plan cache and the weight cache, taken only while
+ * compiling or looking up a plan, never during a run.
+ */
+#ifndef INFERD_ENGINE_H
+#define INFERD_ENGINE_H
+
+#include <pthread.h>
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include "onnx/onnx.h"
+
+/* ---- ops registry ----------------------------------------------------------------- */
+
+/* name, lowering function. One row per ONNX op the engine runs. */
+#define ENGINE_OPS(X)                                                   \
+  X(CONV, "Conv", ops_conv_lower)                                       \
+  X(BATCHNORM, "BatchNormalization", ops_batchnorm_lower)               \
+  X(RELU, "Relu", ops_eltwise_lower)                                    \
+  X(LEAKYRELU, "LeakyRelu", ops_eltwise_lower)                          \
+  X(CLIP, "Clip", ops_eltwise_lower)                                    \
+  X(SIGMOID, "Sigmoid", ops_eltwise_lower)                              \
+  X(HARDSIGMOID, "HardSigmoid", ops_eltwise_lower)                      \
+  X(HARDSWISH, "HardSwish", ops_eltwise_lower)                          \
+  X(TANH, "Tanh", ops_eltwise_lower)                                    \
+  X(SQRT, "Sqrt", ops_eltwise_lower)                                    \
+  X(EXP, "Exp", ops_eltwise_lower)                                      \
+  X(ADD, "Add", ops_binary_lower)                                       \
+  X(SUB, "Sub", ops_binary_lower)                                       \
+  X(MUL, "Mul", ops_binary_lower)                                       \
+  X(DIV, "Div", ops_binary_lower)                                       \
+  X(POW, "Pow", ops_binary_lower)                                       \
+  X(MAXPOOL, "MaxPool", ops_pool_lower)                                 \
+  X(AVERAGEPOOL, "AveragePool", ops_pool_lower)                         \
+  X(GLOBALAVERAGEPOOL, "GlobalAveragePool", ops_pool_lower)             \
+  X(GLOBALMAXPOOL, "GlobalMaxPool", ops_pool_lower)                     \
+  X(REDUCEMEAN, "ReduceMean", ops_reduce_lower)                         \
+  X(GEMM, "Gemm", ops_matmul_lower)                                     \
+  X(MATMUL, "MatMul", ops_matmul_lower)                                 \
+  X(SOFTMAX, "Softmax", ops_softmax_lower)                              \
+  X(CONCAT, "Concat", ops_concat_lower)                                 \
+  X(FLATTEN, "Flatten", ops_reshape_lower)                              \
+  X(RESHAPE, "Reshape", ops_reshape_lower)                              \
+  X(SQUEEZE, "Squeeze", ops_reshape_lower)                              \
+  X(UNSQUEEZE, "Unsqueeze", ops_reshape_lower)                          \
+  X(IDENTITY, "Identity", ops_reshape_lower)                            \
+  X(DROPOUT, "Dropout", ops_reshape_lower)                              \
+  X(TRANSPOSE, "Transpose", ops_transpose_lower)                        \
+  X(SHAPE, "Shape", ops_shape_lower)                                    \
+  X(GATHER, "Gather", ops_shape_lower)                                  \
+  X(CAST, "Cast", ops_shape_lower)
+
+typedef enum op_kind {
+#define ENGINE__ENUM(id, name, fn) OP_##id,
+  ENGINE_OPS(ENGINE__ENUM)
+#undef ENGINE__ENUM
+  OP_COUNT,
+  OP_REORDER = OP_COUNT, /* steps the planner inserts (layout changes, copies) */
+  OP_KIND_COUNT
+} op_kind;
+
+const char *engine_op_name(op_kind op); /* "Conv"; "Reorder" for OP_REORDER */
+/* Looks an ONNX op type up; returns OP_COUNT when the engine does not run it. */
+op_kind engine_op_find(const char *op_type, const char *domain);
+
+/* ---- fused post-ops, recorded on nodes by the passes -------------------------------- */
+
+enum { FUSED_MAX = 4 };
+typedef struct fused_op {
+  enum { FUSED_ELTWISE, FUSED_SUM } kind;
+  dnnl_alg_kind_t alg; /* FUSED_ELTWISE */
+  float alpha, beta;
+  int residual; /* FUSED_SUM: value added into the output, its buffer reused in place */
+} fused_op;
+
+typedef struct node_extra {
+  op_kind op;
+  int n_fused;
+  fused_op fused[FUSED_MAX];
+} node_extra;
+
+/* ---- weights ----------------------------------------------------------------------- */
+
+typedef struct weight_copy {
+  struct weight_copy *next;
+  dnnl_memory_desc_t src; /* how the plain data was read */
+  dnnl_memory_desc_t md;  /* the layout of this copy */
+  void *data; /* in model->weight_arena; read-only once written */
+} weight_copy;
+
+/* ---- plans ------------------------------------------------------------------------- */
+
+enum { STEP_MAX_ARGS = 8 };
+
+typedef enum { REF_NONE, REF_BUFFER, REF_WEIGHT, REF_INPUT, REF_OUTPUT } ref_kind;
+
+/* Where a tensor lives during a run. */
+typedef struct plan_ref {
+  ref_kind kind;
+  int index;     /* buffer id (REF_BUFFER) or model input/output index */
+  size_t offset; /* bytes from the start of the buffer */
+  const void *data; /* REF_WEIGHT: the shared weight */
+  dnnl_memory_desc_t md;
+} plan_ref;
+
+typedef struct plan_step plan_step;
+/* A step that is not a oneDNN primitive (a copy of constant data, a gather). */
+typedef void (*step_fn)(const plan_step *step, void *const *ptrs);
+
+struct plan_step {
+  op_kind op;
+  const char *node; /* borrowed from the model's IR */
+  dnnl_primitive_t prim; /* NULL for a custom step */
+  step_fn fn;
+  int n_args;
+  int arg_kinds[STEP_MAX_ARGS]; /* DNNL_ARG_* */
+  plan_ref args[STEP_MAX_ARGS];
+  int64_t params[8]; /* custom steps' parameters */
+  double flops;
+};
+
+typedef struct plan_buffer {
+  size_t size;
+  size_t offset; /* in the arena, after memory planning */
+  int first, last; /* steps that write it first and read it last */
+  ref_kind bind;   /* REF_BUFFER, or REF_INPUT/REF_OUTPUT when it is the user's buffer */
+  int io_index;
+} plan_buffer;
+
+typedef struct plan {
+  int batch, threads;
+  int refs; /* owners: the cache and each session instance; under model->lock */
+  plan_step *steps;
+  int n_steps;
+  plan_buffer *buffers;
+  int n_buffers;
+  size_t arena_bytes;      /* activations, after memory planning */
+  size_t scratchpad_bytes; /* oneDNN's scratch, shared by all steps */
+  int n_outputs;
+  int out_rank[8];
+  int64_t out_dims[8][IR_MAX_RANK];
+  double flops;
+  core_arena *consts; /* constants folded for this batch size */
+} plan;
+
+/* ---- the model --------------------------------------------------------------------- */
+
+enum { PLAN_CACHE_MAX = 32 };
+
+struct inferd_model {
+  ir_graph *graph;
+  node_extra *extra; /* [graph->n_nodes] */
+  dnnl_engine_t engine;
+  pthread_mutex_t lock;
+  struct {
+    plan *plan;
+    uint64_t used;
+  } cache[PLAN_CACHE_MAX];
+  int max_plans, max_batch;
+  uint64_t clock;
+  weight_copy **weights; /* [graph->n_values]: reordered copies of each constant */
+  core_arena *weight_arena;
+  size_t weights_bytes;
+  double flops_per_item;
+  inferd_tensor_info *inputs, *outputs;
+  int n_inputs, n_outputs;
+};
+
+/* engine_passes.c: the load-time graph rewrites. */
+inferd_code engine_passes_run(inferd_model *m, inferd_status *st);
+
+/* engine_plan.c: compile (caller holds model->lock). */
+inferd_code engine_plan_compile(inferd_model *m, int batch, int threads, plan **out, inferd_status *st);
+void engine_plan_free(plan *p);
+
+/* engine_weights.c: the shared copy of constant `value` in layout `md`, reordering
+ * (once) when no copy in that layout exists yet. Caller holds model->lock. */
+inferd_code engine_weight_get(inferd_model *m, int value, const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *md,
+                              const void **out, inferd_status *st);
+/* Reorders src_data (layout src) into dst_data (layout dst) right now. */
+inferd_code engine_reorder_now(inferd_model *m, const dnnl_memory_desc_t *src, const void *src_data,
+                               const dnnl_memory_desc_t *dst, void *dst_data, inferd_status *st);
+/* Drops the IR's plain copies of constants that now live in the weight cache. */
+void engine_weights_release_plain(inferd_model *m);
+
+/* ---- what op lowerings use (engine_plan.c) ------------------------------------------- */
+
+typedef struct plan_ctx plan_ctx;
+
+/* The per-plan view of a value: concrete shape, and either constant data or a place. */
+typedef struct plan_value {
+  inferd_dtype dtype;
+  int rank; /* -1: not computed yet */
+  int64_t dims[IR_MAX_RANK];
+  bool is_const;     /* an initializer or a value folded at plan time */
+  const void *data; /* the constant's data, dense row-major; NULL once a weight is
+                       released (then only the weight cache has it) */
+  bool defined;     /* has a place (ref) */
+  plan_ref ref;     /* where it lives when not constant */
+} plan_value;
+
+const ir_graph *plan_graph(const plan_ctx *c);
+const ir_node *plan_node(const plan_ctx *c, int node);
+const node_extra *plan_extra(const plan_ctx *c, int node);
+plan_value *plan_val(plan_ctx *c, int value);
+dnnl_engine_t plan_engine(const plan_ctx *c);
+int plan_batch(const plan_ctx *c);
+
+/* Records value v as a constant computed at plan time (data copied). */
+inferd_code plan_set_const(plan_ctx *c, int v, inferd_dtype dtype, int rank, const int64_t *dims,
+                           const void *data, inferd_status *st);
+/* Memory that lives as long as the plan (constants the steps read). */
+void *plan_const_alloc(plan_ctx *c, size_t size);
+/* Gives value v a new buffer in layout md (its shape must already be set). */
+inferd_code plan_define(plan_ctx *c, int v, const dnnl_memory_desc_t *md, inferd_status *st);
+/* Makes value `out` share the storage of value `in` with layout md (a view). */
+void plan_define_alias(plan_ctx *c, int out, int in, const dnnl_memory_desc_t *md);
+/* A reference to value v in layout `want` (NULL: as it is). Inserts a reorder into a
+ * new buffer when v lives in another layout, or takes the weight cache's copy when v
+ * is a constant. */
+inferd_code plan_src(plan_ctx *c, int v, const dnnl_memory_desc_t *want, plan_ref *out, inferd_status *st);
+/* Constant v as a weight in layout `want`; `src` says how its plain data is laid
+ * out (NULL: dense row-major in its own shape; a reshape or strides otherwise). */
+inferd_code plan_weight(plan_ctx *c, int v, const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *want,
+                        plan_ref *out, inferd_status *st);
+/* A new attribute with the user scratchpad mode every primitive of a plan uses. */
+dnnl_primitive_attr_t plan_attr_new(void);
+/* Creates the primitive for `pd` (taking ownership of pd) and appends it as a step. */
+inferd_code plan_emit(plan_ctx *c, int node, op_kind op, dnnl_primitive_desc_t pd, int n_args,
+                      const int *arg_kinds, const plan_ref *args, double flops, inferd_status *st);
+inferd_code plan_emit_custom(plan_ctx *c, int node, op_kind op, step_fn fn, int n_args, const plan_ref *args,
+                             const int64_t *params, int n_params, inferd_status *st);
+/* Inserts a reorder from `src` into `dst` (both refs). */
+inferd_code plan_emit_reorder(plan_ctx *c, int node, const plan_ref *src, const plan_ref *dst, inferd_status *st);
+
+/* Dense row-major md for a shape (rank 0 becomes [1]). */
+void md_plain(dnnl_memory_desc_t *md, int rank, const int64_t *dims, inferd_dtype dtype);
+/* md with format_kind any. */
+void md_any(dnnl_memory_desc_t *md, int rank, const int64_t *dims);
+bool md_is_plain(const dnnl_memory_desc_t *md);
+dnnl_data_type_t md_dtype(inferd_dtype dtype);
+
+/* Fails with "node 'name' (Op): message". */
+inferd_code node_fail(const plan_ctx *c, int node, inferd_code code, inferd_status *st, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* The oneDNN element-wise ops (1 or 2) for an ONNX element-wise node; 0 when none. */
+int engine_eltwise_of(const ir_graph *g, const ir_node *n, op_kind op, fused_op out[2]);
+
+/* A primitive attribute (user scratchpad) carrying the node's fused post-ops. */
+dnnl_primitive_attr_t plan_attr_fused(const plan_ctx *c, int node);
+
+/* Sliding windows (Conv, pooling): reads kernel/strides/dilations/pads/auto_pad of
+ * the node and computes padding and output sizes of the `nsp` spatial dims. */
+typedef struct window {
+  int nsp;
+  dnnl_dims_t kernel, strides, dilation, pad_l, pad_r; /* dilation as ONNX (1 = none) */
+  int64_t out[IR_MAX_RANK];
+} window;
+inferd_code ops_window(plan_ctx *c, int node, const int64_t *in_spatial, const int64_t *kernel, bool ceil_mode,
+                       window *w, inferd_status *st);
+
+/* ---- op lowerings (ops/) -------------------------------------------------------------- */
+
+typedef inferd_code (*op_lower_fn)(plan_ctx *c, int node, inferd_status *st);
+#define ENGINE__DECL(id, name, fn) inferd_code fn(plan_ctx *c, int node, inferd_status *st);
+ENGINE_OPS(ENGINE__DECL)
+#undef ENGINE__DECL
+
+#endif /* INFERD_ENGINE_H */

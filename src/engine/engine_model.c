@@ -1,0 +1,455 @@
+/*
+ * engine_model.c - the public engine API (include/inferd/inferd.h): loading a model,
+ * the plan cache, sessions and runs.
+ *
+ * DESIGN
+ * Load = parse (onnx/) -> passes (engine_passes.c) -> compile the batch-1 plan, which
+ * checks every node and reorders every weight into the weight cache -> release the
+ * IR's plain weight copies. A model is read-only after that except for its plan cache
+ * and weight cache, both under model->lock.
+ *
+ * A session keeps, per (batch size), a plan_instance: the plan (a counted reference),
+ * one scratch arena from the memory plan plus oneDNN's scratchpad, and oneDNN memory
+ * objects bound to it. Running a batch size the session has seen touches only the
+ * session: no allocation, no lock. Input/output arrays are bound per run with
+ * dnnl_memory_set_data_handle.
+ *
+ * Threads: the compute team of a run is the calling thread's OpenMP team, sized by
+ * the session's thread count; plans are compiled per (batch, threads).
+ */
+#include <omp.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/engine.h"
+
+/* ---- op registry ------------------------------------------------------------------- */
+
+static const char *const op_names[OP_KIND_COUNT] = {
+#define ENGINE__NAME(id, name, fn) [OP_##id] = name,
+    ENGINE_OPS(ENGINE__NAME)
+#undef ENGINE__NAME
+        [OP_REORDER] = "Reorder",
+};
+_Static_assert(CORE_ARRAY_LEN(op_names) == OP_KIND_COUNT, "op name table size");
+
+const char *engine_op_name(op_kind op) { return (unsigned)op < OP_KIND_COUNT ? op_names[op] : "?"; }
+
+op_kind engine_op_find(const char *op_type, const char *domain) {
+  if (domain && *domain) return OP_COUNT;
+  for (int i = 0; i < OP_COUNT; i++)
+    if (strcmp(op_names[i], op_type) == 0) return (op_kind)i;
+  return OP_COUNT;
+}
+
+/* ---- plan cache ----------------------------------------------------------------------- */
+
+static void plan_release(inferd_model *m, plan *p) {
+  pthread_mutex_lock(&m->lock);
+  bool last = --p->refs == 0;
+  pthread_mutex_unlock(&m->lock);
+  if (last) engine_plan_free(p);
+}
+
+/* Returns a counted reference to the plan for (batch, threads), compiling it on a miss.
+ * Caller holds model->lock. */
+static inferd_code plan_get_locked(inferd_model *m, int batch, int threads, plan **out, inferd_status *st) {
+  int free_slot = -1, lru = 0;
+  for (int i = 0; i < m->max_plans; i++) {
+    plan *p = m->cache[i].plan;
+    if (!p) {
+      free_slot = i;
+      continue;
+    }
+    if (p->batch == batch && p->threads == threads) {
+      m->cache[i].used = ++m->clock;
+      p->refs++;
+      *out = p;
+      return INFERD_OK;
+    }
+    if (m->cache[i].used < m->cache[lru].used) lru = i;
+  }
+  plan *p;
+  inferd_code rc = engine_plan_compile(m, batch, threads, &p, st);
+  if (rc != INFERD_OK) return rc;
+  int slot = free_slot >= 0 ? free_slot : lru;
+  if (m->cache[slot].plan && --m->cache[slot].plan->refs == 0) engine_plan_free(m->cache[slot].plan);
+  m->cache[slot].plan = p;
+  m->cache[slot].used = ++m->clock;
+  if (m->flops_per_item == 0) m->flops_per_item = p->flops / batch;
+  p->refs++;
+  *out = p;
+  return INFERD_OK;
+}
+
+/* ---- loading ------------------------------------------------------------------------------ */
+
+static inferd_code describe_io(inferd_model *m, inferd_status *st) {
+  const ir_graph *g = m->graph;
+  m->n_inputs = g->n_inputs;
+  m->n_outputs = g->n_outputs;
+  m->inputs = calloc((size_t)g->n_inputs + 1, sizeof *m->inputs);
+  m->outputs = calloc((size_t)g->n_outputs + 1, sizeof *m->outputs);
+  if (!m->inputs || !m->outputs) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
+  for (int k = 0; k < g->n_inputs; k++) {
+    const ir_value *v = &g->values[g->inputs[k]];
+    if (v->dtype != INFERD_DTYPE_FLOAT)
+      return core_fail(st, INFERD_UNSUPPORTED, "input '%s' is %s; only float32 inputs are supported", v->name,
+                       core_dtype_name(v->dtype));
+    if (v->rank < 1)
+      return core_fail(st, INFERD_UNSUPPORTED, "input '%s' has no declared shape with a batch axis", v->name);
+    for (int i = 1; i < v->rank; i++)
+      if (v->dims[i] < 0)
+        return core_fail(st, INFERD_UNSUPPORTED, "input '%s': dimension %d is dynamic; only the batch axis may be",
+                         v->name, i);
+    m->inputs[k] = (inferd_tensor_info){.name = v->name, .dtype = v->dtype, .rank = v->rank};
+    memcpy(m->inputs[k].dims, v->dims, sizeof v->dims);
+    m->inputs[k].dims[0] = -1;
+  }
+  for (int k = 0; k < g->n_outputs; k++) {
+    const ir_value *v = &g->values[g->outputs[k]];
+    m->outputs[k] = (inferd_tensor_info){.name = v->name, .dtype = INFERD_DTYPE_FLOAT, .rank = -1};
+  }
+  if (g->n_inputs == 0) return core_fail(st, INFERD_UNSUPPORTED, "model has no inputs");
+  if (g->n_outputs > 8) return core_fail(st, INFERD_UNSUPPORTED, "model has %d outputs; at most 8", g->n_outputs);
+  return INFERD_OK;
+}
+
+static inferd_code finish_load(ir_graph *g, const inferd_model_params *params, inferd_model **out,
+                               inferd_status *st) {
+  inferd_model *m = calloc(1, sizeof *m);
+  if (!m) {
+    ir_graph_free(g);
+    return core_fail(st, INFERD_NO_MEMORY, "out of memory");
+  }
+  m->graph = g;
+  pthread_mutex_init(&m->lock, NULL);
+  m->max_plans = params && params->max_cached_plans > 0 ? CORE_MIN(params->max_cached_plans, PLAN_CACHE_MAX) : 8;
+  m->max_batch = params && params->max_batch > 0 ? params->max_batch : 1024;
+  inferd_code rc = INFERD_OK;
+  m->extra = calloc((size_t)g->n_nodes + 1, sizeof *m->extra);
+  m->weights = calloc((size_t)g->n_values + 1, sizeof *m->weights);
+  m->weight_arena = core_arena_new(8 << 20);
+  if (!m->extra || !m->weights || !m->weight_arena) rc = core_fail(st, INFERD_NO_MEMORY, "out of memory");
+  if (rc == INFERD_OK && dnnl_engine_create(&m->engine, dnnl_cpu, 0) != dnnl_success)
+    rc = core_fail(st, INFERD_INTERNAL, "oneDNN has no CPU engine");
+  if (rc == INFERD_OK) rc = describe_io(m, st);
+  if (rc == INFERD_OK) rc = engine_passes_run(m, st);
+  if (rc == INFERD_OK) {
+    /* Compile batch 1 now: it checks every node and fills the weight cache. */
+    plan *p;
+    pthread_mutex_lock(&m->lock);
+    rc = plan_get_locked(m, 1, omp_get_max_threads(), &p, st);
+    if (rc == INFERD_OK) {
+      p->refs--;
+      engine_weights_release_plain(m);
+      for (int k = 0; k < m->n_outputs; k++) {
+        m->outputs[k].rank = p->out_rank[k];
+        memcpy(m->outputs[k].dims, p->out_dims[k], sizeof p->out_dims[k]);
+        m->outputs[k].dims[0] = -1;
+      }
+    }
+    pthread_mutex_unlock(&m->lock);
+  }
+  if (rc != INFERD_OK) {
+    inferd_model_free(m);
+    return rc;
+  }
+  *out = m;
+  return INFERD_OK;
+}
+
+inferd_code inferd_model_load(const char *path, const inferd_model_params *params, inferd_model **out,
+                              inferd_status *st) {
+  *out = NULL;
+  ir_graph *g;
+  inferd_code rc = onnx_load_file(path, &g, st);
+  if (rc != INFERD_OK) return rc;
+  rc = finish_load(g, params, out, st);
+  if (rc != INFERD_OK) core_status_prefix(st, "%s", path);
+  return rc;
+}
+
+inferd_code inferd_model_load_memory(const void *data, size_t size, const inferd_model_params *params,
+                                     inferd_model **out, inferd_status *st) {
+  *out = NULL;
+  ir_graph *g;
+  inferd_code rc = onnx_load_memory(data, size, &g, st);
+  if (rc != INFERD_OK) return rc;
+  return finish_load(g, params, out, st);
+}
+
+void inferd_model_free(inferd_model *m) {
+  if (!m) return;
+  for (int i = 0; i < PLAN_CACHE_MAX; i++)
+    if (m->cache[i].plan && --m->cache[i].plan->refs == 0) engine_plan_free(m->cache[i].plan);
+  if (m->engine) dnnl_engine_destroy(m->engine);
+  core_arena_free(m->weight_arena);
+  free(m->weights);
+  free(m->extra);
+  free(m->inputs);
+  free(m->outputs);
+  ir_graph_free(m->graph);
+  pthread_mutex_destroy(&m->lock);
+  free(m);
+}
+
+int inferd_model_num_inputs(const inferd_model *m) { return m->n_inputs; }
+int inferd_model_num_outputs(const inferd_model *m) { return m->n_outputs; }
+
+inferd_code inferd_model_input(const inferd_model *m, int index, inferd_tensor_info *info) {
+  if (index < 0 || index >= m->n_inputs) return INFERD_INVALID_ARG;
+  *info = m->inputs[index];
+  return INFERD_OK;
+}
+
+inferd_code inferd_model_output(const inferd_model *m, int index, inferd_tensor_info *info) {
+  if (index < 0 || index >= m->n_outputs) return INFERD_INVALID_ARG;
+  *info = m->outputs[index];
+  return INFERD_OK;
+}
+
+size_t inferd_model_weights_bytes(const inferd_model *m) { return m->weights_bytes; }
+double inferd_model_flops_per_item(const inferd_model *m) { return m->flops_per_item; }
+
+/* ---- sessions ------------------------------------------------------------------------------ */
+
+/* A step argument that is the caller's input or output array, set at each run. */
+typedef struct io_binding {
+  dnnl_memory_t mem; /* primitive steps */
+  int slot;          /* custom steps: index into ptrs */
+  ref_kind kind;
+  int index;
+  size_t offset;
+} io_binding;
+
+typedef struct plan_instance {
+  plan *plan;
+  void *arena; /* activations, then oneDNN's scratchpad */
+  size_t arena_size;
+  dnnl_memory_t *mems;    /* [n_steps * (STEP_MAX_ARGS + 1)] */
+  dnnl_exec_arg_t *args;  /* same shape */
+  void **ptrs;            /* custom steps' resolved pointers, same shape */
+  io_binding *io;
+  int n_io;
+} plan_instance;
+
+enum { SESSION_MAX_PLANS = 16 };
+
+struct inferd_session {
+  inferd_model *model;
+  int threads;
+  dnnl_stream_t stream;
+  plan_instance inst[SESSION_MAX_PLANS];
+  int n_inst;
+  bool profile;
+  double op_seconds[OP_KIND_COUNT];
+  long op_calls[OP_KIND_COUNT];
+  double run_seconds;
+};
+
+inferd_code inferd_session_new(inferd_model *m, const inferd_session_params *params, inferd_session **out,
+                               inferd_status *st) {
+  *out = NULL;
+  inferd_session *s = calloc(1, sizeof *s);
+  if (!s) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
+  s->model = m;
+  s->threads = params && params->threads > 0 ? params->threads : omp_get_max_threads();
+  s->profile = params && params->profile;
+  if (dnnl_stream_create(&s->stream, m->engine, dnnl_stream_default_flags) != dnnl_success) {
+    free(s);
+    return core_fail(st, INFERD_INTERNAL, "oneDNN could not create a stream");
+  }
+  *out = s;
+  return INFERD_OK;
+}
+
+static void instance_free(inferd_session *s, plan_instance *in) {
+  if (!in->plan) return;
+  int slots = in->plan->n_steps * (STEP_MAX_ARGS + 1);
+  for (int i = 0; i < slots; i++)
+    if (in->mems[i]) dnnl_memory_destroy(in->mems[i]);
+  free(in->mems);
+  free(in->args);
+  free(in->ptrs);
+  free(in->io);
+  core_pages_free(in->arena, in->arena_size);
+  plan_release(s->model, in->plan);
+  memset(in, 0, sizeof *in);
+}
+
+void inferd_session_free(inferd_session *s) {
+  if (!s) return;
+  for (int i = 0; i < s->n_inst; i++) instance_free(s, &s->inst[i]);
+  dnnl_stream_destroy(s->stream);
+  free(s);
+}
+
+static void *ref_pointer(const plan_instance *in, const plan_ref *r) {
+  switch (r->kind) {
+  case REF_BUFFER: {
+    const plan_buffer *b = &in->plan->buffers[r->index];
+    if (b->bind != REF_BUFFER) return NULL; /* bound per run */
+    return (char *)in->arena + b->offset + r->offset;
+  }
+  case REF_WEIGHT: return (void *)r->data;
+  default: return NULL;
+  }
+}
+
+/* Which caller array a ref reads or writes, if any. */
+static bool ref_io(const plan *p, const plan_ref *r, ref_kind *kind, int *index) {
+  if (r->kind == REF_INPUT || r->kind == REF_OUTPUT) {
+    *kind = r->kind, *index = r->index;
+    return true;
+  }
+  if (r->kind == REF_BUFFER && p->buffers[r->index].bind != REF_BUFFER) {
+    *kind = p->buffers[r->index].bind, *index = p->buffers[r->index].io_index;
+    return true;
+  }
+  return false;
+}
+
+static inferd_code instance_bind(inferd_session *s, plan *p, plan_instance *in, inferd_status *st) {
+  memset(in, 0, sizeof *in);
+  in->plan = p;
+  int slots = p->n_steps * (STEP_MAX_ARGS + 1);
+  in->arena_size = p->arena_bytes + p->scratchpad_bytes;
+  in->arena = core_pages_alloc(in->arena_size);
+  in->mems = calloc((size_t)slots + 1, sizeof *in->mems);
+  in->args = calloc((size_t)slots + 1, sizeof *in->args);
+  in->ptrs = calloc((size_t)slots + 1, sizeof *in->ptrs);
+  in->io = calloc((size_t)slots + 1, sizeof *in->io);
+  if (!in->arena || !in->mems || !in->args || !in->ptrs || !in->io) {
+    instance_free(s, in);
+    return core_fail(st, INFERD_NO_MEMORY, "out of memory for a %zu-byte scratch arena", in->arena_size);
+  }
+  void *scratchpad = (char *)in->arena + p->arena_bytes;
+  dnnl_engine_t eng = s->model->engine;
+  for (int i = 0; i < p->n_steps; i++) {
+    const plan_step *step = &p->steps[i];
+    int base = i * (STEP_MAX_ARGS + 1);
+    for (int a = 0; a < step->n_args; a++) {
+      const plan_ref *r = &step->args[a];
+      void *ptr = ref_pointer(in, r);
+      in->ptrs[base + a] = ptr;
+      ref_kind kind;
+      int index;
+      bool io = ref_io(p, r, &kind, &index);
+      if (step->prim) {
+        if (dnnl_memory_create(&in->mems[base + a], &r->md, eng, io ? DNNL_MEMORY_NONE : ptr) != dnnl_success) {
+          instance_free(s, in);
+          return core_fail(st, INFERD_INTERNAL, "oneDNN could not create a memory object");
+        }
+        in->args[base + a] = (dnnl_exec_arg_t){step->arg_kinds[a], in->mems[base + a]};
+      }
+      if (io) in->io[in->n_io++] = (io_binding){in->mems[base + a], base + a, kind, index, r->offset};
+    }
+    if (step->prim && p->scratchpad_bytes) {
+      const_dnnl_primitive_desc_t pd;
+      dnnl_primitive_get_primitive_desc(step->prim, &pd);
+      const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+      if (smd && dnnl_memory_desc_get_size(smd) > 0) {
+        int a = step->n_args;
+        if (dnnl_memory_create(&in->mems[base + a], smd, eng, scratchpad) != dnnl_success) {
+          instance_free(s, in);
+          return core_fail(st, INFERD_INTERNAL, "oneDNN could not create a scratchpad");
+        }
+        in->args[base + a] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, in->mems[base + a]};
+      }
+    }
+  }
+  return INFERD_OK;
+}
+
+/* The session's instance for `batch`, binding the model's plan on first use. */
+static inferd_code session_instance(inferd_session *s, int batch, plan_instance **out, inferd_status *st) {
+  for (int i = 0; i < s->n_inst; i++)
+    if (s->inst[i].plan->batch == batch) {
+      *out = &s->inst[i];
+      return INFERD_OK;
+    }
+  inferd_model *m = s->model;
+  if (batch < 1 || batch > m->max_batch)
+    return core_fail(st, INFERD_INVALID_ARG, "batch size %d outside 1..%d", batch, m->max_batch);
+  plan *p;
+  omp_set_num_threads(s->threads);
+  pthread_mutex_lock(&m->lock);
+  inferd_code rc = plan_get_locked(m, batch, s->threads, &p, st);
+  pthread_mutex_unlock(&m->lock);
+  if (rc != INFERD_OK) return rc;
+  if (s->n_inst == SESSION_MAX_PLANS) instance_free(s, &s->inst[--s->n_inst]);
+  plan_instance *in = &s->inst[s->n_inst];
+  if ((rc = instance_bind(s, p, in, st)) != INFERD_OK) {
+    plan_release(m, p);
+    return rc;
+  }
+  s->n_inst++;
+  *out = in;
+  return INFERD_OK;
+}
+
+inferd_code inferd_session_output_shape(inferd_session *s, int batch, int index, int *rank,
+                                        int64_t dims[INFERD_MAX_RANK], inferd_status *st) {
+  plan_instance *in = NULL;
+  inferd_code rc = session_instance(s, batch, &in, st);
+  if (rc != INFERD_OK) return rc;
+  if (index < 0 || index >= in->plan->n_outputs)
+    return core_fail(st, INFERD_INVALID_ARG, "output %d: the model has %d", index, in->plan->n_outputs);
+  *rank = in->plan->out_rank[index];
+  memcpy(dims, in->plan->out_dims[index], sizeof in->plan->out_dims[index]);
+  return INFERD_OK;
+}
+
+size_t inferd_session_scratch_bytes(const inferd_session *s, int batch) {
+  for (int i = 0; i < s->n_inst; i++)
+    if (s->inst[i].plan->batch == batch) return s->inst[i].arena_size;
+  return 0;
+}
+
+inferd_code inferd_session_run(inferd_session *s, int batch, const float *const *inputs, float *const *outputs,
+                               inferd_status *st) {
+  plan_instance *in = NULL;
+  inferd_code rc = session_instance(s, batch, &in, st);
+  if (rc != INFERD_OK) return rc;
+  for (int i = 0; i < in->n_io; i++) {
+    const io_binding *b = &in->io[i];
+    char *base = b->kind == REF_INPUT ? (char *)inputs[b->index] : (char *)outputs[b->index];
+    if (b->mem) dnnl_memory_set_data_handle_v2(b->mem, base + b->offset, s->stream);
+    else in->ptrs[b->slot] = base + b->offset;
+  }
+  omp_set_num_threads(s->threads);
+  const plan *p = in->plan;
+  double t0 = s->profile ? core_now_seconds() : 0;
+  for (int i = 0; i < p->n_steps; i++) {
+    const plan_step *step = &p->steps[i];
+    int base = i * (STEP_MAX_ARGS + 1);
+    double ts = s->profile ? core_now_seconds() : 0;
+    if (step->prim) {
+      int nargs = step->n_args + (in->args[base + step->n_args].memory ? 1 : 0);
+      if (dnnl_primitive_execute(step->prim, s->stream, nargs, &in->args[base]) != dnnl_success)
+        return core_fail(st, INFERD_INTERNAL, "node '%s' (%s): oneDNN failed to execute", step->node,
+                         engine_op_name(step->op));
+    } else {
+      step->fn(step, &in->ptrs[base]);
+    }
+    if (s->profile) {
+      s->op_seconds[step->op] += core_now_seconds() - ts;
+      s->op_calls[step->op]++;
+    }
+  }
+  if (s->profile) s->run_seconds += core_now_seconds() - t0;
+  return INFERD_OK;
+}
+
+void inferd_session_profile(const inferd_session *s, char *buf, size_t size) {
+  size_t off = 0;
+  off += (size_t)snprintf(buf, size, "%-20s %8s %12s %7s\n", "op", "calls", "total_ms", "share");
+  for (int op = 0; op < OP_KIND_COUNT && off < size; op++) {
+    if (!s->op_calls[op]) continue;
+    off += (size_t)snprintf(buf + off, size - off, "%-20s %8ld %12.2f %6.1f%%\n", engine_op_name((op_kind)op),
+                            s->op_calls[op], s->op_seconds[op] * 1e3,
+                            s->run_seconds > 0 ? 100.0 * s->op_seconds[op] / s->run_seconds : 0.0);
+  }
+}

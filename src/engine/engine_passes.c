@@ -1,0 +1,251 @@
+/*
+ * engine_passes.c - the load-time graph rewrites, in order:
+ *
+ *   1. op lookup: every live node maps to an engine op or the model is refused,
+ *      naming the node, its op and the opset;
+ *   2. Identity and Dropout (inference) are removed by rewiring their consumers;
+ *   3. BatchNormalization after a Conv whose output it alone reads is folded into the
+ *      Conv's weights and bias (new constants; the originals are left untouched);
+ *   4. post-op fusion: a Conv, Gemm or MatMul absorbs the chain of element-wise ops
+ *      (Relu, Clip, LeakyRelu, Sigmoid, HardSigmoid, HardSwish, Tanh) and a residual
+ *      Add that follows it, so the whole chain is one oneDNN primitive; the residual
+ *      Add becomes a "sum" post-op that accumulates into the other operand's buffer.
+ *
+ * The sum post-op writes into its residual's buffer in place, so it is fused only
+ * when that is safe: the residual is computed before the Conv, every other reader of
+ * it runs before the Conv and reads it directly (no view of it lives on), and it is
+ * not a graph input, output or constant.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/engine.h"
+
+static int sole_consumer(const ir_graph *g, int v) {
+  if (v == IR_NONE || g->values[v].consumers != 1 || g->values[v].is_output) return IR_NONE;
+  for (int i = 0; i < g->n_nodes; i++) {
+    if (g->nodes[i].dead) continue;
+    for (int k = 0; k < g->nodes[i].n_inputs; k++)
+      if (g->nodes[i].inputs[k] == v) return i;
+  }
+  return IR_NONE;
+}
+
+static void replace_uses(ir_graph *g, int from, int to) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    if (g->nodes[i].dead) continue;
+    for (int k = 0; k < g->nodes[i].n_inputs; k++)
+      if (g->nodes[i].inputs[k] == from) {
+        g->nodes[i].inputs[k] = to;
+        g->values[from].consumers--;
+        g->values[to].consumers++;
+      }
+  }
+}
+
+static const float *const_float(const ir_graph *g, int v, int64_t count) {
+  if (v == IR_NONE) return NULL;
+  const ir_value *x = &g->values[v];
+  if (!x->data || x->dtype != INFERD_DTYPE_FLOAT || x->producer != IR_NONE || x->is_input) return NULL;
+  return ir_value_count(x) == count ? x->data : NULL;
+}
+
+static inferd_code lookup_ops(inferd_model *m, inferd_status *st) {
+  ir_graph *g = m->graph;
+  for (int i = 0; i < g->n_nodes; i++) {
+    ir_node *n = &g->nodes[i];
+    if (n->dead) continue;
+    m->extra[i].op = engine_op_find(n->op_type, n->domain);
+    if (m->extra[i].op == OP_COUNT)
+      return core_fail(st, INFERD_UNSUPPORTED, "node '%s' (%s%s%s): op not supported by inferd (model opset %lld)",
+                       n->name, *n->domain ? n->domain : "", *n->domain ? "." : "", n->op_type, (long long)g->opset);
+  }
+  return INFERD_OK;
+}
+
+static inferd_code remove_identities(inferd_model *m, inferd_status *st) {
+  ir_graph *g = m->graph;
+  for (int i = 0; i < g->n_nodes; i++) {
+    ir_node *n = &g->nodes[i];
+    op_kind op = m->extra[i].op;
+    if (n->dead || (op != OP_IDENTITY && op != OP_DROPOUT)) continue;
+    if (n->n_inputs < 1 || n->inputs[0] == IR_NONE || n->n_outputs < 1 || n->outputs[0] == IR_NONE)
+      return core_fail(st, INFERD_INVALID_ARG, "node '%s' (%s): needs one input and one output", n->name, n->op_type);
+    if (n->n_outputs > 1 && n->outputs[1] != IR_NONE && g->values[n->outputs[1]].consumers > 0)
+      return core_fail(st, INFERD_UNSUPPORTED, "node '%s' (Dropout): the mask output is used", n->name);
+    int in = n->inputs[0], out = n->outputs[0];
+    if (g->values[out].is_output) continue; /* kept: lowered as a copy */
+    replace_uses(g, out, in);
+    g->values[in].consumers--;
+    n->dead = true;
+  }
+  return INFERD_OK;
+}
+
+/* Conv -> BatchNormalization becomes one Conv with scaled weights and a new bias. */
+static inferd_code fold_batchnorm(inferd_model *m, inferd_status *st) {
+  ir_graph *g = m->graph;
+  for (int i = 0; i < g->n_nodes; i++) {
+    ir_node *conv = &g->nodes[i];
+    if (conv->dead || m->extra[i].op != OP_CONV || conv->n_outputs != 1) continue;
+    int b = sole_consumer(g, conv->outputs[0]);
+    if (b == IR_NONE || m->extra[b].op != OP_BATCHNORM) continue;
+    ir_node *bn = &g->nodes[b];
+    if (bn->n_inputs != 5 || bn->inputs[0] != conv->outputs[0]) continue;
+    if (bn->n_outputs > 1 && ir_attr_int(bn, "training_mode", 0)) continue;
+    const ir_value *w = &g->values[conv->inputs[1]];
+    if (!w->data || w->dtype != INFERD_DTYPE_FLOAT || w->rank < 3 || w->producer != IR_NONE) continue;
+    int64_t oc = w->dims[0];
+    const float *scale = const_float(g, bn->inputs[1], oc), *shift = const_float(g, bn->inputs[2], oc);
+    const float *mean = const_float(g, bn->inputs[3], oc), *var = const_float(g, bn->inputs[4], oc);
+    const float *bias = conv->n_inputs > 2 ? const_float(g, conv->inputs[2], oc) : NULL;
+    if (!scale || !shift || !mean || !var || (conv->n_inputs > 2 && conv->inputs[2] != IR_NONE && !bias)) continue;
+    float eps = ir_attr_float(bn, "epsilon", 1e-5f);
+    int64_t per_oc = ir_value_count(w) / oc;
+    /* new constants, so that a weight shared with another node stays as it was */
+    int nw = ir_graph_add_value(g, "", w->dtype, w->rank, w->dims, w->data);
+    int nb = ir_graph_add_value(g, "", INFERD_DTYPE_FLOAT, 1, &oc, shift);
+    if (nw == IR_NONE || nb == IR_NONE) return core_fail(st, INFERD_NO_MEMORY, "out of memory folding BatchNormalization");
+    float *wd = g->values[nw].data, *bd = g->values[nb].data;
+    for (int64_t o = 0; o < oc; o++) {
+      double s = scale[o] / sqrt((double)var[o] + eps);
+      for (int64_t k = 0; k < per_oc; k++) wd[o * per_oc + k] = (float)(wd[o * per_oc + k] * s);
+      bd[o] = (float)(shift[o] + ((bias ? bias[o] : 0.0) - mean[o]) * s);
+    }
+    char name[256];
+    snprintf(name, sizeof name, "%s+bn/W", conv->name);
+    g->values[nw].name = core_arena_strdup(g->arena, name);
+    snprintf(name, sizeof name, "%s+bn/B", conv->name);
+    g->values[nb].name = core_arena_strdup(g->arena, name);
+    if (conv->n_inputs < 3) { /* room for the bias input */
+      int *inputs = core_arena_calloc(g->arena, 3, sizeof *inputs);
+      if (!inputs) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
+      memcpy(inputs, conv->inputs, (size_t)conv->n_inputs * sizeof *inputs);
+      conv->inputs = inputs;
+      conv->n_inputs = 3;
+    } else if (conv->inputs[2] != IR_NONE) {
+      g->values[conv->inputs[2]].consumers--;
+    }
+    g->values[conv->inputs[1]].consumers--;
+    conv->inputs[1] = nw;
+    conv->inputs[2] = nb;
+    g->values[nw].consumers++;
+    g->values[nb].consumers++;
+    for (int k = 1; k < bn->n_inputs; k++) g->values[bn->inputs[k]].consumers--;
+    g->values[conv->outputs[0]].consumers--;
+    g->values[conv->outputs[0]].producer = IR_NONE;
+    conv->outputs[0] = bn->outputs[0];
+    g->values[bn->outputs[0]].producer = i;
+    bn->dead = true;
+  }
+  return INFERD_OK;
+}
+
+/* The oneDNN element-wise ops for an ONNX element-wise node; 0 when it has none
+ * (e.g. Clip with bounds computed at run time). */
+int engine_eltwise_of(const ir_graph *g, const ir_node *n, op_kind op, fused_op out[2]) {
+  out[0] = (fused_op){.kind = FUSED_ELTWISE, .residual = IR_NONE};
+  out[1] = out[0];
+  switch (op) {
+  case OP_RELU: out[0].alg = dnnl_eltwise_relu; return 1;
+  case OP_LEAKYRELU: out[0].alg = dnnl_eltwise_relu, out[0].alpha = ir_attr_float(n, "alpha", 0.01f); return 1;
+  case OP_SIGMOID: out[0].alg = dnnl_eltwise_logistic; return 1;
+  case OP_TANH: out[0].alg = dnnl_eltwise_tanh; return 1;
+  case OP_SQRT: out[0].alg = dnnl_eltwise_sqrt; return 1;
+  case OP_EXP: out[0].alg = dnnl_eltwise_exp; return 1;
+  case OP_HARDSWISH: out[0].alg = dnnl_eltwise_hardswish; return 1;
+  case OP_HARDSIGMOID:
+    out[0].alg = dnnl_eltwise_linear;
+    out[0].alpha = ir_attr_float(n, "alpha", 0.2f);
+    out[0].beta = ir_attr_float(n, "beta", 0.5f);
+    out[1].alg = dnnl_eltwise_clip, out[1].alpha = 0.0f, out[1].beta = 1.0f;
+    return 2;
+  case OP_CLIP: {
+    float lo = -INFINITY, hi = INFINITY;
+    if (g->opset < 11) {
+      lo = ir_attr_float(n, "min", lo);
+      hi = ir_attr_float(n, "max", hi);
+    } else {
+      for (int k = 1; k < n->n_inputs && k < 3; k++) {
+        if (n->inputs[k] == IR_NONE) continue;
+        const float *b = const_float(g, n->inputs[k], 1);
+        if (!b) return 0;
+        if (k == 1) lo = *b;
+        else hi = *b;
+      }
+    }
+    if (lo > hi) return 0;
+    out[0].alg = dnnl_eltwise_clip, out[0].alpha = lo, out[0].beta = hi;
+    return 1;
+  }
+  default: return 0;
+  }
+}
+
+static bool is_view_op(op_kind op) {
+  return op == OP_RESHAPE || op == OP_FLATTEN || op == OP_SQUEEZE || op == OP_UNSQUEEZE || op == OP_IDENTITY ||
+         op == OP_DROPOUT;
+}
+
+/* Can node `producer` (at index p) add residual r into its output in place? */
+static bool residual_ok(const inferd_model *m, int p, int r, int add) {
+  const ir_graph *g = m->graph;
+  const ir_value *v = &g->values[r];
+  if (v->producer == IR_NONE || v->is_output || v->is_input || v->producer >= p) return false;
+  for (int i = 0; i < g->n_nodes; i++) {
+    if (g->nodes[i].dead || i == add) continue;
+    for (int k = 0; k < g->nodes[i].n_inputs; k++)
+      if (g->nodes[i].inputs[k] == r && (i > p || is_view_op(m->extra[i].op))) return false;
+  }
+  return true;
+}
+
+/* The producer now writes the consumer's output; the consumer goes. `keep` is an
+ * input of the consumer that the producer reads from now on (a residual). */
+static void absorb(ir_graph *g, ir_node *producer, int pi, ir_node *consumer, int keep) {
+  int out = producer->outputs[0];
+  for (int k = 0; k < consumer->n_inputs; k++) {
+    int v = consumer->inputs[k];
+    if (v != IR_NONE && v != keep) g->values[v].consumers--;
+  }
+  g->values[out].producer = IR_NONE;
+  producer->outputs[0] = consumer->outputs[0];
+  g->values[consumer->outputs[0]].producer = pi;
+  consumer->dead = true;
+}
+
+static void fuse_post_ops(inferd_model *m) {
+  ir_graph *g = m->graph;
+  for (int i = 0; i < g->n_nodes; i++) {
+    ir_node *n = &g->nodes[i];
+    node_extra *x = &m->extra[i];
+    if (n->dead || (x->op != OP_CONV && x->op != OP_GEMM && x->op != OP_MATMUL) || n->n_outputs != 1) continue;
+    for (;;) {
+      int c = sole_consumer(g, n->outputs[0]);
+      if (c == IR_NONE) break;
+      ir_node *cn = &g->nodes[c];
+      op_kind cop = m->extra[c].op;
+      if (cop == OP_ADD && x->n_fused == 0 && x->op == OP_CONV && cn->n_inputs == 2) {
+        int r = cn->inputs[0] == n->outputs[0] ? cn->inputs[1] : cn->inputs[0];
+        if (cn->inputs[0] == cn->inputs[1] || !residual_ok(m, i, r, c)) break;
+        x->fused[x->n_fused++] = (fused_op){.kind = FUSED_SUM, .alpha = 1.0f, .residual = r};
+        absorb(g, n, i, cn, r);
+        continue;
+      }
+      fused_op ops[2];
+      int k = engine_eltwise_of(g, cn, cop, ops);
+      if (k == 0 || x->n_fused + k > FUSED_MAX) break;
+      for (int j = 0; j < k; j++) x->fused[x->n_fused++] = ops[j];
+      absorb(g, n, i, cn, IR_NONE);
+    }
+  }
+}
+
+inferd_code engine_passes_run(inferd_model *m, inferd_status *st) {
+  inferd_code rc = lookup_ops(m, st);
+  if (rc == INFERD_OK) rc = remove_identities(m, st);
+  if (rc == INFERD_OK) rc = fold_batchnorm(m, st);
+  if (rc == INFERD_OK) fuse_post_ops(m);
+  return rc;
+}

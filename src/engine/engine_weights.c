@@ -1,0 +1,94 @@
+/*
+ * engine_weights.c - the model's one shared copy of each weight.
+ *
+ * DESIGN
+ * A primitive tells which layout it wants its weights in (oneDNN's format_tag any);
+ * the first plan that asks for a constant in a layout reorders the IR's plain data
+ * into the model's weight arena, and every later plan and session asks again and
+ * gets the same pointer. Copies are keyed by (how the plain data is read, wanted
+ * layout), so a constant used two ways never mixes them up. Once the load-time plan
+ * exists, the IR's plain copies of cached weights are released (they would double
+ * the memory); a layout asked for later is reordered from an existing copy.
+ *
+ * Called under model->lock (plans are compiled under it). Copies are never changed
+ * or freed before the model is, so runs read them without a lock.
+ */
+#include <string.h>
+
+#include "engine/engine.h"
+
+inferd_code engine_reorder_now(inferd_model *m, const dnnl_memory_desc_t *src, const void *src_data,
+                               const dnnl_memory_desc_t *dst, void *dst_data, inferd_status *st) {
+  dnnl_primitive_desc_t pd = NULL;
+  dnnl_primitive_t prim = NULL;
+  dnnl_memory_t from = NULL, to = NULL;
+  dnnl_stream_t stream = NULL;
+  inferd_code rc = INFERD_OK;
+  if (dnnl_reorder_primitive_desc_create(&pd, src, m->engine, dst, m->engine, NULL) != dnnl_success ||
+      dnnl_primitive_create(&prim, pd) != dnnl_success ||
+      dnnl_memory_create(&from, src, m->engine, (void *)src_data) != dnnl_success ||
+      dnnl_memory_create(&to, dst, m->engine, dst_data) != dnnl_success ||
+      dnnl_stream_create(&stream, m->engine, dnnl_stream_default_flags) != dnnl_success) {
+    rc = core_fail(st, INFERD_INTERNAL, "oneDNN could not reorder a weight");
+  } else {
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+    if (dnnl_primitive_execute(prim, stream, 2, args) != dnnl_success || dnnl_stream_wait(stream) != dnnl_success)
+      rc = core_fail(st, INFERD_INTERNAL, "oneDNN failed reordering a weight");
+  }
+  if (stream) dnnl_stream_destroy(stream);
+  if (from) dnnl_memory_destroy(from);
+  if (to) dnnl_memory_destroy(to);
+  if (prim) dnnl_primitive_destroy(prim);
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  return rc;
+}
+
+static bool same_dims(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b) {
+  if (a->ndims != b->ndims || a->data_type != b->data_type) return false;
+  for (int i = 0; i < a->ndims; i++)
+    if (a->dims[i] != b->dims[i]) return false;
+  return true;
+}
+
+inferd_code engine_weight_get(inferd_model *m, int value, const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *md,
+                              const void **out, inferd_status *st) {
+  const ir_value *v = &m->graph->values[value];
+  weight_copy *from = NULL;
+  for (weight_copy *w = m->weights[value]; w; w = w->next) {
+    if (!dnnl_memory_desc_equal(&w->src, src)) continue;
+    if (dnnl_memory_desc_equal(&w->md, md)) {
+      *out = w->data;
+      return INFERD_OK;
+    }
+    if (same_dims(&w->md, md)) from = w;
+  }
+  if (!v->data && !from)
+    return core_fail(st, INFERD_INTERNAL, "weight '%s': no copy left to reorder from", v->name);
+  if (dnnl_memory_desc_get_size(src) > v->nbytes && v->data)
+    return core_fail(st, INFERD_INVALID_ARG, "weight '%s': %zu bytes, its use needs %zu", v->name, v->nbytes,
+                     dnnl_memory_desc_get_size(src));
+  size_t size = dnnl_memory_desc_get_size(md);
+  weight_copy *w = core_arena_alloc(m->weight_arena, sizeof *w, 64);
+  void *data = w ? core_arena_alloc(m->weight_arena, size ? size : 1, 64) : NULL;
+  if (!data) return core_fail(st, INFERD_NO_MEMORY, "out of memory for weight '%s'", v->name);
+  inferd_code rc = from ? engine_reorder_now(m, &from->md, from->data, md, data, st)
+                        : engine_reorder_now(m, src, v->data, md, data, st);
+  if (rc != INFERD_OK) {
+    core_status_prefix(st, "weight '%s'", v->name);
+    return rc;
+  }
+  w->src = *src;
+  w->md = *md;
+  w->data = data;
+  w->next = m->weights[value];
+  m->weights[value] = w;
+  m->weights_bytes += size;
+  *out = data;
+  return INFERD_OK;
+}
+
+void engine_weights_release_plain(inferd_model *m) {
+  /* Small constants stay: shape chains read their data when later plans fold them. */
+  for (int v = 0; v < m->graph->n_values; v++)
+    if (m->weights[v] && m->graph->values[v].nbytes >= 4096) ir_graph_release_data(m->graph, v);
+}

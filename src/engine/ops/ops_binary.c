@@ -1,0 +1,176 @@
+/*
+ * ops_binary.c - Add, Sub, Mul, Div, Pow with ONNX (numpy) broadcasting.
+ *
+ * Tensors computed at run time go to oneDNN's binary primitive: the operand with the
+ * output's full shape is src0 (kept in its own layout, blocked or not), the other is
+ * src1, broadcast along its size-1 dims. Sub and Div with the small operand first
+ * run as an element-wise linear op when that operand is a scalar constant; Pow needs
+ * a scalar constant exponent. Constant operands on both sides (the shape arithmetic
+ * of exported graphs) are computed right here, in float32 or int64.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+
+static bool broadcast_shape(const plan_value *a, const plan_value *b, int *rank, int64_t *dims) {
+  *rank = CORE_MAX(a->rank, b->rank);
+  for (int i = 0; i < *rank; i++) {
+    int ia = i - (*rank - a->rank), ib = i - (*rank - b->rank);
+    int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+    if (da != db && da != 1 && db != 1) return false;
+    dims[i] = da == 1 ? db : da;
+  }
+  return true;
+}
+
+/* Element offset in operand `v` (right-aligned to `rank`) of output index `idx`. */
+static int64_t bcast_offset(const plan_value *v, int rank, const int64_t *idx) {
+  int64_t off = 0;
+  for (int i = 0; i < v->rank; i++) {
+    int o = i + rank - v->rank;
+    off = off * v->dims[i] + (v->dims[i] == 1 ? 0 : idx[o]);
+  }
+  return off;
+}
+
+static double apply(op_kind op, double x, double y) {
+  switch (op) {
+  case OP_ADD: return x + y;
+  case OP_SUB: return x - y;
+  case OP_MUL: return x * y;
+  case OP_DIV: return y != 0 ? x / y : 0;
+  default: return pow(x, y);
+  }
+}
+
+static inferd_code fold(plan_ctx *c, int node, op_kind op, const plan_value *a, const plan_value *b, int rank,
+                        const int64_t *dims, inferd_status *st) {
+  const ir_node *n = plan_node(c, node);
+  int64_t count = core_shape_count(rank, dims);
+  if (a->dtype != b->dtype || (a->dtype != INFERD_DTYPE_FLOAT && a->dtype != INFERD_DTYPE_INT64) || count > (1 << 22))
+    return node_fail(c, node, INFERD_UNSUPPORTED, st, "constant operands of this type or size are not supported");
+  if (!a->data || !b->data) return node_fail(c, node, INFERD_INTERNAL, st, "constant data was released");
+  size_t es = core_dtype_size(a->dtype);
+  void *out = malloc((size_t)(count ? count : 1) * es);
+  if (!out) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
+  int64_t idx[IR_MAX_RANK] = {0};
+  for (int64_t e = 0; e < count; e++) {
+    int64_t oa = bcast_offset(a, rank, idx), ob = bcast_offset(b, rank, idx);
+    if (a->dtype == INFERD_DTYPE_FLOAT) {
+      ((float *)out)[e] = (float)apply(op, ((const float *)a->data)[oa], ((const float *)b->data)[ob]);
+    } else {
+      int64_t x = ((const int64_t *)a->data)[oa], y = ((const int64_t *)b->data)[ob];
+      int64_t r = op == OP_ADD ? x + y : op == OP_SUB ? x - y : op == OP_MUL ? x * y
+                : op == OP_DIV ? (y ? x / y : 0) : (int64_t)pow((double)x, (double)y);
+      ((int64_t *)out)[e] = r;
+    }
+    for (int i = rank - 1; i >= 0 && ++idx[i] == dims[i]; i--) idx[i] = 0;
+  }
+  inferd_code rc = plan_set_const(c, n->outputs[0], a->dtype, rank, dims, out, st);
+  free(out);
+  return rc;
+}
+
+static inferd_code eltwise(plan_ctx *c, int node, int input, dnnl_alg_kind_t alg, float alpha, float beta,
+                           inferd_status *st) {
+  const ir_node *n = plan_node(c, node);
+  plan_ref src;
+  inferd_code rc = plan_src(c, input, NULL, &src, st);
+  if (rc != INFERD_OK) return rc;
+  dnnl_eltwise_desc_t desc;
+  dnnl_primitive_desc_t pd;
+  dnnl_primitive_attr_t attr = plan_attr_new();
+  dnnl_status_t drc = dnnl_eltwise_forward_desc_init(&desc, dnnl_forward_inference, alg, &src.md, alpha, beta);
+  if (drc == dnnl_success) drc = dnnl_primitive_desc_create(&pd, &desc, attr, plan_engine(c), NULL);
+  dnnl_primitive_attr_destroy(attr);
+  if (drc != dnnl_success) return node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN refuses this element-wise op");
+  if ((rc = plan_define(c, n->outputs[0], &src.md, st)) != INFERD_OK) {
+    dnnl_primitive_desc_destroy(pd);
+    return rc;
+  }
+  plan_ref args[2] = {src, plan_val(c, n->outputs[0])->ref};
+  int kinds[2] = {DNNL_ARG_SRC, DNNL_ARG_DST};
+  return plan_emit(c, node, plan_extra(c, node)->op, pd, 2, kinds, args, 0, st);
+}
+
+static bool scalar_const(const plan_value *v, float *out) {
+  if (!v->is_const || !v->data || v->dtype != INFERD_DTYPE_FLOAT || core_shape_count(v->rank, v->dims) != 1) return false;
+  *out = *(const float *)v->data;
+  return true;
+}
+
+inferd_code ops_binary_lower(plan_ctx *c, int node, inferd_status *st) {
+  const ir_node *n = plan_node(c, node);
+  op_kind op = plan_extra(c, node)->op;
+  if (n->n_inputs != 2 || n->inputs[0] == IR_NONE || n->inputs[1] == IR_NONE || n->n_outputs != 1)
+    return node_fail(c, node, INFERD_INVALID_ARG, st, "needs two inputs and one output");
+  plan_value *a = plan_val(c, n->inputs[0]), *b = plan_val(c, n->inputs[1]), *ov = plan_val(c, n->outputs[0]);
+  int rank;
+  int64_t dims[IR_MAX_RANK];
+  if (!broadcast_shape(a, b, &rank, dims)) {
+    char sa[96], sb[96];
+    return node_fail(c, node, INFERD_INVALID_ARG, st, "shapes %s and %s do not broadcast",
+                     core_shape_str(a->rank, a->dims, sa, sizeof sa), core_shape_str(b->rank, b->dims, sb, sizeof sb));
+  }
+  if (a->is_const && b->is_const) return fold(c, node, op, a, b, rank, dims, st);
+  if (a->dtype != INFERD_DTYPE_FLOAT || b->dtype != INFERD_DTYPE_FLOAT)
+    return node_fail(c, node, INFERD_UNSUPPORTED, st, "only float32 is supported for tensors computed at run time");
+  ov->dtype = INFERD_DTYPE_FLOAT;
+  ov->rank = rank;
+  memcpy(ov->dims, dims, sizeof dims);
+  float k;
+  if (op == OP_POW) {
+    if (!scalar_const(b, &k) || a->rank != rank)
+      return node_fail(c, node, INFERD_UNSUPPORTED, st, "the exponent must be a scalar constant");
+    return eltwise(c, node, n->inputs[0], dnnl_eltwise_pow, 1.0f, k, st);
+  }
+  bool a_full = a->rank == rank && memcmp(a->dims, dims, (size_t)rank * sizeof *dims) == 0;
+  bool b_full = b->rank == rank && memcmp(b->dims, dims, (size_t)rank * sizeof *dims) == 0;
+  int src0 = n->inputs[0], src1 = n->inputs[1];
+  if (!a_full) {
+    if (!b_full) return node_fail(c, node, INFERD_UNSUPPORTED, st, "both operands are broadcast");
+    if (op == OP_SUB || op == OP_DIV) {
+      if (op == OP_SUB && scalar_const(a, &k)) return eltwise(c, node, src1, dnnl_eltwise_linear, -1.0f, k, st);
+      return node_fail(c, node, INFERD_UNSUPPORTED, st, "a broadcast first operand is not supported");
+    }
+    src0 = n->inputs[1], src1 = n->inputs[0];
+  }
+  plan_value *v1 = plan_val(c, src1);
+  plan_ref args[3];
+  inferd_code rc = plan_src(c, src0, NULL, &args[0], st);
+  if (rc != INFERD_OK) return rc;
+  if (v1->rank == rank && memcmp(v1->dims, dims, (size_t)rank * sizeof *dims) == 0 && !v1->is_const) {
+    rc = plan_src(c, src1, &args[0].md, &args[1], st);
+  } else {
+    int64_t d1[IR_MAX_RANK];
+    for (int i = 0; i < rank; i++) d1[i] = i < rank - v1->rank ? 1 : v1->dims[i - (rank - v1->rank)];
+    dnnl_memory_desc_t md1, src_as;
+    md_plain(&md1, rank, d1, INFERD_DTYPE_FLOAT);
+    md_plain(&src_as, v1->rank, v1->dims, INFERD_DTYPE_FLOAT);
+    if (v1->is_const) {
+      rc = plan_weight(c, src1, &md1, &md1, &args[1], st);
+    } else {
+      rc = plan_src(c, src1, &src_as, &args[1], st);
+      args[1].md = md1; /* same bytes, rank padded with leading 1s */
+    }
+  }
+  if (rc != INFERD_OK) return rc;
+  dnnl_alg_kind_t alg = op == OP_ADD ? dnnl_binary_add : op == OP_SUB ? dnnl_binary_sub
+                      : op == OP_MUL ? dnnl_binary_mul : dnnl_binary_div;
+  dnnl_binary_desc_t desc;
+  dnnl_primitive_desc_t pd;
+  dnnl_primitive_attr_t attr = plan_attr_new();
+  dnnl_status_t drc = dnnl_binary_desc_init(&desc, alg, &args[0].md, &args[1].md, &args[0].md);
+  if (drc == dnnl_success) drc = dnnl_primitive_desc_create(&pd, &desc, attr, plan_engine(c), NULL);
+  dnnl_primitive_attr_destroy(attr);
+  if (drc != dnnl_success) return node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN refuses this binary op");
+  if ((rc = plan_define(c, n->outputs[0], &args[0].md, st)) != INFERD_OK) {
+    dnnl_primitive_desc_destroy(pd);
+    return rc;
+  }
+  args[2] = ov->ref;
+  int kinds[3] = {DNNL_ARG_SRC_0, DNNL_ARG_SRC_1, DNNL_ARG_DST};
+  return plan_emit(c, node, op, pd, 3, kinds, args, 0, st);
+}

@@ -1,0 +1,143 @@
+/*
+ * ops_concat.c - Concat (oneDNN concat over the inputs' own layouts, falling back to
+ * plain layouts when the kernel refuses a mix; constants are joined at plan time)
+ * and Softmax (oneDNN softmax on the plain layout; before opset 13 the input is
+ * viewed as 2-D around `axis`, as the older definition says).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+
+enum { CONCAT_MAX = STEP_MAX_ARGS - 1 };
+
+static inferd_code concat_consts(plan_ctx *c, int node, int axis, const int64_t *dims, inferd_status *st) {
+  const ir_node *n = plan_node(c, node);
+  plan_value *first = plan_val(c, n->inputs[0]);
+  size_t es = core_dtype_size(first->dtype);
+  int64_t outer = core_shape_count(axis, dims), total = core_shape_count(first->rank, dims);
+  char *out = malloc((size_t)(total ? total : 1) * es);
+  if (!out) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
+  int64_t inner_out = total / (outer ? outer : 1), at = 0;
+  for (int k = 0; k < n->n_inputs; k++) {
+    plan_value *v = plan_val(c, n->inputs[k]);
+    int64_t inner = core_shape_count(v->rank - axis, v->dims + axis);
+    if (!v->data) {
+      free(out);
+      return node_fail(c, node, INFERD_INTERNAL, st, "constant data was released");
+    }
+    for (int64_t o = 0; o < outer; o++)
+      memcpy(out + (size_t)(o * inner_out + at) * es, (const char *)v->data + (size_t)(o * inner) * es, (size_t)inner * es);
+    at += inner;
+  }
+  inferd_code rc = plan_set_const(c, n->outputs[0], first->dtype, first->rank, dims, out, st);
+  free(out);
+  return rc;
+}
+
+inferd_code ops_concat_lower(plan_ctx *c, int node, inferd_status *st) {
+  const ir_node *n = plan_node(c, node);
+  if (n->n_inputs < 1 || n->n_outputs != 1) return node_fail(c, node, INFERD_INVALID_ARG, st, "needs inputs");
+  plan_value *first = plan_val(c, n->inputs[0]);
+  int axis = (int)ir_attr_int(n, "axis", 0);
+  if (axis < 0) axis += first->rank;
+  if (axis < 0 || axis >= first->rank) return node_fail(c, node, INFERD_INVALID_ARG, st, "axis out of range");
+  int64_t dims[IR_MAX_RANK];
+  memcpy(dims, first->dims, sizeof dims);
+  dims[axis] = 0;
+  bool all_const = true;
+  for (int k = 0; k < n->n_inputs; k++) {
+    plan_value *v = plan_val(c, n->inputs[k]);
+    if (n->inputs[k] == IR_NONE || v->rank != first->rank || v->dtype != first->dtype)
+      return node_fail(c, node, INFERD_INVALID_ARG, st, "input %d has another rank or type", k);
+    for (int i = 0; i < v->rank; i++)
+      if (i != axis && v->dims[i] != first->dims[i])
+        return node_fail(c, node, INFERD_INVALID_ARG, st, "input %d differs in dimension %d", k, i);
+    dims[axis] += v->dims[axis];
+    all_const &= v->is_const;
+  }
+  if (all_const) return concat_consts(c, node, axis, dims, st);
+  if (n->n_inputs > CONCAT_MAX)
+    return node_fail(c, node, INFERD_UNSUPPORTED, st, "more than %d inputs to a run-time Concat", CONCAT_MAX);
+  if (first->dtype != INFERD_DTYPE_FLOAT) return node_fail(c, node, INFERD_UNSUPPORTED, st, "only float32 is supported");
+  plan_value *ov = plan_val(c, n->outputs[0]);
+  ov->dtype = first->dtype;
+  ov->rank = first->rank;
+  memcpy(ov->dims, dims, sizeof dims);
+  plan_ref args[STEP_MAX_ARGS];
+  int kinds[STEP_MAX_ARGS];
+  dnnl_memory_desc_t mds[CONCAT_MAX];
+  dnnl_primitive_desc_t pd = NULL;
+  inferd_code rc;
+  for (int attempt = 0; attempt < 2 && !pd; attempt++) {
+    /* first the inputs' own layouts; then everything plain */
+    for (int k = 0; k < n->n_inputs; k++) {
+      plan_value *v = plan_val(c, n->inputs[k]);
+      dnnl_memory_desc_t plain;
+      md_plain(&plain, v->rank, v->dims, v->dtype);
+      bool keep = attempt == 0 && !v->is_const;
+      if ((rc = plan_src(c, n->inputs[k], keep ? NULL : &plain, &args[k], st)) != INFERD_OK) return rc;
+      mds[k] = args[k].md;
+      kinds[k] = DNNL_ARG_MULTIPLE_SRC + k;
+    }
+    dnnl_memory_desc_t dst;
+    if (attempt == 0) md_any(&dst, ov->rank, ov->dims);
+    else md_plain(&dst, ov->rank, ov->dims, ov->dtype);
+    dnnl_primitive_attr_t attr = plan_attr_new();
+    if (dnnl_concat_primitive_desc_create(&pd, &dst, n->n_inputs, axis, mds, attr, plan_engine(c)) != dnnl_success)
+      pd = NULL;
+    dnnl_primitive_attr_destroy(attr);
+  }
+  if (!pd) return node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN refuses this concatenation");
+  const dnnl_memory_desc_t *dst_md = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+  if ((rc = plan_define(c, n->outputs[0], dst_md, st)) != INFERD_OK) {
+    dnnl_primitive_desc_destroy(pd);
+    return rc;
+  }
+  args[n->n_inputs] = ov->ref;
+  kinds[n->n_inputs] = DNNL_ARG_DST;
+  return plan_emit(c, node, OP_CONCAT, pd, n->n_inputs + 1, kinds, args, 0, st);
+}
+
+inferd_code ops_softmax_lower(plan_ctx *c, int node, inferd_status *st) {
+  const ir_node *n = plan_node(c, node);
+  if (n->n_inputs != 1 || n->n_outputs != 1) return node_fail(c, node, INFERD_INVALID_ARG, st, "needs one input");
+  plan_value *xv = plan_val(c, n->inputs[0]), *ov = plan_val(c, n->outputs[0]);
+  if (xv->dtype != INFERD_DTYPE_FLOAT || xv->is_const || xv->rank < 1)
+    return node_fail(c, node, INFERD_UNSUPPORTED, st, "needs a float32 input computed at run time");
+  bool old = plan_graph(c)->opset < 13;
+  int axis = (int)ir_attr_int(n, "axis", old ? 1 : -1);
+  if (axis < 0) axis += xv->rank;
+  if (axis < 0 || axis >= xv->rank) return node_fail(c, node, INFERD_INVALID_ARG, st, "axis out of range");
+  ov->dtype = xv->dtype;
+  ov->rank = xv->rank;
+  memcpy(ov->dims, xv->dims, sizeof ov->dims);
+  dnnl_memory_desc_t plain, md;
+  md_plain(&plain, xv->rank, xv->dims, xv->dtype);
+  plan_ref args[2];
+  inferd_code rc = plan_src(c, n->inputs[0], &plain, &args[0], st);
+  if (rc != INFERD_OK) return rc;
+  int dnnl_axis = axis;
+  md = plain;
+  if (old) { /* softmax over the flattened [axis, rank) */
+    int64_t d2[2] = {core_shape_count(axis, xv->dims), core_shape_count(xv->rank - axis, xv->dims + axis)};
+    md_plain(&md, 2, d2, INFERD_DTYPE_FLOAT);
+    dnnl_axis = 1;
+  }
+  args[0].md = md;
+  dnnl_softmax_v2_desc_t desc;
+  dnnl_primitive_desc_t pd;
+  dnnl_primitive_attr_t attr = plan_attr_new();
+  dnnl_status_t drc = dnnl_softmax_v2_forward_desc_init(&desc, dnnl_forward_inference, dnnl_softmax_accurate, &md, &md, dnnl_axis);
+  if (drc == dnnl_success) drc = dnnl_primitive_desc_create(&pd, &desc, attr, plan_engine(c), NULL);
+  dnnl_primitive_attr_destroy(attr);
+  if (drc != dnnl_success) return node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN refuses this softmax");
+  if ((rc = plan_define(c, n->outputs[0], &plain, st)) != INFERD_OK) {
+    dnnl_primitive_desc_destroy(pd);
+    return rc;
+  }
+  args[1] = ov->ref;
+  args[1].md = md;
+  int kinds[2] = {DNNL_ARG_SRC, DNNL_ARG_DST};
+  return plan_emit(c, node, OP_SOFTMAX, pd, 2, kinds, args, 0, st);
+}

@@ -1,0 +1,165 @@
+/*
+ * ops_conv.c - Conv (1-D, 2-D, 3-D; grouped, dilated, any padding) as one oneDNN
+ * convolution with the node's fused post-ops (element-wise chains and a residual sum),
+ * and the sliding-window arithmetic that pooling shares.
+ *
+ * Layouts are oneDNN's choice (format_tag any) for source, weights and destination;
+ * the weights are reordered once into the model's weight cache. A fused residual sum
+ * accumulates into the residual's own buffer: the output value becomes a view of it.
+ */
+#include <string.h>
+
+#include "engine/engine.h"
+
+inferd_code ops_window(plan_ctx *c, int node, const int64_t *in_spatial, const int64_t *kernel, bool ceil_mode,
+                       window *w, inferd_status *st) {
+  const ir_node *n = plan_node(c, node);
+  const int64_t *strides, *dil, *pads;
+  int ns = ir_attr_ints(n, "strides", &strides), nd = ir_attr_ints(n, "dilations", &dil);
+  int np = ir_attr_ints(n, "pads", &pads);
+  int k = w->nsp;
+  if ((ns && ns != k) || (nd && nd != k) || (np && np != 2 * k))
+    return node_fail(c, node, INFERD_INVALID_ARG, st, "strides/dilations/pads do not match %d spatial dims", k);
+  const char *auto_pad = ir_attr_string(n, "auto_pad", "NOTSET");
+  for (int i = 0; i < k; i++) {
+    int64_t s = ns ? strides[i] : 1, d = nd ? dil[i] : 1;
+    if (s < 1 || d < 1 || kernel[i] < 1)
+      return node_fail(c, node, INFERD_INVALID_ARG, st, "kernel, strides and dilations must be positive");
+    int64_t span = (kernel[i] - 1) * d + 1;
+    int64_t pl = np ? pads[i] : 0, pr = np ? pads[i + k] : 0;
+    if (strcmp(auto_pad, "SAME_UPPER") == 0 || strcmp(auto_pad, "SAME_LOWER") == 0) {
+      int64_t out = (in_spatial[i] + s - 1) / s;
+      int64_t total = (out - 1) * s + span - in_spatial[i];
+      if (total < 0) total = 0;
+      pl = strcmp(auto_pad, "SAME_UPPER") == 0 ? total / 2 : total - total / 2;
+      pr = total - pl;
+    } else if (strcmp(auto_pad, "VALID") == 0) {
+      pl = pr = 0;
+    } else if (strcmp(auto_pad, "NOTSET") != 0) {
+      return node_fail(c, node, INFERD_INVALID_ARG, st, "auto_pad '%s' is not valid", auto_pad);
+    }
+    if (pl < 0 || pr < 0) return node_fail(c, node, INFERD_INVALID_ARG, st, "negative padding");
+    int64_t extent = in_spatial[i] + pl + pr - span;
+    if (extent < 0)
+      return node_fail(c, node, INFERD_INVALID_ARG, st, "window %lld is larger than the padded input %lld",
+                       (long long)span, (long long)(in_spatial[i] + pl + pr));
+    int64_t out = (ceil_mode ? (extent + s - 1) / s : extent / s) + 1;
+    /* with ceil_mode, a last window must start inside the input or left padding */
+    if (ceil_mode && (out - 1) * s >= in_spatial[i] + pl) out--;
+    /* oneDNN wants the right padding that makes its own floor formula give `out` */
+    int64_t pr_dnnl = (out - 1) * s + span - in_spatial[i] - pl;
+    w->kernel[i] = kernel[i];
+    w->strides[i] = s;
+    w->dilation[i] = d;
+    w->pad_l[i] = pl;
+    w->pad_r[i] = pr_dnnl;
+    w->out[i] = out;
+  }
+  return INFERD_OK;
+}
+
+inferd_code ops_conv_lower(plan_ctx *c, int node, inferd_status *st) {
+  const ir_node *n = plan_node(c, node);
+  const node_extra *x = plan_extra(c, node);
+  if (n->n_inputs < 2 || n->inputs[0] == IR_NONE || n->inputs[1] == IR_NONE || n->n_outputs != 1)
+    return node_fail(c, node, INFERD_INVALID_ARG, st, "needs inputs X and W and one output");
+  plan_value *xv = plan_val(c, n->inputs[0]), *wv = plan_val(c, n->inputs[1]);
+  int bias = n->n_inputs > 2 ? n->inputs[2] : IR_NONE;
+  if (!wv->is_const) return node_fail(c, node, INFERD_UNSUPPORTED, st, "weights computed at run time are not supported");
+  if (xv->dtype != INFERD_DTYPE_FLOAT || wv->dtype != INFERD_DTYPE_FLOAT)
+    return node_fail(c, node, INFERD_UNSUPPORTED, st, "only float32 is supported");
+  if (xv->rank < 3 || xv->rank > 5 || wv->rank != xv->rank)
+    return node_fail(c, node, INFERD_INVALID_ARG, st, "input rank %d and weight rank %d (want 3-5, equal)", xv->rank,
+                     wv->rank);
+  int64_t group = ir_attr_int(n, "group", 1);
+  int64_t batch = xv->dims[0], ic = xv->dims[1], oc = wv->dims[0];
+  if (group < 1 || ic % group || oc % group || wv->dims[1] * group != ic)
+    return node_fail(c, node, INFERD_INVALID_ARG, st, "group %lld, %lld input channels and weights %lld x %lld disagree",
+                     (long long)group, (long long)ic, (long long)oc, (long long)wv->dims[1]);
+  if (bias != IR_NONE) {
+    plan_value *bv = plan_val(c, bias);
+    if (!bv->is_const || bv->rank != 1 || bv->dims[0] != oc)
+      return node_fail(c, node, INFERD_INVALID_ARG, st, "bias must be a constant of %lld elements", (long long)oc);
+  }
+  const int64_t *ks;
+  int nk = ir_attr_ints(n, "kernel_shape", &ks);
+  window w = {.nsp = xv->rank - 2};
+  if (nk && (nk != w.nsp || memcmp(ks, wv->dims + 2, (size_t)nk * sizeof *ks) != 0))
+    return node_fail(c, node, INFERD_INVALID_ARG, st, "kernel_shape does not match the weights");
+  inferd_code rc = ops_window(c, node, xv->dims + 2, wv->dims + 2, false, &w, st);
+  if (rc != INFERD_OK) return rc;
+
+  plan_value *ov = plan_val(c, n->outputs[0]);
+  ov->dtype = INFERD_DTYPE_FLOAT;
+  ov->rank = xv->rank;
+  ov->dims[0] = batch;
+  ov->dims[1] = oc;
+  for (int i = 0; i < w.nsp; i++) ov->dims[2 + i] = w.out[i];
+
+  /* oneDNN descriptors: grouped weights get a leading group dim */
+  dnnl_memory_desc_t src_any, w_any, b_md, dst_any, w_plain;
+  md_any(&src_any, xv->rank, xv->dims);
+  md_any(&dst_any, ov->rank, ov->dims);
+  int64_t wdims[IR_MAX_RANK + 1];
+  int wrank = wv->rank;
+  if (group > 1) {
+    wdims[0] = group;
+    wdims[1] = oc / group;
+    memcpy(wdims + 2, wv->dims + 1, (size_t)(wv->rank - 1) * sizeof *wdims);
+    wrank++;
+  } else {
+    memcpy(wdims, wv->dims, (size_t)wv->rank * sizeof *wdims);
+  }
+  md_any(&w_any, wrank, wdims);
+  md_plain(&w_plain, wrank, wdims, INFERD_DTYPE_FLOAT);
+  md_plain(&b_md, 1, &oc, INFERD_DTYPE_FLOAT);
+  dnnl_dims_t dil;
+  for (int i = 0; i < w.nsp; i++) dil[i] = w.dilation[i] - 1;
+  dnnl_convolution_desc_t desc;
+  if (dnnl_dilated_convolution_forward_desc_init(&desc, dnnl_forward_inference, dnnl_convolution_direct, &src_any,
+                                                 &w_any, bias != IR_NONE ? &b_md : NULL, &dst_any, w.strides, dil,
+                                                 w.pad_l, w.pad_r) != dnnl_success)
+    return node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN refuses this convolution");
+  dnnl_primitive_attr_t attr = plan_attr_fused(c, node);
+  dnnl_primitive_desc_t pd;
+  dnnl_status_t drc = dnnl_primitive_desc_create(&pd, &desc, attr, plan_engine(c), NULL);
+  dnnl_primitive_attr_destroy(attr);
+  if (drc != dnnl_success) return node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN has no kernel for this convolution");
+  const dnnl_memory_desc_t *src_md = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+  const dnnl_memory_desc_t *w_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+  const dnnl_memory_desc_t *dst_md = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+
+  plan_ref args[4];
+  int kinds[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST};
+  int na = 0;
+  if ((rc = plan_src(c, n->inputs[0], src_md, &args[na++], st)) != INFERD_OK) goto fail;
+  if ((rc = plan_weight(c, n->inputs[1], &w_plain, w_md, &args[na++], st)) != INFERD_OK) goto fail;
+  if (bias != IR_NONE) {
+    if ((rc = plan_weight(c, bias, NULL, &b_md, &args[na++], st)) != INFERD_OK) goto fail;
+  } else {
+    kinds[2] = DNNL_ARG_DST;
+  }
+  int residual = IR_NONE;
+  for (int i = 0; i < x->n_fused; i++)
+    if (x->fused[i].kind == FUSED_SUM) residual = x->fused[i].residual;
+  if (residual != IR_NONE) {
+    plan_value *rv = plan_val(c, residual);
+    if (rv->is_const || rv->rank != ov->rank || memcmp(rv->dims, ov->dims, (size_t)ov->rank * sizeof *ov->dims) != 0) {
+      rc = node_fail(c, node, INFERD_UNSUPPORTED, st, "residual '%s' does not have the output's shape",
+                     plan_graph(c)->values[residual].name);
+      goto fail;
+    }
+    if ((rc = plan_src(c, residual, dst_md, &args[na], st)) != INFERD_OK) goto fail;
+    ov->defined = true;
+    ov->ref = args[na++];
+  } else {
+    if ((rc = plan_define(c, n->outputs[0], dst_md, st)) != INFERD_OK) goto fail;
+    args[na++] = ov->ref;
+  }
+  double flops = 2.0 * (double)core_shape_count(ov->rank, ov->dims) * (double)(ic / group);
+  for (int i = 0; i < w.nsp; i++) flops *= (double)w.kernel[i];
+  return plan_emit(c, node, OP_CONV, pd, na, kinds, args, flops, st);
+fail:
+  dnnl_primitive_desc_destroy(pd);
+  return rc;
+}

@@ -1,0 +1,91 @@
+/*
+ * ops_eltwise.c - element-wise activations that no producer absorbed (Relu, Clip,
+ * Sigmoid, HardSigmoid, HardSwish, LeakyRelu, Tanh, Sqrt, Exp) and standalone
+ * BatchNormalization. Both work on whatever layout the input has, so they never force
+ * a reorder; a two-op activation (HardSigmoid = linear then clip) runs its second op
+ * in place.
+ */
+#include <string.h>
+
+#include "engine/engine.h"
+
+static inferd_code same_shape_output(plan_ctx *c, const ir_node *n, plan_value **xv, plan_value **ov) {
+  *xv = plan_val(c, n->inputs[0]);
+  *ov = plan_val(c, n->outputs[0]);
+  (*ov)->dtype = (*xv)->dtype;
+  (*ov)->rank = (*xv)->rank;
+  memcpy((*ov)->dims, (*xv)->dims, sizeof (*ov)->dims);
+  return INFERD_OK;
+}
+
+inferd_code ops_eltwise_lower(plan_ctx *c, int node, inferd_status *st) {
+  const ir_node *n = plan_node(c, node);
+  if (n->n_inputs < 1 || n->inputs[0] == IR_NONE || n->n_outputs != 1)
+    return node_fail(c, node, INFERD_INVALID_ARG, st, "needs an input and one output");
+  plan_value *xv, *ov;
+  same_shape_output(c, n, &xv, &ov);
+  if (xv->dtype != INFERD_DTYPE_FLOAT) return node_fail(c, node, INFERD_UNSUPPORTED, st, "only float32 is supported");
+  if (xv->is_const) return node_fail(c, node, INFERD_UNSUPPORTED, st, "constant input (fold it at export)");
+  fused_op ops[2];
+  int k = engine_eltwise_of(plan_graph(c), n, plan_extra(c, node)->op, ops);
+  if (k == 0) return node_fail(c, node, INFERD_UNSUPPORTED, st, "bounds must be constants with min <= max");
+  plan_ref src;
+  inferd_code rc = plan_src(c, n->inputs[0], NULL, &src, st);
+  if (rc != INFERD_OK) return rc;
+  if ((rc = plan_define(c, n->outputs[0], &src.md, st)) != INFERD_OK) return rc;
+  for (int i = 0; i < k; i++) {
+    dnnl_eltwise_desc_t desc;
+    dnnl_primitive_desc_t pd;
+    dnnl_primitive_attr_t attr = plan_attr_new();
+    dnnl_status_t drc = dnnl_eltwise_forward_desc_init(&desc, dnnl_forward_inference, ops[i].alg, &src.md,
+                                                       ops[i].alpha, ops[i].beta);
+    if (drc == dnnl_success) drc = dnnl_primitive_desc_create(&pd, &desc, attr, plan_engine(c), NULL);
+    dnnl_primitive_attr_destroy(attr);
+    if (drc != dnnl_success) return node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN refuses this element-wise op");
+    plan_ref args[2] = {i == 0 ? src : ov->ref, ov->ref};
+    int kinds[2] = {DNNL_ARG_SRC, DNNL_ARG_DST};
+    if ((rc = plan_emit(c, node, plan_extra(c, node)->op, pd, 2, kinds, args, 0, st)) != INFERD_OK) return rc;
+  }
+  return INFERD_OK;
+}
+
+inferd_code ops_batchnorm_lower(plan_ctx *c, int node, inferd_status *st) {
+  const ir_node *n = plan_node(c, node);
+  if (n->n_inputs != 5 || n->n_outputs < 1) return node_fail(c, node, INFERD_INVALID_ARG, st, "needs 5 inputs");
+  if (ir_attr_int(n, "training_mode", 0)) return node_fail(c, node, INFERD_UNSUPPORTED, st, "training_mode is not supported");
+  for (int k = 1; k < n->n_outputs; k++)
+    if (n->outputs[k] != IR_NONE && plan_graph(c)->values[n->outputs[k]].consumers > 0)
+      return node_fail(c, node, INFERD_UNSUPPORTED, st, "running statistics outputs are not supported");
+  plan_value *xv, *ov;
+  same_shape_output(c, n, &xv, &ov);
+  if (xv->dtype != INFERD_DTYPE_FLOAT || xv->rank < 2 || xv->is_const)
+    return node_fail(c, node, INFERD_UNSUPPORTED, st, "needs a float32 input of rank >= 2 computed at run time");
+  int64_t ch = xv->dims[1];
+  for (int k = 1; k < 5; k++) {
+    plan_value *p = plan_val(c, n->inputs[k]);
+    if (!p->is_const || p->dtype != INFERD_DTYPE_FLOAT || p->rank != 1 || p->dims[0] != ch)
+      return node_fail(c, node, INFERD_UNSUPPORTED, st, "scale, bias, mean and var must be constants of %lld floats",
+                       (long long)ch);
+  }
+  plan_ref args[6];
+  inferd_code rc = plan_src(c, n->inputs[0], NULL, &args[0], st);
+  if (rc != INFERD_OK) return rc;
+  dnnl_batch_normalization_desc_t desc;
+  dnnl_primitive_desc_t pd;
+  dnnl_primitive_attr_t attr = plan_attr_new();
+  unsigned flags = dnnl_use_global_stats | dnnl_use_scale | dnnl_use_shift;
+  dnnl_status_t drc = dnnl_batch_normalization_forward_desc_init(&desc, dnnl_forward_inference, &args[0].md,
+                                                                 ir_attr_float(n, "epsilon", 1e-5f), flags);
+  if (drc == dnnl_success) drc = dnnl_primitive_desc_create(&pd, &desc, attr, plan_engine(c), NULL);
+  dnnl_primitive_attr_destroy(attr);
+  if (drc != dnnl_success) return node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN refuses this batch normalization");
+  int kinds[6] = {DNNL_ARG_SRC, DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE, DNNL_ARG_DST};
+  for (int k = 1; k < 5 && rc == INFERD_OK; k++) rc = plan_weight(c, n->inputs[k], NULL, NULL, &args[k], st);
+  if (rc == INFERD_OK) rc = plan_define(c, n->outputs[0], &args[0].md, st);
+  if (rc != INFERD_OK) {
+    dnnl_primitive_desc_destroy(pd);
+    return rc;
+  }
+  args[5] = ov->ref;
+  return plan_emit(c, node, OP_BATCHNORM, pd, 6, kinds, args, 0, st);
+}

@@ -1,0 +1,122 @@
+/*
+ * ops_pool.c - MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool (oneDNN
+ * pooling, any layout, ceil_mode and dilations included) and ReduceMean (oneDNN
+ * reduction).
+ *
+ * ceil_mode is expressed to oneDNN as extra right padding; for averages that exclude
+ * padding this changes nothing, and AveragePool with count_include_pad=1 is refused
+ * when the two paddings differ, because the counts would.
+ */
+#include <string.h>
+
+#include "engine/engine.h"
+
+inferd_code ops_pool_lower(plan_ctx *c, int node, inferd_status *st) {
+  const ir_node *n = plan_node(c, node);
+  op_kind op = plan_extra(c, node)->op;
+  if (n->n_inputs != 1 || n->n_outputs < 1) return node_fail(c, node, INFERD_INVALID_ARG, st, "needs one input");
+  if (n->n_outputs > 1 && n->outputs[1] != IR_NONE && plan_graph(c)->values[n->outputs[1]].consumers > 0)
+    return node_fail(c, node, INFERD_UNSUPPORTED, st, "the Indices output is not supported");
+  plan_value *xv = plan_val(c, n->inputs[0]), *ov = plan_val(c, n->outputs[0]);
+  if (xv->dtype != INFERD_DTYPE_FLOAT || xv->rank < 3 || xv->rank > 5 || xv->is_const)
+    return node_fail(c, node, INFERD_UNSUPPORTED, st, "needs a float32 input of rank 3-5 computed at run time");
+  window w = {.nsp = xv->rank - 2};
+  bool global = op == OP_GLOBALAVERAGEPOOL || op == OP_GLOBALMAXPOOL;
+  dnnl_alg_kind_t alg = op == OP_MAXPOOL || op == OP_GLOBALMAXPOOL ? dnnl_pooling_max : dnnl_pooling_avg_exclude_padding;
+  inferd_code rc;
+  if (global) {
+    for (int i = 0; i < w.nsp; i++) {
+      w.kernel[i] = xv->dims[2 + i], w.strides[i] = 1, w.dilation[i] = 1, w.pad_l[i] = w.pad_r[i] = 0;
+      w.out[i] = 1;
+    }
+  } else {
+    const int64_t *ks;
+    if (ir_attr_ints(n, "kernel_shape", &ks) != w.nsp)
+      return node_fail(c, node, INFERD_INVALID_ARG, st, "kernel_shape must have %d values", w.nsp);
+    bool ceil_mode = ir_attr_int(n, "ceil_mode", 0) != 0;
+    if ((rc = ops_window(c, node, xv->dims + 2, ks, ceil_mode, &w, st)) != INFERD_OK) return rc;
+    if (op == OP_AVERAGEPOOL && ir_attr_int(n, "count_include_pad", 0)) {
+      alg = dnnl_pooling_avg_include_padding;
+      const int64_t *pads;
+      int np = ir_attr_ints(n, "pads", &pads);
+      for (int i = 0; i < w.nsp; i++)
+        if (w.pad_r[i] != (np ? pads[i + w.nsp] : 0))
+          return node_fail(c, node, INFERD_UNSUPPORTED, st, "count_include_pad with ceil_mode or auto_pad padding");
+    }
+    if (op == OP_MAXPOOL && ir_attr_int(n, "storage_order", 0))
+      return node_fail(c, node, INFERD_UNSUPPORTED, st, "storage_order=1 is not supported");
+  }
+  ov->dtype = INFERD_DTYPE_FLOAT;
+  ov->rank = xv->rank;
+  ov->dims[0] = xv->dims[0];
+  ov->dims[1] = xv->dims[1];
+  for (int i = 0; i < w.nsp; i++) ov->dims[2 + i] = w.out[i];
+  plan_ref args[2];
+  if ((rc = plan_src(c, n->inputs[0], NULL, &args[0], st)) != INFERD_OK) return rc;
+  dnnl_memory_desc_t dst_any;
+  md_any(&dst_any, ov->rank, ov->dims);
+  dnnl_dims_t dil;
+  for (int i = 0; i < w.nsp; i++) dil[i] = w.dilation[i] - 1;
+  dnnl_pooling_v2_desc_t desc;
+  dnnl_primitive_desc_t pd;
+  dnnl_primitive_attr_t attr = plan_attr_new();
+  dnnl_status_t drc = dnnl_pooling_v2_forward_desc_init(&desc, dnnl_forward_inference, alg, &args[0].md, &dst_any,
+                                                        w.strides, w.kernel, dil, w.pad_l, w.pad_r);
+  if (drc == dnnl_success) drc = dnnl_primitive_desc_create(&pd, &desc, attr, plan_engine(c), NULL);
+  dnnl_primitive_attr_destroy(attr);
+  if (drc != dnnl_success) return node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN refuses this pooling");
+  const dnnl_memory_desc_t *dst_md = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+  if ((rc = plan_define(c, n->outputs[0], dst_md, st)) != INFERD_OK) {
+    dnnl_primitive_desc_destroy(pd);
+    return rc;
+  }
+  args[1] = ov->ref;
+  int kinds[2] = {DNNL_ARG_SRC, DNNL_ARG_DST};
+  return plan_emit(c, node, op, pd, 2, kinds, args, 0, st);
+}
+
+inferd_code ops_reduce_lower(plan_ctx *c, int node, inferd_status *st) {
+  const ir_node *n = plan_node(c, node);
+  if (n->n_inputs < 1 || n->n_outputs != 1) return node_fail(c, node, INFERD_INVALID_ARG, st, "needs one input");
+  plan_value *xv = plan_val(c, n->inputs[0]), *ov = plan_val(c, n->outputs[0]);
+  if (xv->dtype != INFERD_DTYPE_FLOAT || xv->is_const || xv->rank < 1)
+    return node_fail(c, node, INFERD_UNSUPPORTED, st, "needs a float32 input computed at run time");
+  const int64_t *axes;
+  int na = ir_attr_ints(n, "axes", &axes);
+  bool reduce[IR_MAX_RANK] = {0};
+  for (int i = 0; i < na; i++) {
+    int64_t a = axes[i] < 0 ? axes[i] + xv->rank : axes[i];
+    if (a < 0 || a >= xv->rank) return node_fail(c, node, INFERD_INVALID_ARG, st, "axis %lld out of range", (long long)axes[i]);
+    reduce[a] = true;
+  }
+  if (na == 0)
+    for (int i = 0; i < xv->rank; i++) reduce[i] = true;
+  bool keep = ir_attr_int(n, "keepdims", 1) != 0;
+  int64_t kd[IR_MAX_RANK];
+  ov->dtype = INFERD_DTYPE_FLOAT;
+  ov->rank = 0;
+  for (int i = 0; i < xv->rank; i++) {
+    kd[i] = reduce[i] ? 1 : xv->dims[i];
+    if (keep || !reduce[i]) ov->dims[ov->rank++] = kd[i];
+  }
+  plan_ref args[2];
+  inferd_code rc = plan_src(c, n->inputs[0], NULL, &args[0], st);
+  if (rc != INFERD_OK) return rc;
+  dnnl_memory_desc_t dst_md;
+  md_plain(&dst_md, xv->rank, kd, INFERD_DTYPE_FLOAT);
+  dnnl_reduction_desc_t desc;
+  dnnl_primitive_desc_t pd;
+  dnnl_primitive_attr_t attr = plan_attr_new();
+  dnnl_status_t drc = dnnl_reduction_desc_init(&desc, dnnl_reduction_mean, &args[0].md, &dst_md, 0.0f, 0.0f);
+  if (drc == dnnl_success) drc = dnnl_primitive_desc_create(&pd, &desc, attr, plan_engine(c), NULL);
+  dnnl_primitive_attr_destroy(attr);
+  if (drc != dnnl_success) return node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN refuses this reduction");
+  if ((rc = plan_define(c, n->outputs[0], &dst_md, st)) != INFERD_OK) {
+    dnnl_primitive_desc_destroy(pd);
+    return rc;
+  }
+  args[1] = ov->ref;
+  md_plain(&ov->ref.md, ov->rank, ov->dims, INFERD_DTYPE_FLOAT); /* same bytes, reduced dims dropped */
+  int kinds[2] = {DNNL_ARG_SRC, DNNL_ARG_DST};
+  return plan_emit(c, node, OP_REDUCEMEAN, pd, 2, kinds, args, 0, st);
+}
