@@ -65,7 +65,10 @@
   X(TRANSPOSE, "Transpose", ops_transpose_lower)                        \
   X(SHAPE, "Shape", ops_shape_lower)                                    \
   X(GATHER, "Gather", ops_shape_lower)                                  \
-  X(CAST, "Cast", ops_shape_lower)
+  X(CAST, "Cast", ops_shape_lower)                                      \
+  X(SLICE, "Slice", ops_slice_lower)                                    \
+  X(SPLIT, "Split", ops_slice_lower)                                    \
+  X(PAD, "Pad", ops_pad_lower)
 
 typedef enum op_kind {
 #define ENGINE__ENUM(id, name, fn) OP_##id,
@@ -107,8 +110,6 @@ typedef struct weight_copy {
 
 /* ---- plans ------------------------------------------------------------------------- */
 
-enum { STEP_MAX_ARGS = 8 };
-
 typedef enum { REF_NONE, REF_BUFFER, REF_WEIGHT, REF_INPUT, REF_OUTPUT } ref_kind;
 
 /* Where a tensor lives during a run. */
@@ -130,8 +131,10 @@ struct plan_step {
   dnnl_primitive_t prim; /* NULL for a custom step */
   step_fn fn;
   int n_args;
-  int arg_kinds[STEP_MAX_ARGS]; /* DNNL_ARG_* */
-  plan_ref args[STEP_MAX_ARGS];
+  int slot; /* index of this step's first argument in a session's per-argument arrays;
+               each step has n_args + 1 slots (the last for oneDNN's scratchpad) */
+  int *arg_kinds; /* [n_args] DNNL_ARG_*; in the plan's arena */
+  plan_ref *args; /* [n_args] */
   int64_t params[8]; /* custom steps' parameters */
   double flops;
 };
@@ -149,6 +152,7 @@ typedef struct plan {
   int refs; /* owners: the cache and each session instance; under model->lock */
   plan_step *steps;
   int n_steps;
+  int n_slots; /* sum over steps of n_args + 1 */
   plan_buffer *buffers;
   int n_buffers;
   size_t arena_bytes;      /* activations, after memory planning */

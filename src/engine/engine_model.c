@@ -228,7 +228,7 @@ typedef struct plan_instance {
   plan *plan;
   void *arena; /* activations, then oneDNN's scratchpad */
   size_t arena_size;
-  dnnl_memory_t *mems;    /* [n_steps * (STEP_MAX_ARGS + 1)] */
+  dnnl_memory_t *mems;    /* [plan->n_slots]: see plan_step.slot */
   dnnl_exec_arg_t *args;  /* same shape */
   void **ptrs;            /* custom steps' resolved pointers, same shape */
   io_binding *io;
@@ -267,8 +267,7 @@ inferd_code inferd_session_new(inferd_model *m, const inferd_session_params *par
 
 static void instance_free(inferd_session *s, plan_instance *in) {
   if (!in->plan) return;
-  int slots = in->plan->n_steps * (STEP_MAX_ARGS + 1);
-  for (int i = 0; i < slots; i++)
+  for (int i = 0; i < in->plan->n_slots; i++)
     if (in->mems[i]) dnnl_memory_destroy(in->mems[i]);
   free(in->mems);
   free(in->args);
@@ -314,7 +313,7 @@ static bool ref_io(const plan *p, const plan_ref *r, ref_kind *kind, int *index)
 static inferd_code instance_bind(inferd_session *s, plan *p, plan_instance *in, inferd_status *st) {
   memset(in, 0, sizeof *in);
   in->plan = p;
-  int slots = p->n_steps * (STEP_MAX_ARGS + 1);
+  int slots = p->n_slots;
   in->arena_size = p->arena_bytes + p->scratchpad_bytes;
   in->arena = core_pages_alloc(in->arena_size);
   in->mems = calloc((size_t)slots + 1, sizeof *in->mems);
@@ -329,7 +328,7 @@ static inferd_code instance_bind(inferd_session *s, plan *p, plan_instance *in, 
   dnnl_engine_t eng = s->model->engine;
   for (int i = 0; i < p->n_steps; i++) {
     const plan_step *step = &p->steps[i];
-    int base = i * (STEP_MAX_ARGS + 1);
+    int base = step->slot;
     for (int a = 0; a < step->n_args; a++) {
       const plan_ref *r = &step->args[a];
       void *ptr = ref_pointer(in, r);
@@ -424,7 +423,7 @@ inferd_code inferd_session_run(inferd_session *s, int batch, const float *const 
   double t0 = s->profile ? core_now_seconds() : 0;
   for (int i = 0; i < p->n_steps; i++) {
     const plan_step *step = &p->steps[i];
-    int base = i * (STEP_MAX_ARGS + 1);
+    int base = step->slot;
     double ts = s->profile ? core_now_seconds() : 0;
     if (step->prim) {
       int nargs = step->n_args + (in->args[base + step->n_args].memory ? 1 : 0);

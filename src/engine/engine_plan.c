@@ -177,13 +177,20 @@ static plan_step *new_step(plan_ctx *c, int node, op_kind op, inferd_status *st)
   return s;
 }
 
-static void add_args(plan_ctx *c, plan_step *s, int n_args, const int *kinds, const plan_ref *args) {
+static inferd_code add_args(plan_ctx *c, plan_step *s, int n_args, const int *kinds, const plan_ref *args,
+                            inferd_status *st) {
   s->n_args = n_args;
+  s->slot = c->p->n_slots;
+  s->args = core_arena_alloc(c->p->consts, (size_t)(n_args ? n_args : 1) * sizeof *s->args, 64);
+  s->arg_kinds = core_arena_alloc(c->p->consts, (size_t)(n_args ? n_args : 1) * sizeof *s->arg_kinds, 16);
+  if (!s->args || !s->arg_kinds) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
+  c->p->n_slots += n_args + 1;
   for (int i = 0; i < n_args; i++) {
     s->arg_kinds[i] = kinds ? kinds[i] : 0;
     s->args[i] = args[i];
     touch(c, &args[i]);
   }
+  return INFERD_OK;
 }
 
 inferd_code plan_emit(plan_ctx *c, int node, op_kind op, dnnl_primitive_desc_t pd, int n_args,
@@ -201,7 +208,10 @@ inferd_code plan_emit(plan_ctx *c, int node, op_kind op, dnnl_primitive_desc_t p
     return node >= 0 ? node_fail(c, node, INFERD_INTERNAL, st, "oneDNN could not create the primitive (status %d)", rc)
                      : core_fail(st, INFERD_INTERNAL, "oneDNN could not create a reorder (status %d)", rc);
   if (scratch_bytes > c->p->scratchpad_bytes) c->p->scratchpad_bytes = scratch_bytes;
-  add_args(c, s, n_args, arg_kinds, args);
+  if (add_args(c, s, n_args, arg_kinds, args, st) != INFERD_OK) {
+    dnnl_primitive_destroy(s->prim);
+    return INFERD_NO_MEMORY;
+  }
   s->flops = flops;
   c->p->flops += flops;
   c->p->n_steps++;
@@ -213,7 +223,7 @@ inferd_code plan_emit_custom(plan_ctx *c, int node, op_kind op, step_fn fn, int 
   plan_step *s = new_step(c, node, op, st);
   if (!s) return INFERD_NO_MEMORY;
   s->fn = fn;
-  add_args(c, s, n_args, NULL, args);
+  if (add_args(c, s, n_args, NULL, args, st) != INFERD_OK) return INFERD_NO_MEMORY;
   for (int i = 0; i < n_params && i < (int)CORE_ARRAY_LEN(s->params); i++) s->params[i] = params[i];
   c->p->n_steps++;
   return INFERD_OK;

@@ -9,7 +9,7 @@
 
 #include "engine/engine.h"
 
-enum { CONCAT_MAX = STEP_MAX_ARGS - 1 };
+enum { CONCAT_MAX = 1024 };
 
 static inferd_code concat_consts(plan_ctx *c, int node, int axis, const int64_t *dims, inferd_status *st) {
   const ir_node *n = plan_node(c, node);
@@ -64,22 +64,23 @@ inferd_code ops_concat_lower(plan_ctx *c, int node, inferd_status *st) {
   ov->dtype = first->dtype;
   ov->rank = first->rank;
   memcpy(ov->dims, dims, sizeof dims);
-  plan_ref args[STEP_MAX_ARGS];
-  int kinds[STEP_MAX_ARGS];
-  dnnl_memory_desc_t mds[CONCAT_MAX];
+  plan_ref *args = malloc((size_t)(n->n_inputs + 1) * sizeof *args);
+  int *kinds = malloc((size_t)(n->n_inputs + 1) * sizeof *kinds);
+  dnnl_memory_desc_t *mds = malloc((size_t)n->n_inputs * sizeof *mds);
   dnnl_primitive_desc_t pd = NULL;
-  inferd_code rc;
-  for (int attempt = 0; attempt < 2 && !pd; attempt++) {
+  inferd_code rc = args && kinds && mds ? INFERD_OK : core_fail(st, INFERD_NO_MEMORY, "out of memory");
+  for (int attempt = 0; attempt < 2 && !pd && rc == INFERD_OK; attempt++) {
     /* first the inputs' own layouts; then everything plain */
-    for (int k = 0; k < n->n_inputs; k++) {
+    for (int k = 0; k < n->n_inputs && rc == INFERD_OK; k++) {
       plan_value *v = plan_val(c, n->inputs[k]);
       dnnl_memory_desc_t plain;
       md_plain(&plain, v->rank, v->dims, v->dtype);
       bool keep = attempt == 0 && !v->is_const;
-      if ((rc = plan_src(c, n->inputs[k], keep ? NULL : &plain, &args[k], st)) != INFERD_OK) return rc;
+      rc = plan_src(c, n->inputs[k], keep ? NULL : &plain, &args[k], st);
       mds[k] = args[k].md;
       kinds[k] = DNNL_ARG_MULTIPLE_SRC + k;
     }
+    if (rc != INFERD_OK) break;
     dnnl_memory_desc_t dst;
     if (attempt == 0) md_any(&dst, ov->rank, ov->dims);
     else md_plain(&dst, ov->rank, ov->dims, ov->dtype);
@@ -88,15 +89,20 @@ inferd_code ops_concat_lower(plan_ctx *c, int node, inferd_status *st) {
       pd = NULL;
     dnnl_primitive_attr_destroy(attr);
   }
-  if (!pd) return node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN refuses this concatenation");
-  const dnnl_memory_desc_t *dst_md = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-  if ((rc = plan_define(c, n->outputs[0], dst_md, st)) != INFERD_OK) {
-    dnnl_primitive_desc_destroy(pd);
-    return rc;
+  if (rc == INFERD_OK && !pd) rc = node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN refuses this concatenation");
+  if (rc == INFERD_OK) {
+    rc = plan_define(c, n->outputs[0], dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), st);
+    if (rc != INFERD_OK) dnnl_primitive_desc_destroy(pd);
   }
-  args[n->n_inputs] = ov->ref;
-  kinds[n->n_inputs] = DNNL_ARG_DST;
-  return plan_emit(c, node, OP_CONCAT, pd, n->n_inputs + 1, kinds, args, 0, st);
+  if (rc == INFERD_OK) {
+    args[n->n_inputs] = ov->ref;
+    kinds[n->n_inputs] = DNNL_ARG_DST;
+    rc = plan_emit(c, node, OP_CONCAT, pd, n->n_inputs + 1, kinds, args, 0, st);
+  }
+  free(args);
+  free(kinds);
+  free(mds);
+  return rc;
 }
 
 inferd_code ops_softmax_lower(plan_ctx *c, int node, inferd_status *st) {

@@ -1,0 +1,196 @@
+/*
+ * ops_slice.c - Slice, Split and Pad: windows into a tensor and frames around one.
+ *
+ * At run time all three are oneDNN reorders between a plain tensor and a window of
+ * another (dnnl_memory_desc_init_submemory): Slice and Split read a window of the
+ * input, Pad fills its output with the constant and writes the input into the
+ * window. Constant inputs (shape arithmetic) are sliced here at plan time. Slice
+ * with steps other than 1 is supported for constants only; Pad supports mode
+ * "constant" without negative pads.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+
+static int read_ints(plan_ctx *c, int v, int64_t *out, int max) {
+  if (v == IR_NONE) return -1;
+  plan_value *pv = plan_val(c, v);
+  int64_t n = core_shape_count(pv->rank, pv->dims);
+  if (!pv->is_const || !pv->data || n > max || n < 0) return -2;
+  for (int64_t i = 0; i < n; i++) {
+    if (pv->dtype == INFERD_DTYPE_INT64) out[i] = ((const int64_t *)pv->data)[i];
+    else if (pv->dtype == INFERD_DTYPE_INT32) out[i] = ((const int32_t *)pv->data)[i];
+    else return -2;
+  }
+  return (int)n;
+}
+
+/* Copies the window (start, step per axis; out dims) of a dense constant. */
+static void copy_window(const char *src, char *dst, size_t es, int rank, const int64_t *dims, const int64_t *start,
+                        const int64_t *step, const int64_t *odims) {
+  int64_t strides[IR_MAX_RANK], idx[IR_MAX_RANK] = {0}, s = 1;
+  for (int i = rank - 1; i >= 0; i--) strides[i] = s, s *= dims[i];
+  int64_t count = core_shape_count(rank, odims);
+  for (int64_t e = 0; e < count; e++) {
+    int64_t off = 0;
+    for (int i = 0; i < rank; i++) off += (start[i] + idx[i] * step[i]) * strides[i];
+    memcpy(dst + (size_t)e * es, src + (size_t)off * es, es);
+    for (int i = rank - 1; i >= 0 && ++idx[i] == odims[i]; i--) idx[i] = 0;
+  }
+}
+
+/* out = window of input `in` at `start` (steps 1) with dims `odims`. */
+static inferd_code emit_window(plan_ctx *c, int node, int in, int out, const int64_t *start, const int64_t *step,
+                               const int64_t *odims, inferd_status *st) {
+  plan_value *iv = plan_val(c, in), *ov = plan_val(c, out);
+  ov->dtype = iv->dtype;
+  ov->rank = iv->rank;
+  memcpy(ov->dims, odims, (size_t)iv->rank * sizeof *odims);
+  if (iv->is_const) {
+    if (!iv->data) return node_fail(c, node, INFERD_INTERNAL, st, "constant data was released");
+    size_t es = core_dtype_size(iv->dtype);
+    int64_t count = core_shape_count(iv->rank, odims);
+    char *tmp = malloc((size_t)(count ? count : 1) * es);
+    if (!tmp) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
+    copy_window(iv->data, tmp, es, iv->rank, iv->dims, start, step, odims);
+    inferd_code rc = plan_set_const(c, out, iv->dtype, iv->rank, odims, tmp, st);
+    free(tmp);
+    return rc;
+  }
+  for (int i = 0; i < iv->rank; i++)
+    if (step[i] != 1 && odims[i] > 1)
+      return node_fail(c, node, INFERD_UNSUPPORTED, st, "steps other than 1 on tensors computed at run time");
+  dnnl_memory_desc_t plain, win_md, out_md;
+  md_plain(&plain, iv->rank, iv->dims, iv->dtype);
+  plan_ref src;
+  inferd_code rc = plan_src(c, in, &plain, &src, st);
+  if (rc != INFERD_OK) return rc;
+  dnnl_dims_t wd, wo;
+  for (int i = 0; i < iv->rank; i++) wd[i] = odims[i], wo[i] = start[i];
+  if (dnnl_memory_desc_init_submemory(&win_md, &plain, wd, wo) != dnnl_success)
+    return node_fail(c, node, INFERD_INTERNAL, st, "oneDNN could not describe the window");
+  src.md = win_md;
+  md_plain(&out_md, iv->rank, odims, iv->dtype);
+  if ((rc = plan_define(c, out, &out_md, st)) != INFERD_OK) return rc;
+  return plan_emit_reorder(c, node, &src, &ov->ref, st);
+}
+
+inferd_code ops_slice_lower(plan_ctx *c, int node, inferd_status *st) {
+  const ir_node *n = plan_node(c, node);
+  if (n->n_inputs < 1 || n->inputs[0] == IR_NONE) return node_fail(c, node, INFERD_INVALID_ARG, st, "needs an input");
+  plan_value *iv = plan_val(c, n->inputs[0]);
+  int rank = iv->rank;
+  int64_t start[IR_MAX_RANK] = {0}, step[IR_MAX_RANK], odims[IR_MAX_RANK];
+  for (int i = 0; i < rank; i++) step[i] = 1, odims[i] = iv->dims[i];
+
+  if (plan_extra(c, node)->op == OP_SPLIT) {
+    int axis = (int)ir_attr_int(n, "axis", 0);
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) return node_fail(c, node, INFERD_INVALID_ARG, st, "axis out of range");
+    int64_t sizes[64];
+    int ns = n->n_inputs > 1 ? read_ints(c, n->inputs[1], sizes, 64) : -1;
+    if (ns == -2) return node_fail(c, node, INFERD_UNSUPPORTED, st, "split sizes must be a constant");
+    if (ns < 0) {
+      const int64_t *a;
+      ns = ir_attr_ints(n, "split", &a);
+      if (ns > 64) return node_fail(c, node, INFERD_UNSUPPORTED, st, "too many parts");
+      memcpy(sizes, a, (size_t)ns * sizeof *a);
+    }
+    if (ns == 0) {
+      ns = n->n_outputs;
+      if (ns < 1 || ns > 64 || iv->dims[axis] % ns) return node_fail(c, node, INFERD_INVALID_ARG, st, "cannot split evenly");
+      for (int k = 0; k < ns; k++) sizes[k] = iv->dims[axis] / ns;
+    }
+    if (ns != n->n_outputs) return node_fail(c, node, INFERD_INVALID_ARG, st, "%d sizes for %d outputs", ns, n->n_outputs);
+    int64_t at = 0;
+    for (int k = 0; k < ns; k++) {
+      if (sizes[k] < 0 || at + sizes[k] > iv->dims[axis])
+        return node_fail(c, node, INFERD_INVALID_ARG, st, "split sizes exceed dimension %d", axis);
+      start[axis] = at;
+      odims[axis] = sizes[k];
+      at += sizes[k];
+      if (n->outputs[k] == IR_NONE) continue;
+      inferd_code rc = emit_window(c, node, n->inputs[0], n->outputs[k], start, step, odims, st);
+      if (rc != INFERD_OK) return rc;
+    }
+    if (at != iv->dims[axis]) return node_fail(c, node, INFERD_INVALID_ARG, st, "split sizes do not add up");
+    return INFERD_OK;
+  }
+
+  /* Slice (opset 10+): starts, ends, axes, steps as constant inputs */
+  int64_t starts[IR_MAX_RANK], ends[IR_MAX_RANK], axes[IR_MAX_RANK], steps[IR_MAX_RANK];
+  if (n->n_inputs < 3 || n->n_outputs != 1) return node_fail(c, node, INFERD_UNSUPPORTED, st, "needs starts and ends inputs (opset 10+)");
+  int k = read_ints(c, n->inputs[1], starts, IR_MAX_RANK);
+  if (k < 0 || read_ints(c, n->inputs[2], ends, IR_MAX_RANK) != k)
+    return node_fail(c, node, INFERD_UNSUPPORTED, st, "starts and ends must be constants of equal length");
+  int ka = n->n_inputs > 3 ? read_ints(c, n->inputs[3], axes, IR_MAX_RANK) : -1;
+  int ks = n->n_inputs > 4 ? read_ints(c, n->inputs[4], steps, IR_MAX_RANK) : -1;
+  if (ka == -2 || ks == -2 || (ka >= 0 && ka != k) || (ks >= 0 && ks != k))
+    return node_fail(c, node, INFERD_UNSUPPORTED, st, "axes and steps must be constants matching starts");
+  for (int j = 0; j < k; j++) {
+    int a = (int)(ka >= 0 ? (axes[j] < 0 ? axes[j] + rank : axes[j]) : j);
+    int64_t s = ks >= 0 ? steps[j] : 1, d = iv->dims[a];
+    if (a < 0 || a >= rank) return node_fail(c, node, INFERD_INVALID_ARG, st, "axis out of range");
+    if (s <= 0) return node_fail(c, node, INFERD_UNSUPPORTED, st, "steps must be positive");
+    int64_t b = starts[j] < 0 ? starts[j] + d : starts[j], e = ends[j] < 0 ? ends[j] + d : ends[j];
+    b = CORE_MAX(0, CORE_MIN(b, d));
+    e = CORE_MAX(0, CORE_MIN(e, d));
+    start[a] = b;
+    step[a] = s;
+    odims[a] = e > b ? (e - b + s - 1) / s : 0;
+  }
+  return emit_window(c, node, n->inputs[0], n->outputs[0], start, step, odims, st);
+}
+
+static void fill_step(const plan_step *s, void *const *ptrs) {
+  float value;
+  memcpy(&value, &s->params[1], sizeof value);
+  float *dst = ptrs[0];
+  if (value == 0.0f) memset(dst, 0, (size_t)s->params[0] * sizeof *dst);
+  else
+    for (int64_t i = 0; i < s->params[0]; i++) dst[i] = value;
+}
+
+inferd_code ops_pad_lower(plan_ctx *c, int node, inferd_status *st) {
+  const ir_node *n = plan_node(c, node);
+  if (n->n_inputs < 2 || n->n_outputs != 1) return node_fail(c, node, INFERD_UNSUPPORTED, st, "needs pads as an input (opset 11+)");
+  const char *mode = ir_attr_string(n, "mode", "constant");
+  if (strcmp(mode, "constant") != 0) return node_fail(c, node, INFERD_UNSUPPORTED, st, "mode '%s' is not supported", mode);
+  plan_value *iv = plan_val(c, n->inputs[0]), *ov = plan_val(c, n->outputs[0]);
+  if (iv->dtype != INFERD_DTYPE_FLOAT || iv->is_const)
+    return node_fail(c, node, INFERD_UNSUPPORTED, st, "needs a float32 input computed at run time");
+  int64_t pads[2 * IR_MAX_RANK];
+  if (read_ints(c, n->inputs[1], pads, 2 * IR_MAX_RANK) != 2 * iv->rank)
+    return node_fail(c, node, INFERD_UNSUPPORTED, st, "pads must be a constant of %d values", 2 * iv->rank);
+  float value = 0.0f;
+  if (n->n_inputs > 2 && n->inputs[2] != IR_NONE) {
+    plan_value *cv = plan_val(c, n->inputs[2]);
+    if (!cv->is_const || !cv->data || cv->dtype != INFERD_DTYPE_FLOAT)
+      return node_fail(c, node, INFERD_UNSUPPORTED, st, "constant_value must be a float constant");
+    value = *(const float *)cv->data;
+  }
+  ov->dtype = iv->dtype;
+  ov->rank = iv->rank;
+  dnnl_dims_t wd, wo;
+  for (int i = 0; i < iv->rank; i++) {
+    if (pads[i] < 0 || pads[i + iv->rank] < 0) return node_fail(c, node, INFERD_UNSUPPORTED, st, "negative pads");
+    ov->dims[i] = iv->dims[i] + pads[i] + pads[i + iv->rank];
+    wd[i] = iv->dims[i];
+    wo[i] = pads[i];
+  }
+  dnnl_memory_desc_t out_md, win_md;
+  md_plain(&out_md, ov->rank, ov->dims, ov->dtype);
+  plan_ref src;
+  inferd_code rc = plan_src(c, n->inputs[0], NULL, &src, st);
+  if (rc != INFERD_OK) return rc;
+  if ((rc = plan_define(c, n->outputs[0], &out_md, st)) != INFERD_OK) return rc;
+  int64_t params[2] = {core_shape_count(ov->rank, ov->dims), 0};
+  memcpy(&params[1], &value, sizeof value);
+  if ((rc = plan_emit_custom(c, node, OP_PAD, fill_step, 1, &ov->ref, params, 2, st)) != INFERD_OK) return rc;
+  if (dnnl_memory_desc_init_submemory(&win_md, &out_md, wd, wo) != dnnl_success)
+    return node_fail(c, node, INFERD_INTERNAL, st, "oneDNN could not describe the window");
+  plan_ref dst = ov->ref;
+  dst.md = win_md;
+  return plan_emit_reorder(c, node, &src, &dst, st);
+}
