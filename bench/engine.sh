@@ -1,0 +1,297 @@
+#!/usr/bin/env bash
+# bench/engine.sh: inferd's engine against PyTorch's best on the same CPU, same run.
+#
+# For resnet50 and resnet152 (torchvision, seeded random weights, the identical network
+# on both sides) x batch {1, 8}, with 2 threads, it runs one after another (never two at
+# once):
+#   build/inferd run MODEL.onnx --bench --batch N --threads 2 --seconds S --json
+#   /usr/bin/python3 bench/engine_torch.py --model MODEL --batch N --threads 2 --seconds S --json
+# and prints a Markdown table of throughputs, their ratio, inferd's GFLOP/s and its share of
+# the machine's fp32 peak. The table also goes to bench/results/engine.md, with the date,
+# the CPU and the command. Only the ratios mean something: both sides are measured in the
+# same run on the same machine; absolute numbers move with the machine and its load.
+#
+# Usage: bench/engine.sh [--seconds S] [--build DIR] [--no-build] [--profile]
+#                        [--models a,b] [--batches 1,8] [--threads T] [--peak GFLOPS]
+#   --seconds S   timed seconds of each measurement (default 10). inferd runs once and PyTorch
+#                 three variants per row, so 4 rows take ~16*S s plus warm-ups and model
+#                 loading: about 4-5 minutes on an idle 2-core machine, plus the first build
+#                 and ONNX exports (~1 minute). --seconds 1 is a quick smoke test.
+#   --build DIR   inferd's CMake build directory (default build/ in the repository). If it has
+#                 no CMakeCache.txt and no inferd, it is configured (Release) and built; if it
+#                 has a CMakeCache.txt, `cmake --build` brings it up to date; a bare DIR/inferd
+#                 without CMake files is used as it is.
+#   --no-build    never run cmake; DIR/inferd must exist
+#   --profile     afterwards, run resnet50 batch 8 with `--profile` and print inferd's per-op
+#                 breakdown (also appended to bench/results/engine.md)
+#   --models, --batches, --threads   override the default grid (resnet50,resnet152 / 1,8 / 2)
+#   --peak GFLOPS fp32 peak used for "% of fp32 peak" (default 434: 2 cores x 2 x 512-bit FMA x 16 lanes x 2 x ~3.4 GHz)
+#
+# Needs: the packages of scripts/install-deps.sh (cmake, libdnnl-dev, ..., python3-torch,
+# python3-torchvision, python3-onnx). No network: weights are never downloaded.
+# The exported models are cached in bench/results/tmp/ (ignored by git through its own
+# .gitignore) and remade when missing or older than bench/engine_torch.py.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PY=/usr/bin/python3
+TORCH_BENCH="$ROOT/bench/engine_torch.py"
+RESULTS="$ROOT/bench/results"
+TMP="$RESULTS/tmp"
+RUN="$TMP/last"          # this run's raw JSON and logs
+
+SECS=10
+BUILD="$ROOT/build"
+NO_BUILD=0
+PROFILE=0
+MODELS=resnet50,resnet152
+BATCHES=1,8
+THREADS=2
+# fp32 peak of the 2 cores this runs on (AMD EPYC, Zen 5):
+#   2 cores x 2 FMA pipes of 512 bits x 16 fp32 lanes x 2 flops per FMA x ~3.4 GHz
+#   = 2 x 2 x 16 x 2 x 3.4 = 435 ~ 434 GFLOP/s.
+# Change it with --peak on another machine (cores x FMA pipes x lanes x 2 x GHz).
+PEAK=434
+
+die() { echo "engine.sh: $*" >&2; exit 1; }
+usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
+
+COMMAND="bench/engine.sh${*:+ $*}"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --seconds) [ $# -ge 2 ] || die "--seconds needs a value"; SECS=$2; shift 2 ;;
+    --build)   [ $# -ge 2 ] || die "--build needs a directory"; BUILD=$2; shift 2 ;;
+    --no-build) NO_BUILD=1; shift ;;
+    --profile) PROFILE=1; shift ;;
+    --models)  [ $# -ge 2 ] || die "--models needs a value"; MODELS=$2; shift 2 ;;
+    --batches) [ $# -ge 2 ] || die "--batches needs a value"; BATCHES=$2; shift 2 ;;
+    --threads) [ $# -ge 2 ] || die "--threads needs a value"; THREADS=$2; shift 2 ;;
+    --peak)    [ $# -ge 2 ] || die "--peak needs a value"; PEAK=$2; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) die "unknown argument '$1' (see --help)" ;;
+  esac
+done
+if ! [[ $SECS =~ ^[0-9]+([.][0-9]+)?$ ]] || ! awk "BEGIN { exit !($SECS > 0) }"; then
+  die "--seconds must be a positive number, not '$SECS'"
+fi
+[[ $THREADS =~ ^[1-9][0-9]*$ ]] || die "--threads must be a positive integer, not '$THREADS'"
+[[ $PEAK =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--peak must be a number, not '$PEAK'"
+[[ $BATCHES =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "--batches must be like 1,8, not '$BATCHES'"
+[[ $MODELS =~ ^[a-z0-9_]+(,[a-z0-9_]+)*$ ]] || die "--models must be like resnet50,resnet152, not '$MODELS'"
+case "$BUILD" in /*) ;; *) BUILD="$PWD/$BUILD" ;; esac
+INFERD="$BUILD/inferd"
+IFS=, read -r -a MODEL_LIST <<<"$MODELS"
+IFS=, read -r -a BATCH_LIST <<<"$BATCHES"
+
+# ---- prerequisites -------------------------------------------------------------------
+[ -x "$PY" ] || die "$PY not found: run scripts/install-deps.sh"
+"$PY" -c 'import torch, torchvision, onnx' 2>/dev/null \
+  || die "$PY cannot import torch, torchvision and onnx: run scripts/install-deps.sh"
+
+if [ "$NO_BUILD" = 1 ]; then
+  [ -x "$INFERD" ] || die "--no-build: $INFERD does not exist"
+elif [ -f "$BUILD/CMakeCache.txt" ]; then
+  type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
+  case "$type" in
+    Release|RelWithDebInfo|"") ;;
+    *) echo "engine.sh: warning: $BUILD is a '$type' build; numbers from it say little" >&2 ;;
+  esac
+  echo "engine.sh: bringing $BUILD up to date" >&2
+  cmake --build "$BUILD" -j2 --target inferd >&2 || die "building inferd in $BUILD failed"
+elif [ ! -e "$INFERD" ]; then
+  command -v cmake >/dev/null || die "cmake not found: run scripts/install-deps.sh"
+  echo "engine.sh: building inferd (Release) in $BUILD" >&2
+  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >&2 || die "configuring $BUILD failed"
+  cmake --build "$BUILD" -j2 --target inferd >&2 || die "building inferd in $BUILD failed"
+fi
+[ -x "$INFERD" ] || die "$INFERD is missing or not executable after the build"
+
+# Other work on these 2 cores distorts both sides (OpenMP teams spin on a shared core).
+load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo 0)
+if "$PY" -c "import sys; sys.exit(0 if float('$load') > 0.5 else 1)"; then
+  echo "engine.sh: warning: load average $load; other work is running, the numbers will be noisy" >&2
+fi
+
+# ---- models: exported once from the same seeded torchvision network -------------------
+mkdir -p "$TMP"
+[ -f "$TMP/.gitignore" ] || printf '# made by bench/engine.sh: cached models and raw results\n*\n' >"$TMP/.gitignore"
+rm -rf "$RUN"
+mkdir -p "$RUN"
+
+export_model() {  # export_model NAME -> $TMP/NAME.onnx, remade when missing or stale
+  local m=$1 onnx="$TMP/$1.onnx"
+  if [ -s "$onnx" ] && [ "$onnx" -nt "$TORCH_BENCH" ]; then
+    return 0
+  fi
+  echo "engine.sh: exporting $m to ${onnx#"$ROOT"/}" >&2
+  "$PY" "$TORCH_BENCH" --model "$m" --export-onnx "$onnx" >&2 || die "exporting $m failed"
+}
+for m in "${MODEL_LIST[@]}"; do export_model "$m"; done
+if [ "$PROFILE" = 1 ]; then export_model resnet50; fi
+
+# ---- measurements: strictly one after another ----------------------------------------
+run_logged() {  # run_logged OUT LOG WHAT cmd...: stdout to OUT, stderr to LOG, clear error
+  local out=$1 log=$2 what=$3; shift 3
+  if ! "$@" >"$out" 2>"$log"; then
+    echo "engine.sh: $what failed: $*" >&2
+    tail -n 20 "$log" | sed 's/^/  | /' >&2
+    exit 1
+  fi
+}
+
+check_json() {  # check_json FILE WHAT: exactly one JSON object with a positive "throughput"
+  "$PY" - "$1" "$2" <<'EOF'
+import json, sys
+text = open(sys.argv[1]).read().strip()
+try:
+    obj = json.loads(text)
+    ok = isinstance(obj, dict) and float(obj["throughput"]) > 0
+except (ValueError, KeyError, TypeError):
+    ok = False
+if not ok:
+    sys.exit("engine.sh: %s did not print one JSON object with a positive \"throughput\"; "
+             "it printed:\n%s" % (sys.argv[2], text[:600] or "(nothing)"))
+EOF
+}
+
+n=$(( ${#MODEL_LIST[@]} * ${#BATCH_LIST[@]} ))
+i=0
+for m in "${MODEL_LIST[@]}"; do
+  for b in "${BATCH_LIST[@]}"; do
+    i=$((i + 1))
+    echo "engine.sh: [$i/$n] $m batch $b: inferd" >&2
+    run_logged "$RUN/$m.b$b.inferd.json" "$RUN/$m.b$b.inferd.log" "inferd ($m, batch $b)" \
+      "$INFERD" run "$TMP/$m.onnx" --bench --batch "$b" --threads "$THREADS" --seconds "$SECS" --json
+    check_json "$RUN/$m.b$b.inferd.json" "inferd run $m.onnx --batch $b --json" || exit 1
+    echo "engine.sh: [$i/$n] $m batch $b: PyTorch" >&2
+    run_logged "$RUN/$m.b$b.torch.json" "$RUN/$m.b$b.torch.log" "engine_torch.py ($m, batch $b)" \
+      "$PY" "$TORCH_BENCH" --model "$m" --batch "$b" --threads "$THREADS" --seconds "$SECS" --json
+  done
+done
+
+# ---- table ---------------------------------------------------------------------------
+cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1)
+if commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null); then
+  git -C "$ROOT" diff --quiet HEAD -- 2>/dev/null || commit="$commit + local changes"
+else
+  commit="(no commit yet)"
+fi
+
+table=$("$PY" - "$RUN" "$MODELS" "$BATCHES" "$PEAK" <<'EOF'
+import json, sys
+
+run, models, batches, peak = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(","), float(sys.argv[4])
+
+def load(path, what):
+    with open(path) as f:
+        text = f.read().strip()
+    try:
+        obj = json.loads(text)
+    except ValueError as e:
+        sys.exit("engine.sh: %s did not print exactly one JSON object (%s); it printed:\n%s"
+                 % (what, e, text[:400]))
+    if not isinstance(obj, dict):
+        sys.exit("engine.sh: %s printed JSON that is not an object: %s" % (what, text[:400]))
+    return obj
+
+def number(obj, key, what):
+    v = obj.get(key)
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0:
+        sys.exit("engine.sh: %s: field '%s' missing or not a positive number (got %r)" % (what, key, v))
+    return float(v)
+
+rows, variants, notes = [], [], []
+for m in models:
+    for b in batches:
+        what_i = "inferd run %s --batch %s --json" % (m, b)
+        what_t = "engine_torch.py --model %s --batch %s --json" % (m, b)
+        inf = load("%s/%s.b%s.inferd.json" % (run, m, b), what_i)
+        tor = load("%s/%s.b%s.torch.json" % (run, m, b), what_t)
+        if inf.get("batch") is not None and int(inf["batch"]) != int(b):
+            sys.exit("engine.sh: %s reports batch %r" % (what_i, inf["batch"]))
+        ti = number(inf, "throughput", what_i)
+        gflop = number(tor, "gflop_per_image", what_t)  # counted with hooks on the torch model
+        g_inf = inf.get("gflop_per_image")
+        if isinstance(g_inf, (int, float)) and abs(g_inf - gflop) > 0.02 * gflop:
+            notes.append("%s: inferd counts %.2f GFLOP/image, PyTorch hooks %.2f; the table uses %.2f"
+                         % (m, g_inf, gflop, gflop))
+        best = tor["best"]["variant"]
+        tt = number(tor["best"], "throughput", what_t)
+        label = best + (" (frozen only)" if best in tor.get("notes", {}) else "")
+        gfs = ti * gflop
+        rows.append("| %s | %s | %.2f | %.2f (%s) | %.2f | %.0f | %.0f%% |"
+                    % (m, b, ti, tt, label, ti / tt, gfs, 100.0 * gfs / peak))
+        v = tor["variants"]
+        cell = lambda k: "%.2f" % v[k]["throughput"] if k in v else "failed"
+        variants.append("| %s | %s | %s | %s | %s | %.0f |"
+                        % (m, b, cell("eager"), cell("channels_last"), cell("torchscript"),
+                           tt * gflop))
+        for k, msg in sorted(tor.get("notes", {}).items()):
+            notes.append("%s batch %s, PyTorch %s: %s" % (m, b, k, msg))
+        for k, msg in sorted(tor.get("errors", {}).items()):
+            notes.append("%s batch %s, PyTorch %s failed: %s" % (m, b, k, msg))
+
+print("| model | batch | inferd img/s | PyTorch best img/s (variant) | ratio inferd/PyTorch "
+      "| inferd GFLOP/s | % of fp32 peak |")
+print("|---|---:|---:|---|---:|---:|---:|")
+print("\n".join(rows))
+print()
+print("PyTorch variants (img/s; the best of them is the table's PyTorch column):")
+print()
+print("| model | batch | eager NCHW | eager channels_last | TorchScript frozen+optimized | best GFLOP/s |")
+print("|---|---:|---:|---:|---:|---:|")
+print("\n".join(variants))
+if notes:
+    print()
+    for n in notes:
+        print("- " + n)
+EOF
+) || exit 1
+
+torch_version=$("$PY" -c 'import torch; print(torch.__version__)')
+header="CPU: ${cpu:-unknown} ($(nproc) logical CPUs); ${THREADS} threads; ${SECS} s per measurement; \
+fp32 peak ${PEAK} GFLOP/s; GFLOP/image counted on the PyTorch model (2 x MACs of Conv2d + Linear); \
+PyTorch ${torch_version}; inferd ${commit}."
+
+echo
+echo "$header"
+echo
+echo "$table"
+
+{
+  echo "# inferd engine vs PyTorch, CPU fp32"
+  echo
+  echo "Date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo
+  echo "Command: \`$COMMAND\`"
+  echo
+  echo "$header"
+  echo "Only the ratios are meant to be compared: both sides ran one after another in the same run."
+  echo
+  echo "$table"
+} >"$RESULTS/engine.md.tmp"
+mv "$RESULTS/engine.md.tmp" "$RESULTS/engine.md"
+echo
+echo "engine.sh: wrote ${RESULTS#"$ROOT"/}/engine.md" >&2
+
+# ---- optional per-op profile ---------------------------------------------------------
+if [ "$PROFILE" = 1 ]; then
+  echo
+  echo "inferd per-op profile: resnet50, batch 8, $THREADS threads, $SECS s"
+  echo
+  prof="$RUN/resnet50.b8.profile.txt"
+  if ! "$INFERD" run "$TMP/resnet50.onnx" --bench --batch 8 --threads "$THREADS" \
+      --seconds "$SECS" --profile >"$prof" 2>&1; then
+    cat "$prof" >&2
+    die "inferd --profile run failed"
+  fi
+  cat "$prof"
+  {
+    echo
+    echo "## inferd per-op profile (resnet50, batch 8, $THREADS threads, $SECS s)"
+    echo
+    echo '```'
+    cat "$prof"
+    echo '```'
+  } >>"$RESULTS/engine.md"
+fi
