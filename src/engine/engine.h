@@ -42,6 +42,7 @@
   X(TANH, "Tanh", ops_eltwise_lower)                                    \
   X(SQRT, "Sqrt", ops_eltwise_lower)                                    \
   X(EXP, "Exp", ops_eltwise_lower)                                      \
+  X(GELU, "Gelu", ops_eltwise_lower)                                    \
   X(ADD, "Add", ops_binary_lower)                                       \
   X(SUB, "Sub", ops_binary_lower)                                       \
   X(MUL, "Mul", ops_binary_lower)                                       \
@@ -68,7 +69,14 @@
   X(CAST, "Cast", ops_shape_lower)                                      \
   X(SLICE, "Slice", ops_slice_lower)                                    \
   X(SPLIT, "Split", ops_slice_lower)                                    \
-  X(PAD, "Pad", ops_pad_lower)
+  X(PAD, "Pad", ops_pad_lower)                                          \
+  X(CONSTANTOFSHAPE, "ConstantOfShape", ops_fold_lower)                 \
+  X(EXPAND, "Expand", ops_fold_lower)                                   \
+  X(EQUAL, "Equal", ops_fold_lower)                                     \
+  X(WHERE, "Where", ops_fold_lower)                                     \
+  X(MOD, "Mod", ops_fold_lower)                                         \
+  X(RANGE, "Range", ops_fold_lower)                                     \
+  X(NOT, "Not", ops_fold_lower)
 
 typedef enum op_kind {
 #define ENGINE__ENUM(id, name, fn) OP_##id,
@@ -280,6 +288,11 @@ typedef struct window {
 } window;
 inferd_code ops_window(plan_ctx *c, int node, const int64_t *in_spatial, const int64_t *kernel, bool ceil_mode,
                        window *w, inferd_status *st);
+
+/* Numpy broadcasting of two shapes (ops_binary.c); false when they do not broadcast. */
+bool ops_broadcast_shape(const plan_value *a, const plan_value *b, int *rank, int64_t *dims);
+/* Element offset in `v` (right-aligned to `rank`) of the broadcast output index `idx`. */
+int64_t ops_broadcast_offset(const plan_value *v, int rank, const int64_t *idx);
 
 /* ---- op lowerings (ops/) -------------------------------------------------------------- */
 

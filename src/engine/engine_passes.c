@@ -1,6 +1,8 @@
 /*
  * engine_passes.c - the load-time graph rewrites, in order:
  *
+ *   0. pattern rewrites: the Div/Erf/Add/Mul/Mul chain of an exported GELU becomes
+ *      one Gelu node (oneDNN's gelu_erf);
  *   1. op lookup: every live node maps to an engine op or the model is refused,
  *      naming the node, its op and the opset;
  *   2. Identity and Dropout (inference) are removed by rewiring their consumers;
@@ -155,6 +157,10 @@ int engine_eltwise_of(const ir_graph *g, const ir_node *n, op_kind op, fused_op 
   case OP_SQRT: out[0].alg = dnnl_eltwise_sqrt; return 1;
   case OP_EXP: out[0].alg = dnnl_eltwise_exp; return 1;
   case OP_HARDSWISH: out[0].alg = dnnl_eltwise_hardswish; return 1;
+  case OP_GELU:
+    if (strcmp(ir_attr_string(n, "approximate", "none"), "none") != 0) return 0;
+    out[0].alg = dnnl_eltwise_gelu_erf;
+    return 1;
   case OP_HARDSIGMOID:
     out[0].alg = dnnl_eltwise_linear;
     out[0].alpha = ir_attr_float(n, "alpha", 0.2f);
@@ -180,6 +186,68 @@ int engine_eltwise_of(const ir_graph *g, const ir_node *n, op_kind op, fused_op 
     return 1;
   }
   default: return 0;
+  }
+}
+
+/* The constant scalar operand of a binary node whose other operand is `v`. */
+static bool scalar_operand(const ir_graph *g, const ir_node *n, int v, float *k) {
+  if (n->n_inputs != 2) return false;
+  int other = n->inputs[0] == v ? n->inputs[1] : n->inputs[1] == v ? n->inputs[0] : IR_NONE;
+  const float *p = const_float(g, other, 1);
+  if (!p) return false;
+  *k = *p;
+  return true;
+}
+
+static bool near(float a, float b) { return fabsf(a - b) <= 1e-5f * fabsf(b); }
+
+/* x * 0.5 * (1 + erf(x / sqrt(2))), as torch.onnx.export writes nn.GELU before
+ * opset 20 (Div, Erf, Add, Mul, Mul), becomes one Gelu node. */
+static void fuse_gelu(inferd_model *m) {
+  ir_graph *g = m->graph;
+  for (int e = 0; e < g->n_nodes; e++) {
+    ir_node *erf = &g->nodes[e];
+    if (erf->dead || strcmp(erf->op_type, "Erf") != 0 || *erf->domain || erf->n_inputs != 1) continue;
+    int d = g->values[erf->inputs[0]].producer;
+    if (d == IR_NONE || g->values[erf->inputs[0]].consumers != 1) continue;
+    ir_node *div = &g->nodes[d];
+    float k;
+    if (strcmp(div->op_type, "Div") != 0 || div->n_inputs != 2 || !scalar_operand(g, div, div->inputs[0], &k) ||
+        !near(k, 1.41421356f))
+      continue;
+    int x = div->inputs[0];
+    int a = sole_consumer(g, erf->outputs[0]);
+    if (a == IR_NONE || strcmp(g->nodes[a].op_type, "Add") != 0 ||
+        !scalar_operand(g, &g->nodes[a], erf->outputs[0], &k) || !near(k, 1.0f))
+      continue;
+    int m1 = sole_consumer(g, g->nodes[a].outputs[0]);
+    if (m1 == IR_NONE || strcmp(g->nodes[m1].op_type, "Mul") != 0 || g->nodes[m1].n_inputs != 2) continue;
+    ir_node *mul1 = &g->nodes[m1];
+    int half_input = mul1->outputs[0];
+    if (!((mul1->inputs[0] == x && mul1->inputs[1] == g->nodes[a].outputs[0]) ||
+          (mul1->inputs[1] == x && mul1->inputs[0] == g->nodes[a].outputs[0])))
+      continue;
+    int m2 = sole_consumer(g, half_input);
+    if (m2 == IR_NONE || strcmp(g->nodes[m2].op_type, "Mul") != 0 ||
+        !scalar_operand(g, &g->nodes[m2], half_input, &k) || !near(k, 0.5f))
+      continue;
+    /* the Div node becomes Gelu(x) writing the last Mul's output */
+    int out = g->nodes[m2].outputs[0];
+    int nodes[4] = {e, a, m1, m2};
+    for (int i = 0; i < 4; i++) {
+      ir_node *dead = &g->nodes[nodes[i]];
+      for (int k2 = 0; k2 < dead->n_inputs; k2++)
+        if (dead->inputs[k2] != IR_NONE) g->values[dead->inputs[k2]].consumers--;
+      dead->dead = true;
+    }
+    g->values[div->inputs[1]].consumers--;
+    g->values[div->outputs[0]].producer = IR_NONE;
+    div->op_type = "Gelu";
+    div->n_inputs = 1;
+    div->outputs[0] = out;
+    div->n_attrs = 0;
+    g->values[out].producer = d;
+    m->extra[d].op = OP_GELU;
   }
 }
 
@@ -243,6 +311,7 @@ static void fuse_post_ops(inferd_model *m) {
 }
 
 inferd_code engine_passes_run(inferd_model *m, inferd_status *st) {
+  fuse_gelu(m);
   inferd_code rc = lookup_ops(m, st);
   if (rc == INFERD_OK) rc = remove_identities(m, st);
   if (rc == INFERD_OK) rc = fold_batchnorm(m, st);

@@ -14,7 +14,7 @@
 
 #include "engine/engine.h"
 
-static bool broadcast_shape(const plan_value *a, const plan_value *b, int *rank, int64_t *dims) {
+bool ops_broadcast_shape(const plan_value *a, const plan_value *b, int *rank, int64_t *dims) {
   *rank = CORE_MAX(a->rank, b->rank);
   for (int i = 0; i < *rank; i++) {
     int ia = i - (*rank - a->rank), ib = i - (*rank - b->rank);
@@ -25,8 +25,7 @@ static bool broadcast_shape(const plan_value *a, const plan_value *b, int *rank,
   return true;
 }
 
-/* Element offset in operand `v` (right-aligned to `rank`) of output index `idx`. */
-static int64_t bcast_offset(const plan_value *v, int rank, const int64_t *idx) {
+int64_t ops_broadcast_offset(const plan_value *v, int rank, const int64_t *idx) {
   int64_t off = 0;
   for (int i = 0; i < v->rank; i++) {
     int o = i + rank - v->rank;
@@ -57,7 +56,7 @@ static inferd_code fold(plan_ctx *c, int node, op_kind op, const plan_value *a, 
   if (!out) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
   int64_t idx[IR_MAX_RANK] = {0};
   for (int64_t e = 0; e < count; e++) {
-    int64_t oa = bcast_offset(a, rank, idx), ob = bcast_offset(b, rank, idx);
+    int64_t oa = ops_broadcast_offset(a, rank, idx), ob = ops_broadcast_offset(b, rank, idx);
     if (a->dtype == INFERD_DTYPE_FLOAT) {
       ((float *)out)[e] = (float)apply(op, ((const float *)a->data)[oa], ((const float *)b->data)[ob]);
     } else {
@@ -109,7 +108,7 @@ inferd_code ops_binary_lower(plan_ctx *c, int node, inferd_status *st) {
   plan_value *a = plan_val(c, n->inputs[0]), *b = plan_val(c, n->inputs[1]), *ov = plan_val(c, n->outputs[0]);
   int rank;
   int64_t dims[IR_MAX_RANK];
-  if (!broadcast_shape(a, b, &rank, dims)) {
+  if (!ops_broadcast_shape(a, b, &rank, dims)) {
     char sa[96], sb[96];
     return node_fail(c, node, INFERD_INVALID_ARG, st, "shapes %s and %s do not broadcast",
                      core_shape_str(a->rank, a->dims, sa, sizeof sa), core_shape_str(b->rank, b->dims, sb, sizeof sb));

@@ -1,0 +1,149 @@
+/*
+ * ops_fold.c - ops that exported graphs use only for shape and mask arithmetic:
+ * ConstantOfShape, Expand, Equal, Where, Mod, Range, Not. With the batch size fixed
+ * per plan their inputs are constants, and they are computed here at plan time.
+ * A tensor computed at run time reaching one of them is refused with the node named.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+
+enum { FOLD_MAX_ELEMENTS = 1 << 24 };
+
+static double get(const plan_value *v, int64_t i) {
+  switch (v->dtype) {
+  case INFERD_DTYPE_FLOAT: return ((const float *)v->data)[i];
+  case INFERD_DTYPE_INT64: return (double)((const int64_t *)v->data)[i];
+  case INFERD_DTYPE_INT32: return ((const int32_t *)v->data)[i];
+  case INFERD_DTYPE_INT8: return ((const int8_t *)v->data)[i];
+  default: return ((const uint8_t *)v->data)[i];
+  }
+}
+
+static void put(void *data, inferd_dtype dtype, int64_t i, double x) {
+  switch (dtype) {
+  case INFERD_DTYPE_FLOAT: ((float *)data)[i] = (float)x; break;
+  case INFERD_DTYPE_INT64: ((int64_t *)data)[i] = (int64_t)x; break;
+  case INFERD_DTYPE_INT32: ((int32_t *)data)[i] = (int32_t)x; break;
+  case INFERD_DTYPE_INT8: ((int8_t *)data)[i] = (int8_t)x; break;
+  case INFERD_DTYPE_BOOL: ((uint8_t *)data)[i] = x != 0; break;
+  default: ((uint8_t *)data)[i] = (uint8_t)x;
+  }
+}
+
+/* Broadcasts up to three operands to one shape. */
+static bool broadcast3(plan_value *const *in, int n, int *rank, int64_t *dims) {
+  plan_value acc = *in[0];
+  for (int k = 1; k < n; k++) {
+    if (!ops_broadcast_shape(&acc, in[k], &acc.rank, acc.dims)) return false;
+  }
+  *rank = acc.rank;
+  memcpy(dims, acc.dims, sizeof acc.dims);
+  return true;
+}
+
+static inferd_code emit(plan_ctx *c, int node, inferd_dtype dtype, int rank, const int64_t *dims,
+                        double (*fn)(plan_value *const *in, const int64_t *offs, const void *ctx), plan_value *const *in,
+                        int n, const void *ctx, inferd_status *st) {
+  int64_t count = core_shape_count(rank, dims);
+  if (count < 0 || count > FOLD_MAX_ELEMENTS) return node_fail(c, node, INFERD_UNSUPPORTED, st, "result too large to fold");
+  void *out = malloc((size_t)(count ? count : 1) * 8);
+  if (!out) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
+  int64_t idx[IR_MAX_RANK] = {0}, offs[3];
+  for (int64_t e = 0; e < count; e++) {
+    for (int k = 0; k < n; k++) offs[k] = ops_broadcast_offset(in[k], rank, idx);
+    put(out, dtype, e, fn(in, offs, ctx));
+    for (int i = rank - 1; i >= 0 && ++idx[i] == dims[i]; i--) idx[i] = 0;
+  }
+  inferd_code rc = plan_set_const(c, plan_node(c, node)->outputs[0], dtype, rank, dims, out, st);
+  free(out);
+  return rc;
+}
+
+static double f_first(plan_value *const *in, const int64_t *o, const void *ctx) { return get(in[0], o[0]); }
+static double f_equal(plan_value *const *in, const int64_t *o, const void *ctx) { return get(in[0], o[0]) == get(in[1], o[1]); }
+static double f_not(plan_value *const *in, const int64_t *o, const void *ctx) { return get(in[0], o[0]) == 0; }
+static double f_where(plan_value *const *in, const int64_t *o, const void *ctx) {
+  return get(in[0], o[0]) != 0 ? get(in[1], o[1]) : get(in[2], o[2]);
+}
+static double f_mod(plan_value *const *in, const int64_t *o, const void *ctx) {
+  double a = get(in[0], o[0]), b = get(in[1], o[1]);
+  if (b == 0) return 0;
+  if (*(const int *)ctx) return fmod(a, b); /* fmod=1: sign of the dividend */
+  double r = fmod(a, b);
+  return r != 0 && ((r < 0) != (b < 0)) ? r + b : r; /* integer Mod: sign of the divisor */
+}
+
+inferd_code ops_fold_lower(plan_ctx *c, int node, inferd_status *st) {
+  const ir_node *n = plan_node(c, node);
+  op_kind op = plan_extra(c, node)->op;
+  if (n->n_outputs != 1 || n->n_inputs < 1 || n->n_inputs > 3)
+    return node_fail(c, node, INFERD_INVALID_ARG, st, "wrong number of inputs or outputs");
+  plan_value *in[3];
+  for (int k = 0; k < n->n_inputs; k++) {
+    if (n->inputs[k] == IR_NONE) return node_fail(c, node, INFERD_UNSUPPORTED, st, "omitted inputs are not supported");
+    in[k] = plan_val(c, n->inputs[k]);
+    if (!in[k]->is_const || !in[k]->data)
+      return node_fail(c, node, INFERD_UNSUPPORTED, st, "supported only on constants and shapes, not on tensors computed at run time");
+    if (!core_dtype_size(in[k]->dtype)) return node_fail(c, node, INFERD_UNSUPPORTED, st, "data type not supported");
+  }
+  int rank = 0;
+  int64_t dims[IR_MAX_RANK];
+  switch (op) {
+  case OP_CONSTANTOFSHAPE: {
+    int64_t count = core_shape_count(in[0]->rank, in[0]->dims);
+    if (in[0]->dtype != INFERD_DTYPE_INT64 || count > IR_MAX_RANK)
+      return node_fail(c, node, INFERD_INVALID_ARG, st, "shape must be an int64 vector");
+    rank = (int)count;
+    for (int i = 0; i < rank; i++)
+      if ((dims[i] = ((const int64_t *)in[0]->data)[i]) < 0) return node_fail(c, node, INFERD_INVALID_ARG, st, "negative dim");
+    const ir_attr *a = ir_node_attr(n, "value");
+    plan_value fill = {.dtype = INFERD_DTYPE_FLOAT, .rank = 0, .data = &(float){0.0f}, .is_const = true};
+    if (a && a->type == IR_ATTR_TENSOR) {
+      const ir_value *t = &plan_graph(c)->values[a->tensor];
+      if (ir_value_count(t) != 1 || !t->data) return node_fail(c, node, INFERD_INVALID_ARG, st, "value must have one element");
+      fill = (plan_value){.dtype = t->dtype, .rank = 0, .data = t->data, .is_const = true};
+    }
+    plan_value *src[1] = {&fill};
+    return emit(c, node, fill.dtype, rank, dims, f_first, src, 1, NULL, st);
+  }
+  case OP_EXPAND: {
+    if (n->n_inputs != 2 || in[1]->dtype != INFERD_DTYPE_INT64)
+      return node_fail(c, node, INFERD_INVALID_ARG, st, "needs data and an int64 shape");
+    plan_value shape = {.rank = (int)core_shape_count(in[1]->rank, in[1]->dims)};
+    if (shape.rank > IR_MAX_RANK) return node_fail(c, node, INFERD_UNSUPPORTED, st, "rank too large");
+    for (int i = 0; i < shape.rank; i++) shape.dims[i] = ((const int64_t *)in[1]->data)[i];
+    if (!ops_broadcast_shape(in[0], &shape, &rank, dims))
+      return node_fail(c, node, INFERD_INVALID_ARG, st, "shape does not broadcast with the input");
+    return emit(c, node, in[0]->dtype, rank, dims, f_first, in, 1, NULL, st);
+  }
+  case OP_EQUAL:
+  case OP_MOD:
+  case OP_WHERE:
+  case OP_NOT: {
+    int want = op == OP_WHERE ? 3 : op == OP_NOT ? 1 : 2;
+    if (n->n_inputs != want) return node_fail(c, node, INFERD_INVALID_ARG, st, "needs %d inputs", want);
+    if (!broadcast3(in, want, &rank, dims)) return node_fail(c, node, INFERD_INVALID_ARG, st, "shapes do not broadcast");
+    int fmod_attr = (int)ir_attr_int(n, "fmod", 0);
+    if (op == OP_EQUAL) return emit(c, node, INFERD_DTYPE_BOOL, rank, dims, f_equal, in, 2, NULL, st);
+    if (op == OP_NOT) return emit(c, node, INFERD_DTYPE_BOOL, rank, dims, f_not, in, 1, NULL, st);
+    if (op == OP_MOD) return emit(c, node, in[0]->dtype, rank, dims, f_mod, in, 2, &fmod_attr, st);
+    return emit(c, node, in[1]->dtype, rank, dims, f_where, in, 3, NULL, st);
+  }
+  default: { /* Range */
+    if (n->n_inputs != 3) return node_fail(c, node, INFERD_INVALID_ARG, st, "needs start, limit and delta");
+    double start = get(in[0], 0), limit = get(in[1], 0), delta = get(in[2], 0);
+    if (delta == 0) return node_fail(c, node, INFERD_INVALID_ARG, st, "delta is zero");
+    int64_t count = (int64_t)fmax(ceil((limit - start) / delta), 0);
+    if (count > FOLD_MAX_ELEMENTS) return node_fail(c, node, INFERD_UNSUPPORTED, st, "range too large");
+    void *out = malloc((size_t)(count ? count : 1) * 8);
+    if (!out) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
+    for (int64_t i = 0; i < count; i++) put(out, in[0]->dtype, i, start + (double)i * delta);
+    inferd_code rc = plan_set_const(c, n->outputs[0], in[0]->dtype, 1, &count, out, st);
+    free(out);
+    return rc;
+  }
+  }
+}
