@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The test suite, as CI runs it (.ci/run calls exactly this):
+#   1. Release build with warnings as errors, then every ctest test: unit tests
+#      (cmocka), the model tests against PyTorch references made by tests/fixtures/,
+#      the malformed-input tests of `inferd run`;
+#   2. a build with AddressSanitizer + UndefinedBehaviorSanitizer running the unit tests;
+#   3. a clang libFuzzer build running each fuzz target briefly.
+# Build trees: build/, build-asan/, build-fuzz/. Needs scripts/install-deps.sh first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=${INFERD_JOBS:-2}
+
+echo "== release build (-Werror) and all tests"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DINFERD_WERROR=ON >/dev/null
+cmake --build build -j"$jobs"
+ctest --test-dir build --output-on-failure --timeout 900
+
+echo "== AddressSanitizer + UBSan build, unit tests"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DINFERD_WERROR=ON -DINFERD_SANITIZE=ON >/dev/null
+cmake --build build-asan -j"$jobs"
+ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan -L unit --output-on-failure
+
+echo "== libFuzzer build (clang), short fuzz runs"
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DINFERD_FUZZ=ON >/dev/null
+cmake --build build-fuzz -j"$jobs"
+ctest --test-dir build-fuzz -L fuzz --output-on-failure
