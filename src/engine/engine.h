@@ -29,57 +29,58 @@
 
 /* ---- ops registry ----------------------------------------------------------------- */
 
-/* name, lowering function. One row per ONNX op the engine runs. */
+/* id, ONNX name, lowering function, inputs that must be present (the rest are
+ * optional and may be omitted). One row per ONNX op the engine runs. */
 #define ENGINE_OPS(X)                                                   \
-  X(CONV, "Conv", ops_conv_lower)                                       \
-  X(BATCHNORM, "BatchNormalization", ops_batchnorm_lower)               \
-  X(RELU, "Relu", ops_eltwise_lower)                                    \
-  X(LEAKYRELU, "LeakyRelu", ops_eltwise_lower)                          \
-  X(CLIP, "Clip", ops_eltwise_lower)                                    \
-  X(SIGMOID, "Sigmoid", ops_eltwise_lower)                              \
-  X(HARDSIGMOID, "HardSigmoid", ops_eltwise_lower)                      \
-  X(HARDSWISH, "HardSwish", ops_eltwise_lower)                          \
-  X(TANH, "Tanh", ops_eltwise_lower)                                    \
-  X(SQRT, "Sqrt", ops_eltwise_lower)                                    \
-  X(EXP, "Exp", ops_eltwise_lower)                                      \
-  X(GELU, "Gelu", ops_eltwise_lower)                                    \
-  X(ADD, "Add", ops_binary_lower)                                       \
-  X(SUB, "Sub", ops_binary_lower)                                       \
-  X(MUL, "Mul", ops_binary_lower)                                       \
-  X(DIV, "Div", ops_binary_lower)                                       \
-  X(POW, "Pow", ops_binary_lower)                                       \
-  X(MAXPOOL, "MaxPool", ops_pool_lower)                                 \
-  X(AVERAGEPOOL, "AveragePool", ops_pool_lower)                         \
-  X(GLOBALAVERAGEPOOL, "GlobalAveragePool", ops_pool_lower)             \
-  X(GLOBALMAXPOOL, "GlobalMaxPool", ops_pool_lower)                     \
-  X(REDUCEMEAN, "ReduceMean", ops_reduce_lower)                         \
-  X(GEMM, "Gemm", ops_matmul_lower)                                     \
-  X(MATMUL, "MatMul", ops_matmul_lower)                                 \
-  X(SOFTMAX, "Softmax", ops_softmax_lower)                              \
-  X(CONCAT, "Concat", ops_concat_lower)                                 \
-  X(FLATTEN, "Flatten", ops_reshape_lower)                              \
-  X(RESHAPE, "Reshape", ops_reshape_lower)                              \
-  X(SQUEEZE, "Squeeze", ops_reshape_lower)                              \
-  X(UNSQUEEZE, "Unsqueeze", ops_reshape_lower)                          \
-  X(IDENTITY, "Identity", ops_reshape_lower)                            \
-  X(DROPOUT, "Dropout", ops_reshape_lower)                              \
-  X(TRANSPOSE, "Transpose", ops_transpose_lower)                        \
-  X(SHAPE, "Shape", ops_shape_lower)                                    \
-  X(GATHER, "Gather", ops_shape_lower)                                  \
-  X(CAST, "Cast", ops_shape_lower)                                      \
-  X(SLICE, "Slice", ops_slice_lower)                                    \
-  X(SPLIT, "Split", ops_slice_lower)                                    \
-  X(PAD, "Pad", ops_pad_lower)                                          \
-  X(CONSTANTOFSHAPE, "ConstantOfShape", ops_fold_lower)                 \
-  X(EXPAND, "Expand", ops_fold_lower)                                   \
-  X(EQUAL, "Equal", ops_fold_lower)                                     \
-  X(WHERE, "Where", ops_fold_lower)                                     \
-  X(MOD, "Mod", ops_fold_lower)                                         \
-  X(RANGE, "Range", ops_fold_lower)                                     \
-  X(NOT, "Not", ops_fold_lower)
+  X(CONV, "Conv", ops_conv_lower, 2)                                    \
+  X(BATCHNORM, "BatchNormalization", ops_batchnorm_lower, 5)            \
+  X(RELU, "Relu", ops_eltwise_lower, 1)                                 \
+  X(LEAKYRELU, "LeakyRelu", ops_eltwise_lower, 1)                       \
+  X(CLIP, "Clip", ops_eltwise_lower, 1)                                 \
+  X(SIGMOID, "Sigmoid", ops_eltwise_lower, 1)                           \
+  X(HARDSIGMOID, "HardSigmoid", ops_eltwise_lower, 1)                   \
+  X(HARDSWISH, "HardSwish", ops_eltwise_lower, 1)                       \
+  X(TANH, "Tanh", ops_eltwise_lower, 1)                                 \
+  X(SQRT, "Sqrt", ops_eltwise_lower, 1)                                 \
+  X(EXP, "Exp", ops_eltwise_lower, 1)                                   \
+  X(GELU, "Gelu", ops_eltwise_lower, 1)                                 \
+  X(ADD, "Add", ops_binary_lower, 2)                                    \
+  X(SUB, "Sub", ops_binary_lower, 2)                                    \
+  X(MUL, "Mul", ops_binary_lower, 2)                                    \
+  X(DIV, "Div", ops_binary_lower, 2)                                    \
+  X(POW, "Pow", ops_binary_lower, 2)                                    \
+  X(MAXPOOL, "MaxPool", ops_pool_lower, 1)                              \
+  X(AVERAGEPOOL, "AveragePool", ops_pool_lower, 1)                      \
+  X(GLOBALAVERAGEPOOL, "GlobalAveragePool", ops_pool_lower, 1)          \
+  X(GLOBALMAXPOOL, "GlobalMaxPool", ops_pool_lower, 1)                  \
+  X(REDUCEMEAN, "ReduceMean", ops_reduce_lower, 1)                      \
+  X(GEMM, "Gemm", ops_matmul_lower, 2)                                  \
+  X(MATMUL, "MatMul", ops_matmul_lower, 2)                              \
+  X(SOFTMAX, "Softmax", ops_softmax_lower, 1)                           \
+  X(CONCAT, "Concat", ops_concat_lower, 1)                              \
+  X(FLATTEN, "Flatten", ops_reshape_lower, 1)                           \
+  X(RESHAPE, "Reshape", ops_reshape_lower, 2)                           \
+  X(SQUEEZE, "Squeeze", ops_reshape_lower, 1)                           \
+  X(UNSQUEEZE, "Unsqueeze", ops_reshape_lower, 1)                       \
+  X(IDENTITY, "Identity", ops_reshape_lower, 1)                         \
+  X(DROPOUT, "Dropout", ops_reshape_lower, 1)                           \
+  X(TRANSPOSE, "Transpose", ops_transpose_lower, 1)                     \
+  X(SHAPE, "Shape", ops_shape_lower, 1)                                 \
+  X(GATHER, "Gather", ops_shape_lower, 2)                               \
+  X(CAST, "Cast", ops_shape_lower, 1)                                   \
+  X(SLICE, "Slice", ops_slice_lower, 3)                                 \
+  X(SPLIT, "Split", ops_slice_lower, 1)                                 \
+  X(PAD, "Pad", ops_pad_lower, 2)                                       \
+  X(CONSTANTOFSHAPE, "ConstantOfShape", ops_fold_lower, 1)              \
+  X(EXPAND, "Expand", ops_fold_lower, 2)                                \
+  X(EQUAL, "Equal", ops_fold_lower, 2)                                  \
+  X(WHERE, "Where", ops_fold_lower, 3)                                  \
+  X(MOD, "Mod", ops_fold_lower, 2)                                      \
+  X(RANGE, "Range", ops_fold_lower, 3)                                  \
+  X(NOT, "Not", ops_fold_lower, 1)
 
 typedef enum op_kind {
-#define ENGINE__ENUM(id, name, fn) OP_##id,
+#define ENGINE__ENUM(id, name, fn, min_inputs) OP_##id,
   ENGINE_OPS(ENGINE__ENUM)
 #undef ENGINE__ENUM
   OP_COUNT,
@@ -88,6 +89,7 @@ typedef enum op_kind {
 } op_kind;
 
 const char *engine_op_name(op_kind op); /* "Conv"; "Reorder" for OP_REORDER */
+int engine_op_min_inputs(op_kind op);
 /* Looks an ONNX op type up; returns OP_COUNT when the engine does not run it. */
 op_kind engine_op_find(const char *op_type, const char *domain);
 
@@ -297,7 +299,7 @@ int64_t ops_broadcast_offset(const plan_value *v, int rank, const int64_t *idx);
 /* ---- op lowerings (ops/) -------------------------------------------------------------- */
 
 typedef inferd_code (*op_lower_fn)(plan_ctx *c, int node, inferd_status *st);
-#define ENGINE__DECL(id, name, fn) inferd_code fn(plan_ctx *c, int node, inferd_status *st);
+#define ENGINE__DECL(id, name, fn, min_inputs) inferd_code fn(plan_ctx *c, int node, inferd_status *st);
 ENGINE_OPS(ENGINE__DECL)
 #undef ENGINE__DECL
 

@@ -27,12 +27,20 @@
 /* ---- op registry ------------------------------------------------------------------- */
 
 static const char *const op_names[OP_KIND_COUNT] = {
-#define ENGINE__NAME(id, name, fn) [OP_##id] = name,
+#define ENGINE__NAME(id, name, fn, min_inputs) [OP_##id] = name,
     ENGINE_OPS(ENGINE__NAME)
 #undef ENGINE__NAME
         [OP_REORDER] = "Reorder",
 };
 _Static_assert(CORE_ARRAY_LEN(op_names) == OP_KIND_COUNT, "op name table size");
+
+static const int op_min_inputs[OP_COUNT] = {
+#define ENGINE__MIN(id, name, fn, min_inputs) [OP_##id] = min_inputs,
+    ENGINE_OPS(ENGINE__MIN)
+#undef ENGINE__MIN
+};
+
+int engine_op_min_inputs(op_kind op) { return (unsigned)op < OP_COUNT ? op_min_inputs[op] : 0; }
 
 const char *engine_op_name(op_kind op) { return (unsigned)op < OP_KIND_COUNT ? op_names[op] : "?"; }
 
@@ -99,6 +107,9 @@ static inferd_code describe_io(inferd_model *m, inferd_status *st) {
                        core_dtype_name(v->dtype));
     if (v->rank < 1)
       return core_fail(st, INFERD_UNSUPPORTED, "input '%s' has no declared shape with a batch axis", v->name);
+    int64_t item = core_shape_count(v->rank - 1, v->dims + 1);
+    if (item < 0 || item > ((int64_t)1 << 32))
+      return core_fail(st, INFERD_UNSUPPORTED, "input '%s' is too large (%lld elements per item)", v->name, (long long)item);
     for (int i = 1; i < v->rank; i++)
       if (v->dims[i] < 0)
         return core_fail(st, INFERD_UNSUPPORTED, "input '%s': dimension %d is dynamic; only the batch axis may be",
@@ -129,13 +140,15 @@ static inferd_code finish_load(ir_graph *g, const inferd_model_params *params, i
   m->max_batch = params && params->max_batch > 0 ? params->max_batch : 1024;
   inferd_code rc = INFERD_OK;
   m->extra = calloc((size_t)g->n_nodes + 1, sizeof *m->extra);
-  m->weights = calloc((size_t)g->n_values + 1, sizeof *m->weights);
   m->weight_arena = core_arena_new(8 << 20);
-  if (!m->extra || !m->weights || !m->weight_arena) rc = core_fail(st, INFERD_NO_MEMORY, "out of memory");
+  if (!m->extra || !m->weight_arena) rc = core_fail(st, INFERD_NO_MEMORY, "out of memory");
   if (rc == INFERD_OK && dnnl_engine_create(&m->engine, dnnl_cpu, 0) != dnnl_success)
     rc = core_fail(st, INFERD_INTERNAL, "oneDNN has no CPU engine");
   if (rc == INFERD_OK) rc = describe_io(m, st);
   if (rc == INFERD_OK) rc = engine_passes_run(m, st);
+  /* one slot per value, sized after the passes, which add values (folded weights) */
+  if (rc == INFERD_OK && !(m->weights = calloc((size_t)g->n_values + 1, sizeof *m->weights)))
+    rc = core_fail(st, INFERD_NO_MEMORY, "out of memory");
   if (rc == INFERD_OK) {
     /* Compile batch 1 now: it checks every node and fills the weight cache. */
     plan *p;

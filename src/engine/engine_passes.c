@@ -58,10 +58,17 @@ static inferd_code lookup_ops(inferd_model *m, inferd_status *st) {
   for (int i = 0; i < g->n_nodes; i++) {
     ir_node *n = &g->nodes[i];
     if (n->dead) continue;
-    m->extra[i].op = engine_op_find(n->op_type, n->domain);
-    if (m->extra[i].op == OP_COUNT)
+    op_kind op = m->extra[i].op = engine_op_find(n->op_type, n->domain);
+    if (op == OP_COUNT)
       return core_fail(st, INFERD_UNSUPPORTED, "node '%s' (%s%s%s): op not supported by inferd (model opset %lld)",
                        n->name, *n->domain ? n->domain : "", *n->domain ? "." : "", n->op_type, (long long)g->opset);
+    /* Lowerings rely on this: the required inputs and the first output exist. */
+    int need = engine_op_min_inputs(op);
+    bool ok = n->n_inputs >= need && n->n_outputs >= 1 && n->outputs[0] != IR_NONE;
+    for (int k = 0; k < need && ok; k++) ok = n->inputs[k] != IR_NONE;
+    if (!ok)
+      return core_fail(st, INFERD_INVALID_ARG, "node '%s' (%s): needs %d input%s and an output", n->name, n->op_type,
+                       need, need == 1 ? "" : "s");
   }
   return INFERD_OK;
 }
@@ -96,8 +103,9 @@ static inferd_code fold_batchnorm(inferd_model *m, inferd_status *st) {
     ir_node *bn = &g->nodes[b];
     if (bn->n_inputs != 5 || bn->inputs[0] != conv->outputs[0]) continue;
     if (bn->n_outputs > 1 && ir_attr_int(bn, "training_mode", 0)) continue;
-    const ir_value *w = &g->values[conv->inputs[1]];
-    if (!w->data || w->dtype != INFERD_DTYPE_FLOAT || w->rank < 3 || w->producer != IR_NONE) continue;
+    /* a copy: adding values below may move g->values */
+    const ir_value w_copy = g->values[conv->inputs[1]], *w = &w_copy;
+    if (!w->data || w->dtype != INFERD_DTYPE_FLOAT || w->rank < 3 || w->producer != IR_NONE || w->dims[0] < 1) continue;
     int64_t oc = w->dims[0];
     const float *scale = const_float(g, bn->inputs[1], oc), *shift = const_float(g, bn->inputs[2], oc);
     const float *mean = const_float(g, bn->inputs[3], oc), *var = const_float(g, bn->inputs[4], oc);
@@ -207,28 +215,33 @@ static void fuse_gelu(inferd_model *m) {
   ir_graph *g = m->graph;
   for (int e = 0; e < g->n_nodes; e++) {
     ir_node *erf = &g->nodes[e];
-    if (erf->dead || strcmp(erf->op_type, "Erf") != 0 || *erf->domain || erf->n_inputs != 1) continue;
+    if (erf->dead || strcmp(erf->op_type, "Erf") != 0 || *erf->domain || erf->n_inputs != 1 ||
+        erf->inputs[0] == IR_NONE || erf->n_outputs != 1 || erf->outputs[0] == IR_NONE)
+      continue;
     int d = g->values[erf->inputs[0]].producer;
     if (d == IR_NONE || g->values[erf->inputs[0]].consumers != 1) continue;
     ir_node *div = &g->nodes[d];
     float k;
-    if (strcmp(div->op_type, "Div") != 0 || div->n_inputs != 2 || !scalar_operand(g, div, div->inputs[0], &k) ||
-        !near(k, 1.41421356f))
+    if (strcmp(div->op_type, "Div") != 0 || div->n_inputs != 2 || div->inputs[0] == IR_NONE ||
+        div->inputs[1] == IR_NONE || !scalar_operand(g, div, div->inputs[0], &k) || !near(k, 1.41421356f))
       continue;
     int x = div->inputs[0];
     int a = sole_consumer(g, erf->outputs[0]);
-    if (a == IR_NONE || strcmp(g->nodes[a].op_type, "Add") != 0 ||
+    if (a == IR_NONE || strcmp(g->nodes[a].op_type, "Add") != 0 || g->nodes[a].n_outputs != 1 ||
         !scalar_operand(g, &g->nodes[a], erf->outputs[0], &k) || !near(k, 1.0f))
       continue;
     int m1 = sole_consumer(g, g->nodes[a].outputs[0]);
-    if (m1 == IR_NONE || strcmp(g->nodes[m1].op_type, "Mul") != 0 || g->nodes[m1].n_inputs != 2) continue;
+    if (m1 == IR_NONE || strcmp(g->nodes[m1].op_type, "Mul") != 0 || g->nodes[m1].n_inputs != 2 ||
+        g->nodes[m1].n_outputs != 1)
+      continue;
     ir_node *mul1 = &g->nodes[m1];
     int half_input = mul1->outputs[0];
     if (!((mul1->inputs[0] == x && mul1->inputs[1] == g->nodes[a].outputs[0]) ||
           (mul1->inputs[1] == x && mul1->inputs[0] == g->nodes[a].outputs[0])))
       continue;
     int m2 = sole_consumer(g, half_input);
-    if (m2 == IR_NONE || strcmp(g->nodes[m2].op_type, "Mul") != 0 ||
+    if (m2 == IR_NONE || strcmp(g->nodes[m2].op_type, "Mul") != 0 || g->nodes[m2].n_outputs != 1 ||
+        g->nodes[m2].outputs[0] == IR_NONE ||
         !scalar_operand(g, &g->nodes[m2], half_input, &k) || !near(k, 0.5f))
       continue;
     /* the Div node becomes Gelu(x) writing the last Mul's output */
@@ -261,10 +274,11 @@ static bool residual_ok(const inferd_model *m, int p, int r, int add) {
   const ir_graph *g = m->graph;
   const ir_value *v = &g->values[r];
   if (v->producer == IR_NONE || v->is_output || v->is_input || v->producer >= p) return false;
+  if (is_view_op(m->extra[v->producer].op)) return false; /* its buffer is another value's */
   for (int i = 0; i < g->n_nodes; i++) {
     if (g->nodes[i].dead || i == add) continue;
     for (int k = 0; k < g->nodes[i].n_inputs; k++)
-      if (g->nodes[i].inputs[k] == r && (i > p || is_view_op(m->extra[i].op))) return false;
+      if (g->nodes[i].inputs[k] == r && (i >= p || is_view_op(m->extra[i].op))) return false;
   }
   return true;
 }

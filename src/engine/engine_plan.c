@@ -453,7 +453,7 @@ static inferd_code init_values(plan_ctx *c, inferd_status *st) {
 }
 
 static const op_lower_fn lowerings[OP_COUNT] = {
-#define ENGINE__FN(id, name, fn) [OP_##id] = fn,
+#define ENGINE__FN(id, name, fn, min_inputs) [OP_##id] = fn,
     ENGINE_OPS(ENGINE__FN)
 #undef ENGINE__FN
 };
@@ -478,6 +478,13 @@ inferd_code engine_plan_compile(inferd_model *m, int batch, int threads, plan **
   for (int i = 0; i < g->n_nodes && rc == INFERD_OK; i++) {
     if (g->nodes[i].dead) continue;
     rc = lowerings[m->extra[i].op](&c, i, st);
+    for (int k = 0; k < g->nodes[i].n_outputs && rc == INFERD_OK; k++) {
+      int v = g->nodes[i].outputs[k];
+      int64_t count = v == IR_NONE || c.vals[v].rank < 0 ? 0 : core_shape_count(c.vals[v].rank, c.vals[v].dims);
+      if (count < 0 || count > ((int64_t)1 << 36))
+        rc = node_fail(&c, i, INFERD_UNSUPPORTED, st, "output '%s' would have %s elements", g->values[v].name,
+                       count < 0 ? "too many" : "over 2^36");
+    }
   }
   if (rc == INFERD_OK) rc = bind_outputs(&c, st);
   /* graph outputs stay alive to the end */

@@ -178,15 +178,15 @@ static inferd_code tensor_to_value(ir_graph *g, const Onnx__TensorProto *t, cons
   switch (v->dtype) {
   case INFERD_DTYPE_FLOAT:
     have = t->n_float_data;
-    if (have == (size_t)count) memcpy(v->data, t->float_data, v->nbytes);
+    if (have == (size_t)count && have) memcpy(v->data, t->float_data, v->nbytes);
     break;
   case INFERD_DTYPE_INT64:
     have = t->n_int64_data;
-    if (have == (size_t)count) memcpy(v->data, t->int64_data, v->nbytes);
+    if (have == (size_t)count && have) memcpy(v->data, t->int64_data, v->nbytes);
     break;
   case INFERD_DTYPE_INT32:
     have = t->n_int32_data;
-    if (have == (size_t)count) memcpy(v->data, t->int32_data, v->nbytes);
+    if (have == (size_t)count && have) memcpy(v->data, t->int32_data, v->nbytes);
     break;
   default: /* uint8, int8, bool: one element per int32 */
     have = t->n_int32_data;
@@ -203,13 +203,13 @@ static inferd_code tensor_to_value(ir_graph *g, const Onnx__TensorProto *t, cons
 static inferd_code add_declared(ir_graph *g, name_table *names, const Onnx__ValueInfoProto *vi, bool input,
                                 inferd_status *st) {
   if (!vi->name || !*vi->name) return core_fail(st, INFERD_INVALID_ARG, "graph %s without a name", input ? "input" : "output");
+  if (!input) return INFERD_OK; /* outputs: the engine infers their type and shape */
   int idx = table_find(names, g, vi->name);
   if (idx == IR_NONE) {
-    if (!input) return INFERD_OK; /* outputs are produced by nodes; checked later */
     idx = ir_graph_add_value(g, vi->name, INFERD_DTYPE_UNDEFINED, -1, NULL, NULL);
     if (idx == IR_NONE) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
     table_put(names, g, idx);
-  } else if (input) {
+  } else {
     return INFERD_OK; /* an initializer also listed as an input (older exporters): a constant */
   }
   ir_value *v = &g->values[idx];
@@ -225,9 +225,12 @@ static inferd_code add_declared(ir_graph *g, name_table *names, const Onnx__Valu
     for (size_t i = 0; i < shape->n_dim; i++) {
       const Onnx__TensorShapeProto__Dimension *d = shape->dim[i];
       v->dims[i] = d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && d->dim_value >= 0 ? d->dim_value : -1;
+      if (v->dims[i] > (1 << 24))
+        return core_fail(st, INFERD_UNSUPPORTED, "graph input '%s': dimension %zu is %lld, too large", vi->name, i,
+                         (long long)v->dims[i]);
     }
   }
-  if (input) v->is_input = true;
+  v->is_input = true;
   return INFERD_OK;
 }
 
@@ -271,7 +274,7 @@ static inferd_code convert_attrs(ir_graph *g, const Onnx__NodeProto *np, ir_node
 
 /* Constant nodes become constant values, so no pass or plan ever sees them. */
 static inferd_code fold_constant_node(ir_graph *g, ir_node *n, inferd_status *st) {
-  if (n->n_outputs != 1 || n->n_attrs != 1)
+  if (n->n_outputs != 1 || n->outputs[0] == IR_NONE || n->n_attrs != 1)
     return core_fail(st, INFERD_INVALID_ARG, "node '%s' (Constant): needs one output and one value attribute", n->name);
   ir_value *out = &g->values[n->outputs[0]];
   const ir_attr *a = &n->attrs[0];
@@ -464,7 +467,7 @@ static inferd_code build_graph(ir_graph *g, const Onnx__ModelProto *m, inferd_st
   }
   for (size_t i = 0; i < gp->n_output; i++) {
     if ((rc = add_declared(g, &names, gp->output[i], false, st)) != INFERD_OK) goto out;
-    int v = table_find(&names, g, gp->output[i]->name);
+    int v = gp->output[i]->name ? table_find(&names, g, gp->output[i]->name) : IR_NONE;
     if (v == IR_NONE) {
       rc = core_fail(st, INFERD_INVALID_ARG, "graph output '%s' is not produced by any node", gp->output[i]->name);
       goto out;

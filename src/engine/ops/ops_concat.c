@@ -47,8 +47,9 @@ inferd_code ops_concat_lower(plan_ctx *c, int node, inferd_status *st) {
   dims[axis] = 0;
   bool all_const = true;
   for (int k = 0; k < n->n_inputs; k++) {
+    if (n->inputs[k] == IR_NONE) return node_fail(c, node, INFERD_INVALID_ARG, st, "input %d is omitted", k);
     plan_value *v = plan_val(c, n->inputs[k]);
-    if (n->inputs[k] == IR_NONE || v->rank != first->rank || v->dtype != first->dtype)
+    if (v->rank != first->rank || v->dtype != first->dtype)
       return node_fail(c, node, INFERD_INVALID_ARG, st, "input %d has another rank or type", k);
     for (int i = 0; i < v->rank; i++)
       if (i != axis && v->dims[i] != first->dims[i])

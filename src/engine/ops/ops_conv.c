@@ -23,10 +23,12 @@ inferd_code ops_window(plan_ctx *c, int node, const int64_t *in_spatial, const i
   const char *auto_pad = ir_attr_string(n, "auto_pad", "NOTSET");
   for (int i = 0; i < k; i++) {
     int64_t s = ns ? strides[i] : 1, d = nd ? dil[i] : 1;
-    if (s < 1 || d < 1 || kernel[i] < 1)
-      return node_fail(c, node, INFERD_INVALID_ARG, st, "kernel, strides and dilations must be positive");
+    enum { LIMIT = 1 << 24 }; /* keeps all window arithmetic far from overflow */
+    if (s < 1 || d < 1 || kernel[i] < 1 || s > LIMIT || d > LIMIT || kernel[i] > LIMIT)
+      return node_fail(c, node, INFERD_INVALID_ARG, st, "kernel, strides and dilations must be in 1..%d", LIMIT);
     int64_t span = (kernel[i] - 1) * d + 1;
     int64_t pl = np ? pads[i] : 0, pr = np ? pads[i + k] : 0;
+    if (pl > LIMIT || pr > LIMIT) return node_fail(c, node, INFERD_INVALID_ARG, st, "pads above %d", LIMIT);
     if (strcmp(auto_pad, "SAME_UPPER") == 0 || strcmp(auto_pad, "SAME_LOWER") == 0) {
       int64_t out = (in_spatial[i] + s - 1) / s;
       int64_t total = (out - 1) * s + span - in_spatial[i];
@@ -56,6 +58,44 @@ inferd_code ops_window(plan_ctx *c, int node, const int64_t *in_spatial, const i
     w->out[i] = out;
   }
   return INFERD_OK;
+}
+
+/* The fused residual has another shape than the output (a broadcast Add the pass
+ * could not see): the convolution writes its own buffer with no post-ops, then a
+ * binary Add broadcasts the residual in place, carrying the post-ops after the sum. */
+static inferd_code add_residual_unfused(plan_ctx *c, int node, int residual, inferd_status *st) {
+  const node_extra *x = plan_extra(c, node);
+  plan_value *ov = plan_val(c, plan_node(c, node)->outputs[0]), *rv = plan_val(c, residual);
+  if (rv->rank != ov->rank)
+    return node_fail(c, node, INFERD_UNSUPPORTED, st, "residual '%s' has another rank than the output",
+                     plan_graph(c)->values[residual].name);
+  for (int i = 0; i < ov->rank; i++)
+    if (rv->dims[i] != ov->dims[i] && rv->dims[i] != 1)
+      return node_fail(c, node, INFERD_UNSUPPORTED, st, "residual '%s' does not broadcast to the output",
+                       plan_graph(c)->values[residual].name);
+  dnnl_memory_desc_t plain;
+  md_plain(&plain, rv->rank, rv->dims, INFERD_DTYPE_FLOAT);
+  plan_ref args[3] = {ov->ref};
+  inferd_code rc = plan_src(c, residual, &plain, &args[1], st);
+  if (rc != INFERD_OK) return rc;
+  args[2] = ov->ref;
+  dnnl_primitive_attr_t attr = plan_attr_new();
+  dnnl_post_ops_t po;
+  if (dnnl_post_ops_create(&po) == dnnl_success) {
+    for (int i = 0; i < x->n_fused; i++)
+      if (x->fused[i].kind == FUSED_ELTWISE)
+        dnnl_post_ops_append_eltwise(po, 1.0f, x->fused[i].alg, x->fused[i].alpha, x->fused[i].beta);
+    dnnl_primitive_attr_set_post_ops(attr, po);
+    dnnl_post_ops_destroy(po);
+  }
+  dnnl_binary_desc_t desc;
+  dnnl_primitive_desc_t pd;
+  dnnl_status_t drc = dnnl_binary_desc_init(&desc, dnnl_binary_add, &args[0].md, &args[1].md, &args[0].md);
+  if (drc == dnnl_success) drc = dnnl_primitive_desc_create(&pd, &desc, attr, plan_engine(c), NULL);
+  dnnl_primitive_attr_destroy(attr);
+  if (drc != dnnl_success) return node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN refuses the residual Add");
+  int kinds[3] = {DNNL_ARG_SRC_0, DNNL_ARG_SRC_1, DNNL_ARG_DST};
+  return plan_emit(c, node, OP_ADD, pd, 3, kinds, args, 0, st);
 }
 
 inferd_code ops_conv_lower(plan_ctx *c, int node, inferd_status *st) {
@@ -120,7 +160,13 @@ inferd_code ops_conv_lower(plan_ctx *c, int node, inferd_status *st) {
                                                  &w_any, bias != IR_NONE ? &b_md : NULL, &dst_any, w.strides, dil,
                                                  w.pad_l, w.pad_r) != dnnl_success)
     return node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN refuses this convolution");
-  dnnl_primitive_attr_t attr = plan_attr_fused(c, node);
+  int residual = IR_NONE;
+  for (int i = 0; i < x->n_fused; i++)
+    if (x->fused[i].kind == FUSED_SUM) residual = x->fused[i].residual;
+  bool in_place = residual != IR_NONE && !plan_val(c, residual)->is_const &&
+                  plan_val(c, residual)->rank == ov->rank &&
+                  memcmp(plan_val(c, residual)->dims, ov->dims, (size_t)ov->rank * sizeof *ov->dims) == 0;
+  dnnl_primitive_attr_t attr = residual == IR_NONE || in_place ? plan_attr_fused(c, node) : plan_attr_new();
   dnnl_primitive_desc_t pd;
   dnnl_status_t drc = dnnl_primitive_desc_create(&pd, &desc, attr, plan_engine(c), NULL);
   dnnl_primitive_attr_destroy(attr);
@@ -139,16 +185,7 @@ inferd_code ops_conv_lower(plan_ctx *c, int node, inferd_status *st) {
   } else {
     kinds[2] = DNNL_ARG_DST;
   }
-  int residual = IR_NONE;
-  for (int i = 0; i < x->n_fused; i++)
-    if (x->fused[i].kind == FUSED_SUM) residual = x->fused[i].residual;
-  if (residual != IR_NONE) {
-    plan_value *rv = plan_val(c, residual);
-    if (rv->is_const || rv->rank != ov->rank || memcmp(rv->dims, ov->dims, (size_t)ov->rank * sizeof *ov->dims) != 0) {
-      rc = node_fail(c, node, INFERD_UNSUPPORTED, st, "residual '%s' does not have the output's shape",
-                     plan_graph(c)->values[residual].name);
-      goto fail;
-    }
+  if (in_place) {
     if ((rc = plan_src(c, residual, dst_md, &args[na], st)) != INFERD_OK) goto fail;
     ov->defined = true;
     ov->ref = args[na++];
@@ -158,7 +195,9 @@ inferd_code ops_conv_lower(plan_ctx *c, int node, inferd_status *st) {
   }
   double flops = 2.0 * (double)core_shape_count(ov->rank, ov->dims) * (double)(ic / group);
   for (int i = 0; i < w.nsp; i++) flops *= (double)w.kernel[i];
-  return plan_emit(c, node, OP_CONV, pd, na, kinds, args, flops, st);
+  rc = plan_emit(c, node, OP_CONV, pd, na, kinds, args, flops, st);
+  if (rc == INFERD_OK && residual != IR_NONE && !in_place) rc = add_residual_unfused(c, node, residual, st);
+  return rc;
 fail:
   dnnl_primitive_desc_destroy(pd);
   return rc;

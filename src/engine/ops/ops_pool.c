@@ -40,7 +40,7 @@ inferd_code ops_pool_lower(plan_ctx *c, int node, inferd_status *st) {
       const int64_t *pads;
       int np = ir_attr_ints(n, "pads", &pads);
       for (int i = 0; i < w.nsp; i++)
-        if (w.pad_r[i] != (np ? pads[i + w.nsp] : 0))
+        if (w.pad_r[i] > (np ? pads[i + w.nsp] : 0)) /* smaller: no window reaches the rest */
           return node_fail(c, node, INFERD_UNSUPPORTED, st, "count_include_pad with ceil_mode or auto_pad padding");
     }
     if (op == OP_MAXPOOL && ir_attr_int(n, "storage_order", 0))

@@ -96,6 +96,8 @@ inferd_code ops_reshape_lower(plan_ctx *c, int node, inferd_status *st) {
       } else if (dims[i] < 0) {
         return node_fail(c, node, INFERD_INVALID_ARG, st, "bad shape value %lld", (long long)shape[i]);
       } else {
+        if (dims[i] > 0 && known > INT64_MAX / dims[i])
+          return node_fail(c, node, INFERD_INVALID_ARG, st, "shape too large");
         known *= dims[i];
       }
     }
@@ -116,7 +118,7 @@ inferd_code ops_reshape_lower(plan_ctx *c, int node, inferd_status *st) {
       const int64_t *a;
       na = ir_attr_ints(n, "axes", &a);
       if (na > IR_MAX_RANK) return node_fail(c, node, INFERD_INVALID_ARG, st, "too many axes");
-      memcpy(axes, a, (size_t)na * sizeof *a);
+      if (na) memcpy(axes, a, (size_t)na * sizeof *a);
     }
     bool mark[IR_MAX_RANK + 1] = {0};
     int out_rank = op == OP_UNSQUEEZE ? iv->rank + na : iv->rank;

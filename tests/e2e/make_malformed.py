@@ -1,0 +1,165 @@
+#!/usr/bin/python3
+"""Make the bad inputs of tests/e2e/malformed_test.sh, and the list of cases.
+
+What it makes, in OUT (the only argument):
+  good.onnx, good.npy       a small valid model (Conv 3->4 3x3 + Relu, input 'input'
+                            [N,3,8,8], checked by onnx.checker) and a valid batch for it
+  trunc_K.onnx              good.onnx cut at several points inside its bytes; only cuts
+                            that Python's protobuf also refuses to parse are kept, so each
+                            one is a truncated message, never a shorter valid one
+  garbage.onnx              4096 seeded random bytes (checked not to parse as ONNX)
+  empty.onnx                0 bytes
+  short_raw_data.onnx       the Conv weight initializer declares [4,3,3,3] float32 (432
+                            bytes) but its raw_data holds 100
+  unsupported_nms.onnx      a NonMaxSuppression node (an ONNX op inferd does not run)
+  unsupported_custom.onnx   an op in a custom domain (com.example.Frobnicate)
+  rank3.npy                 float32 [3,8,8]: batch axis missing
+  channels4.npy             float32 [1,4,8,8]: wrong channel count
+  float64.npy, int64.npy    right shape, wrong dtype
+  truncated.npy             good.npy minus its last 10 bytes
+  not_npy.npy               a text file with an .npy name
+  cases.tsv                 one case a line: NAME <tab> MODEL <tab> INPUT <tab> REGEX, where
+                            REGEX (grep -Ei) must match inferd's one-line message; MODEL
+                            or INPUT may name a file that does not exist on purpose
+
+Why: `inferd run` must answer every bad file with exit status 2 and one line that
+names the problem (STYLE.md: validate at the border, never abort on outside input).
+Everything is deterministic (fixed seeds); a rerun writes the same bytes.
+
+Usage: make_malformed.py OUT      (run with /usr/bin/python3; needs onnx and numpy)
+"""
+
+import os
+import sys
+
+import numpy as np
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 13
+RNG = np.random.default_rng(7)
+
+
+def make_model(nodes, inputs, outputs, initializers, check=True, domains=()):
+    graph = helper.make_graph(nodes, "malformed", inputs, outputs, initializers)
+    opsets = [helper.make_opsetid("", OPSET)] + [helper.make_opsetid(d, 1) for d in domains]
+    m = helper.make_model(graph, producer_name="inferd-malformed-test", opset_imports=opsets)
+    m.ir_version = 7
+    if check:
+        onnx.checker.check_model(m, full_check=True)
+    return m
+
+
+def conv_model(weight=None):
+    w = numpy_helper.from_array((RNG.standard_normal((4, 3, 3, 3)) * 0.5).astype(np.float32), "w")
+    if weight is not None:
+        weight(w)
+    b = numpy_helper.from_array(np.zeros(4, np.float32), "b")
+    nodes = [
+        helper.make_node("Conv", ["input", "w", "b"], ["c"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["output"], name="relu"),
+    ]
+    x = helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 3, 8, 8])
+    y = helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", 4, 8, 8])
+    return make_model(nodes, [x], [y], [w, b], check=weight is None)
+
+
+def parses(data):
+    try:
+        onnx.ModelProto().ParseFromString(data)
+        return True
+    except DecodeError:
+        return False
+
+
+def write(out, name, data):
+    with open(os.path.join(out, name), "wb") as f:
+        f.write(data)
+
+
+def main():
+    if len(sys.argv) != 2:
+        print("usage: make_malformed.py OUT", file=sys.stderr)
+        sys.exit(2)
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    cases = []  # (name, model, input, regex)
+
+    good = conv_model().SerializeToString()
+    write(out, "good.onnx", good)
+    x = RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    np.save(os.path.join(out, "good.npy"), x)
+
+    # Truncations: early (inside the header), in the graph's framing, inside the weight
+    # bytes, and one byte short. Cuts that happen to end on a field boundary would be
+    # a valid, smaller message (a different test); they are skipped.
+    kept = 0
+    for frac in (0.02, 0.1, 0.25, 0.5, 0.75, 0.9):
+        for cut in range(int(len(good) * frac), len(good)):
+            if not parses(good[:cut]):
+                break
+        name = "trunc_%d.onnx" % kept
+        write(out, name, good[:cut])
+        cases.append(("truncated onnx (%d of %d bytes)" % (cut, len(good)), name, "good.npy", "protobuf"))
+        kept += 1
+    assert not parses(good[:-1])
+    write(out, "trunc_last.onnx", good[:-1])
+    cases.append(("truncated onnx (one byte short)", "trunc_last.onnx", "good.npy", "protobuf"))
+
+    garbage = RNG.integers(0, 256, 4096, dtype=np.uint8).tobytes()
+    assert not parses(garbage)
+    write(out, "garbage.onnx", garbage)
+    cases.append(("random bytes as .onnx", "garbage.onnx", "good.npy", "protobuf"))
+
+    write(out, "empty.onnx", b"")
+    cases.append(("empty model file", "empty.onnx", "good.npy", "empty"))
+    cases.append(("missing model file", "no_such_model.onnx", "good.npy", "no such file"))
+
+    def shorten(w):
+        w.raw_data = w.raw_data[:100]
+
+    write(out, "short_raw_data.onnx", conv_model(shorten).SerializeToString())
+    cases.append(("Conv weight raw_data shorter than its dims", "short_raw_data.onnx", "good.npy",
+                  "raw data is 100 bytes.*432"))
+
+    boxes = helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 16, 4])
+    scores = helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["N", 1, 16])
+    sel = helper.make_tensor_value_info("selected", TensorProto.INT64, [None, 3])
+    nms = helper.make_node("NonMaxSuppression", ["input", "scores"], ["selected"], name="nms")
+    write(out, "unsupported_nms.onnx", make_model([nms], [boxes, scores], [sel], []).SerializeToString())
+    cases.append(("unsupported op NonMaxSuppression", "unsupported_nms.onnx", "good.npy",
+                  "NonMaxSuppression.*not supported"))
+
+    x_info = helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 3, 8, 8])
+    y_info = helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", 3, 8, 8])
+    custom = helper.make_node("Frobnicate", ["input"], ["output"], name="frob", domain="com.example")
+    m = make_model([custom], [x_info], [y_info], [], check=False, domains=["com.example"])
+    write(out, "unsupported_custom.onnx", m.SerializeToString())
+    cases.append(("op in a custom domain", "unsupported_custom.onnx", "good.npy",
+                  "com\\.example.*Frobnicate.*not supported"))
+
+    np.save(os.path.join(out, "rank3.npy"), x[0])
+    cases.append(("input of rank 3", "good.onnx", "rank3.npy", "expected rank 4"))
+    np.save(os.path.join(out, "channels4.npy"), RNG.standard_normal((1, 4, 8, 8)).astype(np.float32))
+    cases.append(("input with 4 channels, model wants 3", "good.onnx", "channels4.npy", "expected shape"))
+    np.save(os.path.join(out, "float64.npy"), x.astype(np.float64))
+    cases.append(("float64 input", "good.onnx", "float64.npy", "float32"))
+    np.save(os.path.join(out, "int64.npy"), np.zeros((1, 3, 8, 8), np.int64))
+    cases.append(("int64 input", "good.onnx", "int64.npy", "expected float32.*int64"))
+    with open(os.path.join(out, "good.npy"), "rb") as f:
+        good_npy = f.read()
+    write(out, "truncated.npy", good_npy[:-10])
+    cases.append(("truncated .npy", "good.onnx", "truncated.npy", "npy.*bytes"))
+    write(out, "not_npy.npy", b"this is not a NumPy file\n" * 8)
+    cases.append(("text file named .npy", "good.onnx", "not_npy.npy", "npy.*magic"))
+    cases.append(("missing input file", "good.onnx", "no_such_input.npy", "no such file"))
+
+    with open(os.path.join(out, "cases.tsv"), "w") as f:
+        for case in cases:
+            assert all("\t" not in field and "\n" not in field for field in case)
+            f.write("\t".join(case) + "\n")
+
+
+if __name__ == "__main__":
+    main()
