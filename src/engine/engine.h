@@ -291,6 +291,19 @@ typedef struct window {
 inferd_code ops_window(plan_ctx *c, int node, const int64_t *in_spatial, const int64_t *kernel, bool ceil_mode,
                        window *w, inferd_status *st);
 
+/* Saturating conversion for plan-time arithmetic on constants (an out-of-range
+ * double-to-integer cast is undefined behaviour). */
+static inline int64_t engine_to_i64(double x) {
+  if (x != x) return 0;
+  if (x >= 9.2233720368547748e18) return INT64_MAX;
+  if (x <= -9.2233720368547758e18) return INT64_MIN;
+  return (int64_t)x;
+}
+static inline int64_t engine_clamp(double x, int64_t lo, int64_t hi) {
+  int64_t v = engine_to_i64(x);
+  return v < lo ? lo : v > hi ? hi : v;
+}
+
 /* Numpy broadcasting of two shapes (ops_binary.c); false when they do not broadcast. */
 bool ops_broadcast_shape(const plan_value *a, const plan_value *b, int *rank, int64_t *dims);
 /* Element offset in `v` (right-aligned to `rank`) of the broadcast output index `idx`. */

@@ -61,8 +61,12 @@ static inferd_code fold(plan_ctx *c, int node, op_kind op, const plan_value *a, 
       ((float *)out)[e] = (float)apply(op, ((const float *)a->data)[oa], ((const float *)b->data)[ob]);
     } else {
       int64_t x = ((const int64_t *)a->data)[oa], y = ((const int64_t *)b->data)[ob];
-      int64_t r = op == OP_ADD ? x + y : op == OP_SUB ? x - y : op == OP_MUL ? x * y
-                : op == OP_DIV ? (y ? x / y : 0) : (int64_t)pow((double)x, (double)y);
+      /* wrap like the two's-complement hardware does, never overflow (undefined) */
+      uint64_t ux = (uint64_t)x, uy = (uint64_t)y;
+      int64_t r = op == OP_ADD ? (int64_t)(ux + uy) : op == OP_SUB ? (int64_t)(ux - uy)
+                : op == OP_MUL ? (int64_t)(ux * uy)
+                : op == OP_DIV ? (y == 0 || (x == INT64_MIN && y == -1) ? 0 : x / y)
+                : engine_to_i64(pow((double)x, (double)y));
       ((int64_t *)out)[e] = r;
     }
     for (int i = rank - 1; i >= 0 && ++idx[i] == dims[i]; i--) idx[i] = 0;

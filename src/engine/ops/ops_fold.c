@@ -25,11 +25,11 @@ static double get(const plan_value *v, int64_t i) {
 static void put(void *data, inferd_dtype dtype, int64_t i, double x) {
   switch (dtype) {
   case INFERD_DTYPE_FLOAT: ((float *)data)[i] = (float)x; break;
-  case INFERD_DTYPE_INT64: ((int64_t *)data)[i] = (int64_t)x; break;
-  case INFERD_DTYPE_INT32: ((int32_t *)data)[i] = (int32_t)x; break;
-  case INFERD_DTYPE_INT8: ((int8_t *)data)[i] = (int8_t)x; break;
+  case INFERD_DTYPE_INT64: ((int64_t *)data)[i] = engine_to_i64(x); break;
+  case INFERD_DTYPE_INT32: ((int32_t *)data)[i] = (int32_t)engine_clamp(x, INT32_MIN, INT32_MAX); break;
+  case INFERD_DTYPE_INT8: ((int8_t *)data)[i] = (int8_t)engine_clamp(x, INT8_MIN, INT8_MAX); break;
   case INFERD_DTYPE_BOOL: ((uint8_t *)data)[i] = x != 0; break;
-  default: ((uint8_t *)data)[i] = (uint8_t)x;
+  default: ((uint8_t *)data)[i] = (uint8_t)engine_clamp(x, 0, UINT8_MAX);
   }
 }
 

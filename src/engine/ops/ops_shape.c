@@ -254,11 +254,11 @@ inferd_code ops_shape_lower(plan_ctx *c, int node, inferd_status *st) {
       }
       switch (to) {
       case INFERD_DTYPE_FLOAT: ((float *)out)[i] = (float)x; break;
-      case INFERD_DTYPE_INT64: ((int64_t *)out)[i] = (int64_t)x; break;
-      case INFERD_DTYPE_INT32: ((int32_t *)out)[i] = (int32_t)x; break;
-      case INFERD_DTYPE_INT8: ((int8_t *)out)[i] = (int8_t)x; break;
+      case INFERD_DTYPE_INT64: ((int64_t *)out)[i] = engine_to_i64(x); break;
+      case INFERD_DTYPE_INT32: ((int32_t *)out)[i] = (int32_t)engine_clamp(x, INT32_MIN, INT32_MAX); break;
+      case INFERD_DTYPE_INT8: ((int8_t *)out)[i] = (int8_t)engine_clamp(x, INT8_MIN, INT8_MAX); break;
       case INFERD_DTYPE_BOOL: ((uint8_t *)out)[i] = x != 0; break;
-      default: ((uint8_t *)out)[i] = (uint8_t)x;
+      default: ((uint8_t *)out)[i] = (uint8_t)engine_clamp(x, 0, UINT8_MAX);
       }
     }
     inferd_code rc = plan_set_const(c, n->outputs[0], to, iv->rank, iv->dims, out, st);
