@@ -110,7 +110,7 @@ static inferd_code check_input(const inferd_model *m, const core_npy *x, int *ba
   return INFERD_OK;
 }
 
-static int run_once(inferd_model *m, inferd_session *s, const run_options *o) {
+static int run_once(inferd_model *m, inferd_session *s, run_options *o) {
   inferd_status st = {0};
   core_npy x;
   int batch = 0, rank = 0;
@@ -118,7 +118,8 @@ static int run_once(inferd_model *m, inferd_session *s, const run_options *o) {
   if (core_npy_read(o->input, &x, &st) != INFERD_OK) return fail(&st);
   int rc = 0;
   float *y = NULL;
-  if (check_input(m, &x, &batch, &st) != INFERD_OK ||
+  if (check_input(m, &x, &batch, &st) == INFERD_OK) o->batch = batch;
+  if (st.code != INFERD_OK ||
       inferd_session_output_shape(s, batch, 0, &rank, dims, &st) != INFERD_OK) {
     rc = fail(&st);
     goto out;
@@ -244,8 +245,11 @@ int cli_run(int argc, char **argv) {
   rc = o.bench ? run_bench(m, s, &o) : run_once(m, s, &o);
   if (o.profile && rc == 0) {
     char buf[4096];
+    FILE *f = o.bench && !o.json ? stdout : stderr;
     inferd_session_profile(s, buf, sizeof buf);
-    fprintf(o.bench && !o.json ? stdout : stderr, "%s", buf);
+    fprintf(f, "%s", buf);
+    fprintf(f, "memory: weights %.1f MB (shared), scratch %.1f MB at batch %d (this session)\n",
+            inferd_model_weights_bytes(m) / 1048576.0, inferd_session_scratch_bytes(s, o.batch) / 1048576.0, o.batch);
   }
   inferd_session_free(s);
   inferd_model_free(m);

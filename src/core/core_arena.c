@@ -19,9 +19,12 @@ enum { HUGE_PAGE = 2 << 20, SMALL_PAGE = 4096 };
 
 static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
+/* Mappings are rounded to small pages only: with THP, a mapping rounded up to 2 MB
+ * would fault whole huge pages of padding in (about 1 MB per weight on average).
+ * The kernel backs the aligned 2 MB stretches inside the mapping with huge pages. */
 void *core_pages_alloc(size_t size) {
   if (size == 0) size = 1;
-  size_t mapped = round_up(size, size >= HUGE_PAGE ? HUGE_PAGE : SMALL_PAGE);
+  size_t mapped = round_up(size, SMALL_PAGE);
   void *p = mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return NULL;
   if (mapped >= HUGE_PAGE) madvise(p, mapped, MADV_HUGEPAGE); /* a hint; failure is harmless */
@@ -31,7 +34,7 @@ void *core_pages_alloc(size_t size) {
 void core_pages_free(void *p, size_t size) {
   if (!p) return;
   if (size == 0) size = 1;
-  munmap(p, round_up(size, size >= HUGE_PAGE ? HUGE_PAGE : SMALL_PAGE));
+  munmap(p, round_up(size, SMALL_PAGE));
 }
 
 typedef struct arena_chunk {
@@ -96,7 +99,7 @@ void *core_arena_alloc(core_arena *a, size_t size, size_t align) {
     size_t chunk = need > a->chunk_size ? need : a->chunk_size;
     c = core_pages_alloc(chunk);
     if (!c) return NULL;
-    c->size = round_up(chunk, chunk >= HUGE_PAGE ? HUGE_PAGE : SMALL_PAGE);
+    c->size = round_up(chunk, SMALL_PAGE);
     c->used = sizeof(arena_chunk);
     c->next = a->chunks;
     a->chunks = c;

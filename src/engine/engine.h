@@ -190,6 +190,7 @@ struct inferd_model {
   int max_plans, max_batch;
   uint64_t clock;
   weight_copy **weights; /* [graph->n_values]: reordered copies of each constant */
+  bool *weight_only;     /* [graph->n_values]: read only as a primitive's weights */
   core_arena *weight_arena;
   size_t weights_bytes;
   double flops_per_item;
@@ -211,6 +212,9 @@ inferd_code engine_weight_get(inferd_model *m, int value, const dnnl_memory_desc
 /* Reorders src_data (layout src) into dst_data (layout dst) right now. */
 inferd_code engine_reorder_now(inferd_model *m, const dnnl_memory_desc_t *src, const void *src_data,
                                const dnnl_memory_desc_t *dst, void *dst_data, inferd_status *st);
+/* Finds the constants that are read only as weights (Conv, Gemm, MatMul,
+ * BatchNormalization parameters): their plain copy can go as soon as it is reordered. */
+inferd_code engine_weights_mark(inferd_model *m, inferd_status *st);
 /* Drops the IR's plain copies of constants that now live in the weight cache. */
 void engine_weights_release_plain(inferd_model *m);
 

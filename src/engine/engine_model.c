@@ -149,6 +149,7 @@ static inferd_code finish_load(ir_graph *g, const inferd_model_params *params, i
   /* one slot per value, sized after the passes, which add values (folded weights) */
   if (rc == INFERD_OK && !(m->weights = calloc((size_t)g->n_values + 1, sizeof *m->weights)))
     rc = core_fail(st, INFERD_NO_MEMORY, "out of memory");
+  if (rc == INFERD_OK) rc = engine_weights_mark(m, st);
   if (rc == INFERD_OK) {
     /* Compile batch 1 now: it checks every node and fills the weight cache. */
     plan *p;
@@ -200,6 +201,7 @@ void inferd_model_free(inferd_model *m) {
   if (m->engine) dnnl_engine_destroy(m->engine);
   core_arena_free(m->weight_arena);
   free(m->weights);
+  free(m->weight_only);
   free(m->extra);
   free(m->inputs);
   free(m->outputs);

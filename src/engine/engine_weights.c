@@ -6,13 +6,15 @@
  * the first plan that asks for a constant in a layout reorders the IR's plain data
  * into the model's weight arena, and every later plan and session asks again and
  * gets the same pointer. Copies are keyed by (how the plain data is read, wanted
- * layout), so a constant used two ways never mixes them up. Once the load-time plan
- * exists, the IR's plain copies of cached weights are released (they would double
- * the memory); a layout asked for later is reordered from an existing copy.
+ * layout), so a constant used two ways never mixes them up. A constant read only as
+ * weights loses its plain copy right after its first reorder, so that loading never
+ * holds a model's weights twice; the rest lose theirs once the load-time plan exists.
+ * A layout asked for later is reordered from an existing copy.
  *
  * Called under model->lock (plans are compiled under it). Copies are never changed
  * or freed before the model is, so runs read them without a lock.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/engine.h"
@@ -83,7 +85,29 @@ inferd_code engine_weight_get(inferd_model *m, int value, const dnnl_memory_desc
   w->next = m->weights[value];
   m->weights[value] = w;
   m->weights_bytes += size;
+  if (m->weight_only[value] && v->nbytes >= CORE_ARENA_BIG) ir_graph_release_data(m->graph, value);
   *out = data;
+  return INFERD_OK;
+}
+
+inferd_code engine_weights_mark(inferd_model *m, inferd_status *st) {
+  const ir_graph *g = m->graph;
+  int *weight_reads = calloc((size_t)g->n_values + 1, sizeof *weight_reads);
+  m->weight_only = calloc((size_t)g->n_values + 1, sizeof *m->weight_only);
+  if (!weight_reads || !m->weight_only) {
+    free(weight_reads);
+    return core_fail(st, INFERD_NO_MEMORY, "out of memory");
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = &g->nodes[i];
+    op_kind op = m->extra[i].op;
+    if (n->dead || (op != OP_CONV && op != OP_GEMM && op != OP_MATMUL && op != OP_BATCHNORM)) continue;
+    for (int k = 1; k < n->n_inputs; k++)
+      if (n->inputs[k] != IR_NONE) weight_reads[n->inputs[k]]++;
+  }
+  for (int v = 0; v < g->n_values; v++)
+    m->weight_only[v] = g->values[v].data && !g->values[v].is_output && weight_reads[v] == g->values[v].consumers;
+  free(weight_reads);
   return INFERD_OK;
 }
 
