@@ -56,7 +56,7 @@ char *core_arena_strdup(core_arena *arena, const char *s);
 void core_arena_release(core_arena *arena, void *p);
 size_t core_arena_bytes(const core_arena *arena); /* bytes currently mapped */
 
-enum { CORE_ARENA_BIG = 1 << 20 };
+enum { CORE_ARENA_BIG = 64 << 10 }; /* weights from here up can be released one by one */
 
 /* ---- dtypes ------------------------------------------------------------------ */
 
