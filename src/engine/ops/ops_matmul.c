@@ -3,7 +3,8 @@
  * element-wise post-ops. Constant B operands are weights: reordered once into the
  * layout the kernel wants (transB is just another way to read the same bytes).
  * Gemm's C is the matmul bias when it is a constant row vector; alpha and beta other
- * than 1 are refused (exporters emit 1).
+ * than 1 are refused (exporters emit 1). Empty operands (a zero inner, batch or output
+ * dimension) are refused too: oneDNN's kernel selection divides by those sizes.
  */
 #include <string.h>
 
@@ -14,6 +15,11 @@ static inferd_code emit_matmul(plan_ctx *c, int node, const plan_ref *a, int b_v
                                double flops, inferd_status *st) {
   const ir_node *n = plan_node(c, node);
   plan_value *bv = plan_val(c, b_value), *ov = plan_val(c, n->outputs[0]);
+  /* oneDNN's matmul divides by these sizes while it picks a kernel */
+  int64_t inner = b_src->dims[b_src->ndims - 2], count = core_shape_count(rank, odims);
+  if (inner == 0 || count == 0)
+    return node_fail(c, node, INFERD_UNSUPPORTED, st, "empty operands (inner dimension %lld, %lld output elements)",
+                     (long long)inner, (long long)count);
   dnnl_memory_desc_t b_any, dst_md;
   if (bv->is_const) md_any(&b_any, b_src->ndims, b_src->dims);
   else b_any = *b_src;
