@@ -6,6 +6,8 @@
  * Layouts are oneDNN's choice (format_tag any) for source, weights and destination;
  * the weights are reordered once into the model's weight cache. A fused residual sum
  * accumulates into the residual's own buffer: the output value becomes a view of it.
+ * The output width (last spatial dim) is bounded because oneDNN's kernel setup time
+ * grows linearly with it.
  */
 #include <string.h>
 
@@ -128,6 +130,12 @@ inferd_code ops_conv_lower(plan_ctx *c, int node, inferd_status *st) {
     return node_fail(c, node, INFERD_INVALID_ARG, st, "kernel_shape does not match the weights");
   inferd_code rc = ops_window(c, node, xv->dims + 2, wv->dims + 2, false, &w, st);
   if (rc != INFERD_OK) return rc;
+  /* oneDNN's convolution setup (brgconv) takes time linear in the output width:
+   * about 2 s at this bound, 10 s at 2^20 */
+  enum { CONV_MAX_WIDTH = 1 << 18 };
+  if (w.out[w.nsp - 1] > CONV_MAX_WIDTH)
+    return node_fail(c, node, INFERD_UNSUPPORTED, st, "output width %lld above %d", (long long)w.out[w.nsp - 1],
+                     CONV_MAX_WIDTH);
 
   plan_value *ov = plan_val(c, n->outputs[0]);
   ov->dtype = INFERD_DTYPE_FLOAT;
