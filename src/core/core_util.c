@@ -36,14 +36,22 @@ const char *core_dtype_name(inferd_dtype dtype) {
   }
 }
 
+/* -1 also when the product of the non-zero dims overflows, whatever the order, so
+ * [0, 2^62, 4] is -1 although it holds no elements: the dense row-major strides of
+ * every shape with a count >= 0 fit in int64 (md_plain relies on it). */
 int64_t core_shape_count(int rank, const int64_t *dims) {
   int64_t n = 1;
+  bool empty = false;
   for (int i = 0; i < rank; i++) {
     if (dims[i] < 0) return -1;
-    if (dims[i] && n > INT64_MAX / dims[i]) return -1;
+    if (dims[i] == 0) {
+      empty = true;
+      continue;
+    }
+    if (n > INT64_MAX / dims[i]) return -1;
     n *= dims[i];
   }
-  return n;
+  return empty ? 0 : n;
 }
 
 const char *core_shape_str(int rank, const int64_t *dims, char *buf, size_t size) {

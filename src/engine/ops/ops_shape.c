@@ -288,6 +288,11 @@ inferd_code ops_shape_lower(plan_ctx *c, int node, inferd_status *st) {
   for (int i = 0; i < axis; i++) dims[rank++] = iv->dims[i];
   for (int i = 0; i < xv->rank; i++) dims[rank++] = xv->dims[i];
   for (int i = axis + 1; i < iv->rank; i++) dims[rank++] = iv->dims[i];
+  /* data and indices shapes are each sound; their combination need not be */
+  int64_t count = core_shape_count(rank, dims);
+  if (rc == INFERD_OK && count < 0) rc = node_fail(c, node, INFERD_INVALID_ARG, st, "output shape too large");
+  if (rc == INFERD_OK && iv->is_const && count > (1 << 24))
+    rc = node_fail(c, node, INFERD_UNSUPPORTED, st, "constant output of %lld elements, too large to fold", (long long)count);
   size_t es = core_dtype_size(iv->dtype);
   int64_t params[4] = {core_shape_count(axis, iv->dims), iv->dims[axis],
                        core_shape_count(iv->rank - axis - 1, iv->dims + axis + 1) * (int64_t)es, nidx};
