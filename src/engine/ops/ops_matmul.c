@@ -17,6 +17,8 @@ static inferd_code emit_matmul(plan_ctx *c, int node, const plan_ref *a, int b_v
   plan_value *bv = plan_val(c, b_value), *ov = plan_val(c, n->outputs[0]);
   /* oneDNN's matmul divides by these sizes while it picks a kernel */
   int64_t inner = b_src->dims[b_src->ndims - 2], count = core_shape_count(rank, odims);
+  if (count < 0) /* the operands' batch dims broadcast to more than int64 can count */
+    return node_fail(c, node, INFERD_INVALID_ARG, st, "output shape too large");
   if (inner == 0 || count == 0)
     return node_fail(c, node, INFERD_UNSUPPORTED, st, "empty operands (inner dimension %lld, %lld output elements)",
                      (long long)inner, (long long)count);
