@@ -54,9 +54,11 @@ inferd_code ops_concat_lower(plan_ctx *c, int node, inferd_status *st) {
     for (int i = 0; i < v->rank; i++)
       if (i != axis && v->dims[i] != first->dims[i])
         return node_fail(c, node, INFERD_INVALID_ARG, st, "input %d differs in dimension %d", k, i);
+    if (v->dims[axis] > INT64_MAX - dims[axis]) return node_fail(c, node, INFERD_INVALID_ARG, st, "output shape too large");
     dims[axis] += v->dims[axis];
     all_const &= v->is_const;
   }
+  if (core_shape_count(first->rank, dims) < 0) return node_fail(c, node, INFERD_INVALID_ARG, st, "output shape too large");
   if (all_const) return concat_consts(c, node, axis, dims, st);
   if (n->n_inputs > CONCAT_MAX)
     return node_fail(c, node, INFERD_UNSUPPORTED, st, "more than %d inputs to a run-time Concat", CONCAT_MAX);
