@@ -129,9 +129,10 @@ inferd_code ops_slice_lower(plan_ctx *c, int node, inferd_status *st) {
   if (ka == -2 || ks == -2 || (ka >= 0 && ka != k) || (ks >= 0 && ks != k))
     return node_fail(c, node, INFERD_UNSUPPORTED, st, "axes and steps must be constants matching starts");
   for (int j = 0; j < k; j++) {
-    int a = (int)(ka >= 0 ? (axes[j] < 0 ? axes[j] + rank : axes[j]) : j);
+    int64_t axis = ka >= 0 ? (axes[j] < 0 ? axes[j] + rank : axes[j]) : j;
+    if (axis < 0 || axis >= rank) return node_fail(c, node, INFERD_INVALID_ARG, st, "axis out of range");
+    int a = (int)axis;
     int64_t s = ks >= 0 ? steps[j] : 1, d = iv->dims[a];
-    if (a < 0 || a >= rank) return node_fail(c, node, INFERD_INVALID_ARG, st, "axis out of range");
     if (s <= 0) return node_fail(c, node, INFERD_UNSUPPORTED, st, "steps must be positive");
     int64_t b = starts[j] < 0 ? starts[j] + d : starts[j], e = ends[j] < 0 ? ends[j] + d : ends[j];
     b = CORE_MAX(0, CORE_MIN(b, d));
