@@ -139,7 +139,7 @@ inferd_code ops_slice_lower(plan_ctx *c, int node, inferd_status *st) {
     e = CORE_MAX(0, CORE_MIN(e, d));
     start[a] = b;
     step[a] = s;
-    odims[a] = e > b ? (e - b + s - 1) / s : 0;
+    odims[a] = e > b ? (e - b - 1) / s + 1 : 0; /* ceil((e - b) / s), with no room to overflow */
   }
   return emit_window(c, node, n->inputs[0], n->outputs[0], start, step, odims, st);
 }
