@@ -105,7 +105,7 @@ inferd_code ops_slice_lower(plan_ctx *c, int node, inferd_status *st) {
     if (ns != n->n_outputs) return node_fail(c, node, INFERD_INVALID_ARG, st, "%d sizes for %d outputs", ns, n->n_outputs);
     int64_t at = 0;
     for (int k = 0; k < ns; k++) {
-      if (sizes[k] < 0 || at + sizes[k] > iv->dims[axis])
+      if (sizes[k] < 0 || sizes[k] > iv->dims[axis] - at)
         return node_fail(c, node, INFERD_INVALID_ARG, st, "split sizes exceed dimension %d", axis);
       start[axis] = at;
       odims[axis] = sizes[k];
