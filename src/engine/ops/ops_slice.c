@@ -176,10 +176,13 @@ inferd_code ops_pad_lower(plan_ctx *c, int node, inferd_status *st) {
   dnnl_dims_t wd, wo;
   for (int i = 0; i < iv->rank; i++) {
     if (pads[i] < 0 || pads[i + iv->rank] < 0) return node_fail(c, node, INFERD_UNSUPPORTED, st, "negative pads");
+    if (pads[i] > INT64_MAX - iv->dims[i] || pads[i + iv->rank] > INT64_MAX - iv->dims[i] - pads[i])
+      return node_fail(c, node, INFERD_INVALID_ARG, st, "output shape too large");
     ov->dims[i] = iv->dims[i] + pads[i] + pads[i + iv->rank];
     wd[i] = iv->dims[i];
     wo[i] = pads[i];
   }
+  if (core_shape_count(ov->rank, ov->dims) < 0) return node_fail(c, node, INFERD_INVALID_ARG, st, "output shape too large");
   dnnl_memory_desc_t out_md, win_md;
   md_plain(&out_md, ov->rank, ov->dims, ov->dtype);
   plan_ref src;
