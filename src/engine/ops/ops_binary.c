@@ -48,7 +48,8 @@ static inferd_code fold(plan_ctx *c, int node, op_kind op, const plan_value *a, 
                         const int64_t *dims, inferd_status *st) {
   const ir_node *n = plan_node(c, node);
   int64_t count = core_shape_count(rank, dims);
-  if (a->dtype != b->dtype || (a->dtype != INFERD_DTYPE_FLOAT && a->dtype != INFERD_DTYPE_INT64) || count > (1 << 22))
+  if (a->dtype != b->dtype || (a->dtype != INFERD_DTYPE_FLOAT && a->dtype != INFERD_DTYPE_INT64) || count < 0 ||
+      count > (1 << 22))
     return node_fail(c, node, INFERD_UNSUPPORTED, st, "constant operands of this type or size are not supported");
   if (!a->data || !b->data) return node_fail(c, node, INFERD_INTERNAL, st, "constant data was released");
   size_t es = core_dtype_size(a->dtype);
