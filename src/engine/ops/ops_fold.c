@@ -136,8 +136,9 @@ inferd_code ops_fold_lower(plan_ctx *c, int node, inferd_status *st) {
     if (n->n_inputs != 3) return node_fail(c, node, INFERD_INVALID_ARG, st, "needs start, limit and delta");
     double start = get(in[0], 0), limit = get(in[1], 0), delta = get(in[2], 0);
     if (delta == 0) return node_fail(c, node, INFERD_INVALID_ARG, st, "delta is zero");
-    int64_t count = (int64_t)fmax(ceil((limit - start) / delta), 0);
-    if (count > FOLD_MAX_ELEMENTS) return node_fail(c, node, INFERD_UNSUPPORTED, st, "range too large");
+    double size = fmax(ceil((limit - start) / delta), 0); /* bounded before the cast: 1e30 has no int64 */
+    if (size > FOLD_MAX_ELEMENTS) return node_fail(c, node, INFERD_UNSUPPORTED, st, "range too large");
+    int64_t count = (int64_t)size;
     void *out = malloc((size_t)(count ? count : 1) * 8);
     if (!out) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
     for (int64_t i = 0; i < count; i++) put(out, in[0]->dtype, i, start + (double)i * delta);
