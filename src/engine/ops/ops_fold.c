@@ -134,6 +134,9 @@ inferd_code ops_fold_lower(plan_ctx *c, int node, inferd_status *st) {
   }
   default: { /* Range */
     if (n->n_inputs != 3) return node_fail(c, node, INFERD_INVALID_ARG, st, "needs start, limit and delta");
+    for (int k = 0; k < 3; k++)
+      if (core_shape_count(in[k]->rank, in[k]->dims) != 1)
+        return node_fail(c, node, INFERD_INVALID_ARG, st, "start, limit and delta must be scalars");
     double start = get(in[0], 0), limit = get(in[1], 0), delta = get(in[2], 0);
     if (delta == 0) return node_fail(c, node, INFERD_INVALID_ARG, st, "delta is zero");
     double size = fmax(ceil((limit - start) / delta), 0); /* bounded before the cast: 1e30 has no int64 */
