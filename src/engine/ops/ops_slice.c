@@ -167,8 +167,8 @@ inferd_code ops_pad_lower(plan_ctx *c, int node, inferd_status *st) {
   float value = 0.0f;
   if (n->n_inputs > 2 && n->inputs[2] != IR_NONE) {
     plan_value *cv = plan_val(c, n->inputs[2]);
-    if (!cv->is_const || !cv->data || cv->dtype != INFERD_DTYPE_FLOAT)
-      return node_fail(c, node, INFERD_UNSUPPORTED, st, "constant_value must be a float constant");
+    if (!cv->is_const || !cv->data || cv->dtype != INFERD_DTYPE_FLOAT || core_shape_count(cv->rank, cv->dims) != 1)
+      return node_fail(c, node, INFERD_UNSUPPORTED, st, "constant_value must be a float constant of one element");
     value = *(const float *)cv->data;
   }
   ov->dtype = iv->dtype;
