@@ -223,7 +223,8 @@ static void fuse_gelu(inferd_model *m) {
     ir_node *div = &g->nodes[d];
     float k;
     if (strcmp(div->op_type, "Div") != 0 || div->n_inputs != 2 || div->inputs[0] == IR_NONE ||
-        div->inputs[1] == IR_NONE || !scalar_operand(g, div, div->inputs[0], &k) || !near(k, 1.41421356f))
+        div->inputs[1] == IR_NONE || div->n_outputs != 1 || !scalar_operand(g, div, div->inputs[0], &k) ||
+        !near(k, 1.41421356f))
       continue;
     int x = div->inputs[0];
     int a = sole_consumer(g, erf->outputs[0]);
