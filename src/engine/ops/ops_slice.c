@@ -95,7 +95,7 @@ inferd_code ops_slice_lower(plan_ctx *c, int node, inferd_status *st) {
       const int64_t *a;
       ns = ir_attr_ints(n, "split", &a);
       if (ns > 64) return node_fail(c, node, INFERD_UNSUPPORTED, st, "too many parts");
-      memcpy(sizes, a, (size_t)ns * sizeof *a);
+      if (ns) memcpy(sizes, a, (size_t)ns * sizeof *a); /* a is NULL when there are none */
     }
     if (ns == 0) {
       ns = n->n_outputs;
