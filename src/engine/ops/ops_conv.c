@@ -115,7 +115,7 @@ inferd_code ops_conv_lower(plan_ctx *c, int node, inferd_status *st) {
                      wv->rank);
   int64_t group = ir_attr_int(n, "group", 1);
   int64_t batch = xv->dims[0], ic = xv->dims[1], oc = wv->dims[0];
-  if (group < 1 || ic % group || oc % group || wv->dims[1] * group != ic)
+  if (group < 1 || ic % group || oc % group || ic / group != wv->dims[1])
     return node_fail(c, node, INFERD_INVALID_ARG, st, "group %lld, %lld input channels and weights %lld x %lld disagree",
                      (long long)group, (long long)ic, (long long)oc, (long long)wv->dims[1]);
   if (bias != IR_NONE) {
