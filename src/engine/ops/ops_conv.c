@@ -28,6 +28,10 @@ inferd_code ops_window(plan_ctx *c, int node, const int64_t *in_spatial, const i
     enum { LIMIT = 1 << 24 }; /* keeps all window arithmetic far from overflow */
     if (s < 1 || d < 1 || kernel[i] < 1 || s > LIMIT || d > LIMIT || kernel[i] > LIMIT)
       return node_fail(c, node, INFERD_INVALID_ARG, st, "kernel, strides and dilations must be in 1..%d", LIMIT);
+    /* no value holding data is larger (plans bound values at 2^36 elements); an empty
+     * one can have any dim up to 2^63 - 1, and padding it would overflow */
+    if (in_spatial[i] > ((int64_t)1 << 36))
+      return node_fail(c, node, INFERD_UNSUPPORTED, st, "spatial size %lld above 2^36", (long long)in_spatial[i]);
     int64_t span = (kernel[i] - 1) * d + 1;
     int64_t pl = np ? pads[i] : 0, pr = np ? pads[i + k] : 0;
     if (pl > LIMIT || pr > LIMIT) return node_fail(c, node, INFERD_INVALID_ARG, st, "pads above %d", LIMIT);
