@@ -1,0 +1,24 @@
+# Libraries of the server-side subsystems (DESIGN.md §3), linked to the subsystem
+# library that uses them. Included from the root CMakeLists.txt after the
+# inferd_<subsystem> libraries are created from src/<subsystem>/*.c.
+pkg_check_modules(TURBOJPEG REQUIRED IMPORTED_TARGET libturbojpeg)
+pkg_check_modules(SPNG REQUIRED IMPORTED_TARGET spng)
+pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)
+pkg_check_modules(LIBZIP REQUIRED IMPORTED_TARGET libzip)
+pkg_check_modules(JANSSON REQUIRED IMPORTED_TARGET jansson)
+pkg_check_modules(H2O REQUIRED IMPORTED_TARGET libh2o-evloop)
+pkg_check_modules(CURL REQUIRED IMPORTED_TARGET libcurl)
+
+set(_inferd_deps_handler PkgConfig::TURBOJPEG PkgConfig::SPNG PkgConfig::JANSSON)
+set(_inferd_deps_topo PkgConfig::HWLOC)
+set(_inferd_deps_archive PkgConfig::LIBZIP PkgConfig::JANSSON)
+set(_inferd_deps_config PkgConfig::JANSSON)
+set(_inferd_deps_http PkgConfig::H2O PkgConfig::JANSSON)
+set(_inferd_deps_sched)
+set(_inferd_deps_metrics)
+set(_inferd_deps_bench PkgConfig::CURL PkgConfig::JANSSON)
+foreach(sub topo sched handler http metrics config archive bench)
+  if(TARGET inferd_${sub} AND _inferd_deps_${sub})
+    target_link_libraries(inferd_${sub} PUBLIC ${_inferd_deps_${sub}})
+  endif()
+endforeach()
