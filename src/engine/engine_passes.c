@@ -4,7 +4,8 @@
  *   0. pattern rewrites: the Div/Erf/Add/Mul/Mul chain of an exported GELU becomes
  *      one Gelu node (oneDNN's gelu_erf);
  *   1. op lookup: every live node maps to an engine op or the model is refused,
- *      naming the node, its op and the opset;
+ *      naming the node, its op and the opset; a node's required inputs and first
+ *      output must be there, and no output the op does not compute may be read;
  *   2. Identity and Dropout (inference) are removed by rewiring their consumers;
  *   3. BatchNormalization after a Conv whose output it alone reads is folded into the
  *      Conv's weights and bias (new constants; the originals are left untouched);
@@ -69,6 +70,14 @@ static inferd_code lookup_ops(inferd_model *m, inferd_status *st) {
     if (!ok)
       return core_fail(st, INFERD_INVALID_ARG, "node '%s' (%s): needs %d input%s and an output", n->name, n->op_type,
                        need, need == 1 ? "" : "s");
+    /* ... and only Split computes more than one output: any other that is read would
+     * reach its consumers with no shape at all */
+    for (int k = 1; k < n->n_outputs && op != OP_SPLIT; k++) {
+      int v = n->outputs[k];
+      if (v != IR_NONE && (g->values[v].consumers > 0 || g->values[v].is_output))
+        return core_fail(st, INFERD_UNSUPPORTED, "node '%s' (%s): output %d ('%s') is not supported", n->name,
+                         n->op_type, k, g->values[v].name);
+    }
   }
   return INFERD_OK;
 }
