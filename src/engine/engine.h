@@ -258,6 +258,9 @@ inferd_code plan_src(plan_ctx *c, int v, const dnnl_memory_desc_t *want, plan_re
  * out (NULL: dense row-major in its own shape; a reshape or strides otherwise). */
 inferd_code plan_weight(plan_ctx *c, int v, const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *want,
                         plan_ref *out, inferd_status *st);
+/* The layout of the model's existing copy of constant v read as `src`, or NULL:
+ * lowerings ask for it first so that every plan shares one copy of a weight. */
+const dnnl_memory_desc_t *plan_weight_layout(plan_ctx *c, int v, const dnnl_memory_desc_t *src);
 /* A new attribute with the user scratchpad mode every primitive of a plan uses. */
 dnnl_primitive_attr_t plan_attr_new(void);
 /* Creates the primitive for `pd` (taking ownership of pd) and appends it as a step. */

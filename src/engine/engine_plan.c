@@ -267,6 +267,13 @@ inferd_code plan_weight(plan_ctx *c, int v, const dnnl_memory_desc_t *src, const
   return INFERD_OK;
 }
 
+const dnnl_memory_desc_t *plan_weight_layout(plan_ctx *c, int v, const dnnl_memory_desc_t *src) {
+  if (c->m->graph->values[v].producer != IR_NONE) return NULL;
+  for (const weight_copy *w = c->m->weights[v]; w; w = w->next)
+    if (dnnl_memory_desc_equal(&w->src, src)) return &w->md;
+  return NULL;
+}
+
 static inferd_code const_ref(plan_ctx *c, int v, const dnnl_memory_desc_t *want, plan_ref *out, inferd_status *st) {
   return plan_weight(c, v, NULL, want, out, st);
 }

@@ -21,6 +21,10 @@
 
 inferd_code engine_reorder_now(inferd_model *m, const dnnl_memory_desc_t *src, const void *src_data,
                                const dnnl_memory_desc_t *dst, void *dst_data, inferd_status *st) {
+  if (dnnl_memory_desc_equal(src, dst)) { /* biases and other plain weights: a copy */
+    memcpy(dst_data, src_data, dnnl_memory_desc_get_size(dst));
+    return INFERD_OK;
+  }
   dnnl_primitive_desc_t pd = NULL;
   dnnl_primitive_t prim = NULL;
   dnnl_memory_t from = NULL, to = NULL;

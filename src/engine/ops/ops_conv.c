@@ -167,11 +167,6 @@ inferd_code ops_conv_lower(plan_ctx *c, int node, inferd_status *st) {
   md_plain(&b_md, 1, &oc, INFERD_DTYPE_FLOAT);
   dnnl_dims_t dil;
   for (int i = 0; i < w.nsp; i++) dil[i] = w.dilation[i] - 1;
-  dnnl_convolution_desc_t desc;
-  if (dnnl_dilated_convolution_forward_desc_init(&desc, dnnl_forward_inference, dnnl_convolution_direct, &src_any,
-                                                 &w_any, bias != IR_NONE ? &b_md : NULL, &dst_any, w.strides, dil,
-                                                 w.pad_l, w.pad_r) != dnnl_success)
-    return node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN refuses this convolution");
   int residual = IR_NONE;
   for (int i = 0; i < x->n_fused; i++)
     if (x->fused[i].kind == FUSED_SUM) residual = x->fused[i].residual;
@@ -179,8 +174,18 @@ inferd_code ops_conv_lower(plan_ctx *c, int node, inferd_status *st) {
                   plan_val(c, residual)->rank == ov->rank &&
                   memcmp(plan_val(c, residual)->dims, ov->dims, (size_t)ov->rank * sizeof *ov->dims) == 0;
   dnnl_primitive_attr_t attr = residual == IR_NONE || in_place ? plan_attr_fused(c, node) : plan_attr_new();
-  dnnl_primitive_desc_t pd;
-  dnnl_status_t drc = dnnl_primitive_desc_create(&pd, &desc, attr, plan_engine(c), NULL);
+  /* Weights already reordered for another plan: ask for that layout first, so the
+   * model keeps one copy; oneDNN's own choice (any) when no kernel takes it. */
+  const dnnl_memory_desc_t *have = plan_weight_layout(c, n->inputs[1], &w_plain);
+  dnnl_primitive_desc_t pd = NULL;
+  dnnl_status_t drc = dnnl_runtime_error;
+  for (int attempt = have ? 0 : 1; attempt < 2 && drc != dnnl_success; attempt++) {
+    dnnl_convolution_desc_t desc;
+    drc = dnnl_dilated_convolution_forward_desc_init(&desc, dnnl_forward_inference, dnnl_convolution_direct, &src_any,
+                                                     attempt == 0 ? have : &w_any, bias != IR_NONE ? &b_md : NULL,
+                                                     &dst_any, w.strides, dil, w.pad_l, w.pad_r);
+    if (drc == dnnl_success) drc = dnnl_primitive_desc_create(&pd, &desc, attr, plan_engine(c), NULL);
+  }
   dnnl_primitive_attr_destroy(attr);
   if (drc != dnnl_success) return node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN has no kernel for this convolution");
   const dnnl_memory_desc_t *src_md = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);

@@ -26,11 +26,17 @@ static inferd_code emit_matmul(plan_ctx *c, int node, const plan_ref *a, int b_v
   if (bv->is_const) md_any(&b_any, b_src->ndims, b_src->dims);
   else b_any = *b_src;
   md_plain(&dst_md, rank, odims, INFERD_DTYPE_FLOAT);
-  dnnl_matmul_desc_t desc;
-  dnnl_primitive_desc_t pd;
+  dnnl_primitive_desc_t pd = NULL;
   dnnl_primitive_attr_t attr = plan_attr_fused(c, node);
-  dnnl_status_t drc = dnnl_matmul_desc_init(&desc, &a->md, &b_any, bias_value != IR_NONE ? bias_md : NULL, &dst_md);
-  if (drc == dnnl_success) drc = dnnl_primitive_desc_create(&pd, &desc, attr, plan_engine(c), NULL);
+  /* one copy of the weights: the layout another plan already chose, if a kernel takes it */
+  const dnnl_memory_desc_t *have = bv->is_const ? plan_weight_layout(c, b_value, b_src) : NULL;
+  dnnl_status_t drc = dnnl_runtime_error;
+  for (int attempt = have ? 0 : 1; attempt < 2 && drc != dnnl_success; attempt++) {
+    dnnl_matmul_desc_t desc;
+    drc = dnnl_matmul_desc_init(&desc, &a->md, attempt == 0 ? have : &b_any, bias_value != IR_NONE ? bias_md : NULL,
+                                &dst_md);
+    if (drc == dnnl_success) drc = dnnl_primitive_desc_create(&pd, &desc, attr, plan_engine(c), NULL);
+  }
   dnnl_primitive_attr_destroy(attr);
   if (drc != dnnl_success) return node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN refuses this matrix product");
   const dnnl_memory_desc_t *w_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
