@@ -1,0 +1,112 @@
+/*
+ * test_engine.c - the engine's sharing contract on the real MobileNetV2 in models/:
+ * one copy of the weights whatever the batch sizes and sessions, plans cached per batch
+ * size, sessions that give the same answers, and errors that name what is wrong.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "inferd/inferd.h"
+
+static const char *model_path(void) { return INFERD_SOURCE_DIR "/models/mobilenet_v2_imagenet.onnx"; }
+
+static float *random_batch(int batch, unsigned seed) {
+  size_t n = (size_t)batch * 3 * 224 * 224;
+  float *x = malloc(n * sizeof *x);
+  for (size_t i = 0; i < n; i++) {
+    seed = seed * 1664525u + 1013904223u;
+    x[i] = (float)(seed >> 9) / (float)(1u << 23) * 2.0f - 1.0f;
+  }
+  return x;
+}
+
+static void run(inferd_session *s, int batch, const float *x, float *y) {
+  inferd_status st = {0};
+  const float *in[1] = {x};
+  float *out[1] = {y};
+  int rc = inferd_session_run(s, batch, in, out, &st);
+  if (rc != INFERD_OK) fail_msg("run batch %d: %s", batch, st.message);
+}
+
+static void test_one_copy_of_weights(void **state) {
+  (void)state;
+  inferd_model *m;
+  inferd_status st = {0};
+  assert_int_equal(inferd_model_load(model_path(), NULL, &m, &st), INFERD_OK);
+  size_t loaded = inferd_model_weights_bytes(m);
+  /* MobileNetV2 has 3.5 M parameters: 14 MB of float32 weights */
+  assert_in_range(loaded, 13u << 20, 16u << 20);
+  inferd_session *a, *b;
+  inferd_session_params one = {.threads = 1}, two = {.threads = 2};
+  assert_int_equal(inferd_session_new(m, &one, &a, &st), INFERD_OK);
+  assert_int_equal(inferd_session_new(m, &two, &b, &st), INFERD_OK);
+  float *x = random_batch(8, 7), *ya = malloc(8 * 1000 * sizeof *ya), *yb = malloc(8 * 1000 * sizeof *yb);
+  for (int batch = 1; batch <= 8; batch++) {
+    run(a, batch, x, ya);
+    run(b, batch, x, yb);
+    if (inferd_model_weights_bytes(m) != loaded)
+      fail_msg("batch %d: weights grew from %zu to %zu bytes", batch, loaded, inferd_model_weights_bytes(m));
+    for (int i = 0; i < batch * 1000; i++)
+      if (ya[i] - yb[i] > 1e-4f || yb[i] - ya[i] > 1e-4f)
+        fail_msg("batch %d element %d: 1 thread %g, 2 threads %g", batch, i, ya[i], yb[i]);
+  }
+  /* each row of a batch is the answer for that image alone */
+  float y1[1000];
+  run(a, 1, x + 5 * 3 * 224 * 224, y1);
+  run(a, 8, x, ya);
+  for (int i = 0; i < 1000; i++)
+    if (y1[i] - ya[5 * 1000 + i] > 1e-4f || ya[5 * 1000 + i] - y1[i] > 1e-4f)
+      fail_msg("row 5 element %d: alone %g, in a batch %g", i, y1[i], ya[5 * 1000 + i]);
+  assert_true(inferd_session_scratch_bytes(a, 8) > inferd_session_scratch_bytes(a, 1));
+  free(x);
+  free(ya);
+  free(yb);
+  inferd_session_free(a);
+  inferd_session_free(b);
+  inferd_model_free(m);
+}
+
+static void test_describe_and_errors(void **state) {
+  (void)state;
+  inferd_model *m;
+  inferd_status st = {0};
+  assert_int_equal(inferd_model_load(model_path(), NULL, &m, &st), INFERD_OK);
+  inferd_tensor_info in, out;
+  assert_int_equal(inferd_model_input(m, 0, &in), INFERD_OK);
+  assert_string_equal(in.name, "input");
+  assert_int_equal(in.rank, 4);
+  assert_int_equal(in.dims[0], -1);
+  assert_int_equal(in.dims[1], 3);
+  assert_int_equal(inferd_model_output(m, 0, &out), INFERD_OK);
+  assert_int_equal(out.rank, 2);
+  assert_int_equal(out.dims[1], 1000);
+  assert_int_equal(inferd_model_input(m, 1, &in), INFERD_INVALID_ARG);
+  inferd_session *s;
+  assert_int_equal(inferd_session_new(m, NULL, &s, &st), INFERD_OK);
+  assert_int_equal(inferd_session_run(s, 0, NULL, NULL, &st), INFERD_INVALID_ARG);
+  assert_non_null(strstr(st.message, "batch size 0"));
+  inferd_session_free(s);
+  inferd_model_free(m);
+
+  assert_int_equal(inferd_model_load("/nonexistent/model.onnx", NULL, &m, &st), INFERD_NOT_FOUND);
+  assert_null(m);
+  assert_non_null(strstr(st.message, "/nonexistent/model.onnx"));
+  static const char junk[] = "definitely not a protobuf";
+  assert_int_equal(inferd_model_load_memory(junk, sizeof junk, NULL, &m, &st), INFERD_INVALID_ARG);
+  assert_null(m);
+  assert_null(strchr(st.message, '\n'));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_one_copy_of_weights),
+      cmocka_unit_test(test_describe_and_errors),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
