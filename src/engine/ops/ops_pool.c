@@ -5,7 +5,9 @@
  *
  * ceil_mode is expressed to oneDNN as extra right padding; for averages that exclude
  * padding this changes nothing, and AveragePool with count_include_pad=1 is refused
- * when the two paddings differ, because the counts would.
+ * when the two paddings differ, because the counts would. Pooling or reducing over an
+ * empty dimension is refused: its output would come from no element at all, and
+ * could still be large ([1, 2^32, 0] pools to 2^32 values).
  */
 #include <string.h>
 
@@ -21,6 +23,8 @@ inferd_code ops_pool_lower(plan_ctx *c, int node, inferd_status *st) {
   if (xv->dtype != INFERD_DTYPE_FLOAT || xv->rank < 3 || xv->rank > 5 || xv->is_const)
     return node_fail(c, node, INFERD_UNSUPPORTED, st, "needs a float32 input of rank 3-5 computed at run time");
   window w = {.nsp = xv->rank - 2};
+  for (int i = 0; i < w.nsp; i++) /* no element to pool: the output would come from nothing */
+    if (xv->dims[2 + i] == 0) return node_fail(c, node, INFERD_INVALID_ARG, st, "spatial dimension %d is empty", i);
   bool global = op == OP_GLOBALAVERAGEPOOL || op == OP_GLOBALMAXPOOL;
   dnnl_alg_kind_t alg = op == OP_MAXPOOL || op == OP_GLOBALMAXPOOL ? dnnl_pooling_max : dnnl_pooling_avg_exclude_padding;
   inferd_code rc;
@@ -91,6 +95,8 @@ inferd_code ops_reduce_lower(plan_ctx *c, int node, inferd_status *st) {
   }
   if (na == 0)
     for (int i = 0; i < xv->rank; i++) reduce[i] = true;
+  for (int i = 0; i < xv->rank; i++) /* the mean of nothing, as for pooling */
+    if (reduce[i] && xv->dims[i] == 0) return node_fail(c, node, INFERD_INVALID_ARG, st, "reduced axis %d is empty", i);
   bool keep = ir_attr_int(n, "keepdims", 1) != 0;
   int64_t kd[IR_MAX_RANK];
   ov->dtype = INFERD_DTYPE_FLOAT;
