@@ -1,0 +1,166 @@
+/*
+ * config.h - the server's configuration: TorchServe's config.properties keys and the
+ * `inferd serve` command line, both declared once in one table (config_table.c).
+ *
+ * Sources, lowest priority first (TorchServe's order):
+ *   1. the defaults in the table (`inferd serve --help` prints them: config_help);
+ *   2. the config file, in Java properties syntax (config_parse_file);
+ *   3. the command line (config_parse_args);
+ *   4. when enable_envvars_config=true: TS_<KEY> environment variables, as TorchServe's
+ *      ConfigManager reads them (TS_JOB_QUEUE_SIZE=8 sets job_queue_size).
+ * config_load runs all four and then config_finish, which fills the per-model values
+ * of `models={...}` from the global keys and checks what spans several keys.
+ *
+ * A key this table does not declare is a warning that names it and its line, never
+ * silently dropped; so is a TorchServe key that inferd does not use (vmargs, ...). A
+ * value that does not parse or is out of range is an error naming key and line:
+ *   "config.properties:4: job_queue_size: expected an integer in 1..10000000, got 'x'".
+ *
+ * Ownership: a config_server owns every string and array it points to; free them with
+ * config_free. Threading: build one config on one thread, then share it read-only.
+ */
+#ifndef INFERD_CONFIG_H
+#define INFERD_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "inferd/inferd.h"
+
+enum { CONFIG_HOST_MAX = 256 };
+
+/* inference_address, management_address, metrics_address:
+ * "http://127.0.0.1:8080", "https://0.0.0.0:8443", "http://[::1]:8080", "127.0.0.1:8080"
+ * (no scheme: http), "http://localhost" (no port: 80, https 443), "unix:/run/x.sock". */
+typedef struct config_address {
+  char scheme[8];              /* "http", "https" or "unix" */
+  char host[CONFIG_HOST_MAX];  /* name or IP without brackets; the socket path for unix */
+  int port;                    /* 0..65535 (0: the kernel picks one); 0 for unix */
+} config_address;
+
+/* One "name=path" or "path" item of load_models (or of --models). */
+typedef struct config_load_model {
+  char *name; /* NULL: use the name in the archive's manifest */
+  char *path; /* as written: relative to model_store, or absolute */
+} config_load_model;
+
+typedef struct config_load_models {
+  char *text;               /* the value as given; NULL when none */
+  bool all;                 /* "all" (any case): every archive in model_store */
+  config_load_model *items; /* count items, in the order given */
+  int count;
+} config_load_models;
+
+/* One model version of models={"name": {"version": {...}}}. Before config_finish an
+ * int field is -1 where the JSON did not give it; after, it holds the global key's
+ * value (batch_size, max_batch_delay, default_response_timeout,
+ * default_workers_per_model). */
+typedef struct config_model {
+  char *name;              /* the model name (validated as TorchServe does) */
+  char *version;           /* "1.0" */
+  char *mar_name;          /* marName; NULL when absent */
+  bool default_version;    /* defaultVersion */
+  int batch_size;          /* batchSize */
+  int max_batch_delay_ms;  /* maxBatchDelay, milliseconds */
+  int response_timeout_s;  /* responseTimeout, seconds */
+  int min_workers;         /* minWorkers; 0 = automatic (one per NUMA node) */
+  int max_workers;         /* maxWorkers; 0 = automatic */
+} config_model;
+
+typedef struct config_models {
+  char *json; /* the value as given; NULL when none */
+  config_model *items;
+  int count;
+} config_models;
+
+/* cpu_launcher_args, the arguments TorchServe passes to IPEX's launcher. */
+typedef struct config_launcher {
+  char *text;                /* the value as given; NULL when none */
+  bool use_logical_core;     /* --use_logical_core: hyperthreads count as cores */
+  int node_id;               /* --node_id N: only NUMA node N; -1 = all */
+  int ninstances;            /* --ninstances N: workers; 0 = automatic */
+  int ncores_per_instance;   /* --ncores_per_instance N; 0 = automatic */
+} config_launcher;
+
+/* Everything `inferd serve` is told. Defaults are in the table; see config_help. */
+typedef struct config_server {
+  config_address inference_address;  /* http://127.0.0.1:8080 */
+  config_address management_address; /* http://127.0.0.1:8081 */
+  config_address metrics_address;    /* http://127.0.0.1:8082 */
+  char *model_store;                 /* NULL: none (only absolute paths load) */
+  config_load_models load_models;
+  config_models models;
+  int default_workers_per_model;     /* 0 = automatic: one worker per NUMA node */
+  int job_queue_size;                /* 100: queued requests per model before 503 */
+  int number_of_netty_threads;       /* HTTP threads; 0 = automatic */
+  bool cpu_launcher_enable;          /* false */
+  config_launcher cpu_launcher_args;
+  int64_t max_request_size;          /* 6553500 bytes */
+  int64_t max_response_size;         /* 6553500 bytes */
+  bool disable_token_authorization;  /* false: token auth is on */
+  bool enable_model_api;             /* false: no register/unregister over HTTP */
+  bool enable_envvars_config;        /* false */
+  int default_response_timeout;      /* 120 seconds */
+  int batch_size;                    /* 1: per-model default of batchSize */
+  int max_batch_delay;               /* 100 milliseconds: default of maxBatchDelay */
+
+  /* command line only */
+  char *ts_config; /* --ts-config: the file that was read; NULL when none */
+  bool foreground; /* --foreground */
+  bool start;      /* --start */
+  bool stop;       /* --stop */
+  bool help;       /* --help / -h: the caller prints config_help and exits */
+
+  /* one line each: "config.properties:7: unknown key 'foo' (ignored)" */
+  char **warnings;
+  int warning_count;
+} config_server;
+
+/* Sets every field to its default (frees nothing: use on a zeroed or freed config). */
+void config_defaults(config_server *cfg);
+/* Frees what cfg owns and zeroes it. */
+void config_free(config_server *cfg);
+
+/* Reads a config file (Java properties syntax: key=value, key: value or key value;
+ * comments from # or !; a line ending in \ continues on the next; escapes \t \n \r \f
+ * \uXXXX and \c for c) onto cfg. Unknown keys become warnings; a bad value is an error
+ * naming the file, line and key. Files above 16 MiB are refused. */
+inferd_code config_parse_file(config_server *cfg, const char *path, inferd_status *status);
+/* The same on text in memory (need not be NUL-terminated); `source` names it in
+ * messages. */
+inferd_code config_parse_text(config_server *cfg, const char *text, size_t size, const char *source,
+                              inferd_status *status);
+
+/* Applies the command line onto cfg: argv[0] is the command's name and is skipped
+ * (as the cli_* functions get it). Flags: --ts-config FILE, --model-store DIR,
+ * --models NAME=FILE ... | all, --disable-token-auth, --enable-model-api, --foreground,
+ * --start, --stop, --help; "--flag=value" works too. Anything else is an error. */
+inferd_code config_parse_args(config_server *cfg, int argc, char **argv, inferd_status *status);
+
+/* Fills per-model values from the global keys and checks what spans keys (--start
+ * with --stop, minWorkers above maxWorkers, two default versions of one model). */
+inferd_code config_finish(config_server *cfg, inferd_status *status);
+
+/* The whole load: defaults, the file, the command line, TS_* variables, config_finish.
+ * The file is `file` when not NULL, else as TorchServe finds it: $TS_CONFIG_FILE, then
+ * --ts-config, then ./config.properties if it exists (none is fine: defaults). Warnings
+ * are kept in cfg->warnings and also logged. On failure cfg is freed. */
+inferd_code config_load(const char *file, int argc, char **argv, config_server *cfg,
+                        inferd_status *status);
+
+/* Writes every key with its flag, default and meaning (the table, as `--help`). */
+void config_help(FILE *out);
+/* Writes cfg as a config.properties that config_parse_text reads back to the same. */
+void config_write(const config_server *cfg, FILE *out);
+
+/* The entry of models={...} for name/version, or NULL. version NULL: the entry marked
+ * defaultVersion, else the only one. */
+const config_model *config_find_model(const config_server *cfg, const char *name, const char *version);
+
+/* True when `name` is a valid model name: [A-Za-z0-9][A-Za-z0-9_.-]* (TorchServe's
+ * rule; names go into URLs). */
+bool config_valid_model_name(const char *name);
+
+#endif /* INFERD_CONFIG_H */

@@ -1,0 +1,456 @@
+/*
+ * config_values.c - the values of config.properties that have a structure of their
+ * own: listening addresses, load_models, models={...} (JSON, parsed with jansson) and
+ * cpu_launcher_args.
+ *
+ * Each setter builds the new value on the side and replaces the old one only when the
+ * whole value is valid, so a failed set leaves the config as it was (and frees nothing
+ * twice). The per-model fields of models={...} are a table of their own (model_fields)
+ * tied to the global key whose range they share: batchSize is checked against
+ * batch_size's min..max, and takes its value when absent (config__finish_models).
+ */
+#include <ctype.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "config/config_internal.h"
+#include "core/core.h"
+
+/* ==== small helpers ==================================================================== */
+
+bool config__parse_int64(const char *s, int64_t min, int64_t max, int64_t *out) {
+  const char *p = s;
+  bool negative = false;
+  if (*p == '+' || *p == '-') negative = *p++ == '-';
+  if (!isdigit((unsigned char)*p)) return false;
+  uint64_t v = 0;
+  for (; isdigit((unsigned char)*p); p++) {
+    v = v * 10 + (uint64_t)(*p - '0');
+    if (v > (uint64_t)INT64_MAX) return false;
+  }
+  if (*p) return false;
+  int64_t x = negative ? -(int64_t)v : (int64_t)v;
+  if (x < min || x > max) return false;
+  *out = x;
+  return true;
+}
+
+bool config_valid_model_name(const char *name) {
+  if (!name || !isalnum((unsigned char)name[0])) return false;
+  for (const char *p = name; *p; p++)
+    if (!isalnum((unsigned char)*p) && *p != '_' && *p != '-' && *p != '.') return false;
+  return strlen(name) <= 255;
+}
+
+/* A version goes into URLs (/predictions/m/1.0) like a name does. */
+static bool valid_version(const char *v) { return config_valid_model_name(v); }
+
+static char *dup_range(const char *s, size_t n) {
+  char *d = malloc(n + 1);
+  if (d) {
+    memcpy(d, s, n);
+    d[n] = '\0';
+  }
+  return d;
+}
+
+/* ==== addresses =========================================================================== */
+
+static bool host_char(char c) { return isalnum((unsigned char)c) || c == '.' || c == '-' || c == '_'; }
+
+inferd_code config__set_address(config_address *out, const char *key, const char *value,
+                                const config__where *w, inferd_status *st) {
+  config_address a = {0};
+  const char *p = value;
+  if (strncmp(p, "unix:", 5) == 0) {
+    p += 5;
+    size_t n = strlen(p);
+    if (n == 0 || n >= 108) /* sun_path holds 108 bytes with the NUL */
+      return config__fail(st, INFERD_INVALID_ARG, w, key, "unix socket path must have 1..107 bytes, got %zu", n);
+    strcpy(a.scheme, "unix");
+    memcpy(a.host, p, n + 1);
+    *out = a;
+    return INFERD_OK;
+  }
+  if (strncasecmp(p, "http://", 7) == 0) {
+    strcpy(a.scheme, "http");
+    a.port = 80;
+    p += 7;
+  } else if (strncasecmp(p, "https://", 8) == 0) {
+    strcpy(a.scheme, "https");
+    a.port = 443;
+    p += 8;
+  } else if (strstr(p, "://")) {
+    return config__fail(st, INFERD_INVALID_ARG, w, key, "'%s': only http://, https:// and unix: addresses", value);
+  } else {
+    strcpy(a.scheme, "http");
+    a.port = 80;
+  }
+  const char *host = p, *host_end;
+  if (*p == '[') { /* [IPv6] */
+    host = ++p;
+    while (*p && (isxdigit((unsigned char)*p) || *p == ':' || *p == '.')) p++;
+    if (*p != ']' || p == host)
+      return config__fail(st, INFERD_INVALID_ARG, w, key, "'%s': malformed [IPv6] host", value);
+    host_end = p++;
+  } else {
+    while (host_char(*p)) p++;
+    host_end = p;
+  }
+  size_t host_len = (size_t)(host_end - host);
+  if (host_len == 0) return config__fail(st, INFERD_INVALID_ARG, w, key, "'%s': no host", value);
+  if (host_len >= sizeof a.host) return config__fail(st, INFERD_INVALID_ARG, w, key, "host name too long");
+  memcpy(a.host, host, host_len);
+  a.host[host_len] = '\0';
+  if (*p == ':') {
+    p++;
+    const char *digits = p;
+    while (isdigit((unsigned char)*p)) p++;
+    char port[8];
+    size_t n = (size_t)(p - digits);
+    int64_t v;
+    if (n == 0 || n > 5) return config__fail(st, INFERD_INVALID_ARG, w, key, "'%s': port must be 0..65535", value);
+    memcpy(port, digits, n);
+    port[n] = '\0';
+    if (!config__parse_int64(port, 0, 65535, &v))
+      return config__fail(st, INFERD_INVALID_ARG, w, key, "'%s': port must be 0..65535", value);
+    a.port = (int)v;
+  }
+  if (*p == '/') p++; /* "http://127.0.0.1:8080/" */
+  if (*p) return config__fail(st, INFERD_INVALID_ARG, w, key, "'%s': unexpected '%s' after host and port", value, p);
+  *out = a;
+  return INFERD_OK;
+}
+
+/* ==== load_models ========================================================================== */
+
+void config__free_load_models(config_load_models *v) {
+  for (int i = 0; i < v->count; i++) {
+    free(v->items[i].name);
+    free(v->items[i].path);
+  }
+  free(v->items);
+  free(v->text);
+  memset(v, 0, sizeof *v);
+}
+
+static const char *trim(const char *s, const char *end, const char **trim_end) {
+  while (s < end && isspace((unsigned char)*s)) s++;
+  while (end > s && isspace((unsigned char)end[-1])) end--;
+  *trim_end = end;
+  return s;
+}
+
+inferd_code config__set_load_models(config_load_models *out, const char *key, const char *value,
+                                    const config__where *w, inferd_status *st) {
+  config_load_models v = {0};
+  inferd_code rc = INFERD_OK;
+  if (!*value) { /* nothing to load */
+    config__free_load_models(out);
+    return INFERD_OK;
+  }
+  if (!(v.text = strdup(value))) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
+  int n = 1;
+  for (const char *p = value; *p; p++) n += *p == ',';
+  if (!(v.items = calloc((size_t)n, sizeof *v.items))) {
+    rc = core_fail(st, INFERD_NO_MEMORY, "out of memory");
+    goto fail;
+  }
+  for (const char *p = value;;) {
+    const char *comma = strchr(p, ','), *end = comma ? comma : p + strlen(p), *item_end;
+    const char *item = trim(p, end, &item_end);
+    if (item == item_end) {
+      rc = config__fail(st, INFERD_INVALID_ARG, w, key, "empty item in '%s'", value);
+      goto fail;
+    }
+    if ((size_t)(item_end - item) == 3 && strncasecmp(item, "all", 3) == 0) {
+      v.all = true;
+    } else {
+      config_load_model *m = &v.items[v.count++];
+      /* "name=path" when what precedes '=' is a valid model name, else all of it is
+       * the path (a URL may hold '=' in its query) */
+      const char *eq = memchr(item, '=', (size_t)(item_end - item));
+      char *name = eq ? dup_range(item, (size_t)(eq - item)) : NULL;
+      if (eq && !name) {
+        rc = core_fail(st, INFERD_NO_MEMORY, "out of memory");
+        goto fail;
+      }
+      if (name && config_valid_model_name(name)) {
+        m->name = name;
+        item = eq + 1;
+      } else {
+        free(name);
+      }
+      if (item == item_end) {
+        rc = config__fail(st, INFERD_INVALID_ARG, w, key, "model '%s' has no file", m->name);
+        goto fail;
+      }
+      if (!(m->path = dup_range(item, (size_t)(item_end - item)))) {
+        rc = core_fail(st, INFERD_NO_MEMORY, "out of memory");
+        goto fail;
+      }
+    }
+    if (!comma) break;
+    p = comma + 1;
+  }
+  if (v.all && v.count)
+    rc = config__fail(st, INFERD_INVALID_ARG, w, key, "'all' cannot be combined with other models in '%s'", value);
+  if (rc != INFERD_OK) goto fail;
+  config__free_load_models(out);
+  *out = v;
+  return INFERD_OK;
+fail:
+  config__free_load_models(&v);
+  return rc;
+}
+
+/* ==== models={...} ============================================================================== */
+
+/* The fields of one model version; `global` names the key whose range they share and
+ * whose value they take when absent. */
+static const struct model_field {
+  const char *json;
+  size_t offset;
+  const char *global;
+} model_fields[] = {
+    {"batchSize", offsetof(config_model, batch_size), "batch_size"},
+    {"maxBatchDelay", offsetof(config_model, max_batch_delay_ms), "max_batch_delay"},
+    {"responseTimeout", offsetof(config_model, response_timeout_s), "default_response_timeout"},
+    {"minWorkers", offsetof(config_model, min_workers), "default_workers_per_model"},
+    {"maxWorkers", offsetof(config_model, max_workers), "default_workers_per_model"},
+};
+
+/* The table's row for a global key (config_table.c). */
+const config__option *config__find_option(const char *name);
+
+void config__free_models(config_models *v) {
+  for (int i = 0; i < v->count; i++) {
+    free(v->items[i].name);
+    free(v->items[i].version);
+    free(v->items[i].mar_name);
+  }
+  free(v->items);
+  free(v->json);
+  memset(v, 0, sizeof *v);
+}
+
+/* The line of the file that holds byte `position` of the value. */
+static int line_at(const config__where *w, size_t position, size_t size) {
+  if (!w->value_lines || size == 0) return w->line;
+  return w->value_lines[position < size ? position : size - 1];
+}
+
+static inferd_code parse_model_version(config_server *cfg, config_model *m, json_t *params, const config__where *w,
+                                       const char *key, inferd_status *st) {
+  m->batch_size = m->max_batch_delay_ms = m->response_timeout_s = m->min_workers = m->max_workers = -1;
+  if (!json_is_object(params))
+    return config__fail(st, INFERD_INVALID_ARG, w, key, "'%s' version '%s': expected an object", m->name, m->version);
+  const char *field;
+  json_t *v;
+  json_object_foreach(params, field, v) {
+    if (strcmp(field, "marName") == 0) {
+      if (!json_is_string(v) || !json_string_length(v))
+        return config__fail(st, INFERD_INVALID_ARG, w, key, "'%s' version '%s': marName must be a file name",
+                            m->name, m->version);
+      if (!(m->mar_name = strdup(json_string_value(v)))) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
+      continue;
+    }
+    if (strcmp(field, "defaultVersion") == 0) {
+      if (!json_is_boolean(v))
+        return config__fail(st, INFERD_INVALID_ARG, w, key, "'%s' version '%s': defaultVersion must be true or false",
+                            m->name, m->version);
+      m->default_version = json_is_true(v);
+      continue;
+    }
+    const struct model_field *f = NULL;
+    for (size_t i = 0; i < CORE_ARRAY_LEN(model_fields); i++)
+      if (strcmp(field, model_fields[i].json) == 0) f = &model_fields[i];
+    if (!f) {
+      config__warn(cfg, "%s:%d: %s: '%s' version '%s': unknown field '%s' (ignored)", w->source, w->line, key,
+                   m->name, m->version, field);
+      continue;
+    }
+    const config__option *range = config__find_option(f->global);
+    int64_t x;
+    /* TorchServe reads these with Gson's getAsInt, which takes "8" as well as 8 */
+    bool ok = json_is_integer(v) ? (x = json_integer_value(v), x >= range->min && x <= range->max)
+              : json_is_string(v) ? config__parse_int64(json_string_value(v), range->min, range->max, &x)
+                                  : false;
+    if (!ok)
+      return config__fail(st, INFERD_INVALID_ARG, w, key, "'%s' version '%s': %s must be an integer in %lld..%lld",
+                          m->name, m->version, f->json, (long long)range->min, (long long)range->max);
+    *(int *)((char *)m + f->offset) = (int)x;
+  }
+  return INFERD_OK;
+}
+
+inferd_code config__set_models(config_server *cfg, config_models *out, const char *key, const char *value,
+                               const config__where *w, inferd_status *st) {
+  config_models v = {0};
+  inferd_code rc = INFERD_OK;
+  size_t size = strlen(value);
+  if (size == 0) {
+    config__free_models(out);
+    return INFERD_OK;
+  }
+  json_error_t err;
+  json_t *root = json_loadb(value, size, JSON_REJECT_DUPLICATES, &err);
+  if (!root) {
+    config__where at = *w;
+    at.line = line_at(w, (size_t)err.position, size);
+    return config__fail(st, INFERD_INVALID_ARG, &at, key, "invalid JSON (value line %d, column %d): %s", err.line,
+                        err.column, err.text);
+  }
+  if (!json_is_object(root)) {
+    rc = config__fail(st, INFERD_INVALID_ARG, w, key, "expected a JSON object {\"model\": {\"version\": {...}}}");
+    goto done;
+  }
+  size_t total = 0;
+  const char *name, *version;
+  json_t *versions, *params;
+  json_object_foreach(root, name, versions) {
+    if (!json_is_object(versions) || json_object_size(versions) == 0) {
+      rc = config__fail(st, INFERD_INVALID_ARG, w, key, "'%s': expected an object of versions", name);
+      goto done;
+    }
+    total += json_object_size(versions);
+  }
+  if (!(v.json = strdup(value)) || (total && !(v.items = calloc(total, sizeof *v.items)))) {
+    rc = core_fail(st, INFERD_NO_MEMORY, "out of memory");
+    goto done;
+  }
+  json_object_foreach(root, name, versions) {
+    if (!config_valid_model_name(name)) { /* (jansson refuses NUL bytes in keys) */
+      rc = config__fail(st, INFERD_INVALID_ARG, w, key, "'%s' is not a valid model name ([A-Za-z0-9][A-Za-z0-9_.-]*)",
+                        name);
+      goto done;
+    }
+    json_object_foreach(versions, version, params) {
+      config_model *m = &v.items[v.count++];
+      if (!(m->name = strdup(name)) || !(m->version = strdup(version))) {
+        rc = core_fail(st, INFERD_NO_MEMORY, "out of memory");
+        goto done;
+      }
+      if (!valid_version(version)) {
+        rc = config__fail(st, INFERD_INVALID_ARG, w, key, "'%s': '%s' is not a valid version", name, version);
+        goto done;
+      }
+      if ((rc = parse_model_version(cfg, m, params, w, key, st)) != INFERD_OK) goto done;
+    }
+  }
+  config__free_models(out);
+  *out = v;
+  v = (config_models){0};
+done:
+  config__free_models(&v);
+  json_decref(root);
+  return rc;
+}
+
+inferd_code config__finish_models(config_server *cfg, inferd_status *st) {
+  config_models *models = &cfg->models;
+  for (int i = 0; i < models->count; i++) {
+    config_model *m = &models->items[i];
+    bool min_given = m->min_workers >= 0, max_given = m->max_workers >= 0;
+    for (size_t k = 0; k < CORE_ARRAY_LEN(model_fields); k++) {
+      int *field = (int *)((char *)m + model_fields[k].offset);
+      if (*field < 0) *field = *(const int *)((const char *)cfg + config__find_option(model_fields[k].global)->offset);
+    }
+    /* 0 workers means "automatic", which any bound admits */
+    if (min_given && max_given && m->max_workers > 0 && m->min_workers > m->max_workers)
+      return core_fail(st, INFERD_INVALID_ARG, "models: '%s' version '%s': minWorkers %d exceeds maxWorkers %d",
+                       m->name, m->version, m->min_workers, m->max_workers);
+    if (!min_given && max_given && m->max_workers > 0 && m->min_workers > m->max_workers) m->min_workers = m->max_workers;
+    if (!max_given && m->min_workers > m->max_workers) m->max_workers = m->min_workers;
+    for (int j = 0; j < i; j++)
+      if (m->default_version && models->items[j].default_version && strcmp(models->items[j].name, m->name) == 0)
+        return core_fail(st, INFERD_INVALID_ARG, "models: '%s' has two default versions, '%s' and '%s'", m->name,
+                         models->items[j].version, m->version);
+  }
+  return INFERD_OK;
+}
+
+/* ==== cpu_launcher_args ==================================================================== */
+
+/* The arguments of IPEX's launcher that inferd's placement honours. */
+static const struct launcher_flag {
+  const char *name; /* without the leading "--"; '-' and '_' are the same */
+  size_t offset;
+  int min, max; /* max 0: takes no value (a switch) */
+} launcher_flags[] = {
+    {"use_logical_core", offsetof(config_launcher, use_logical_core), 0, 0},
+    {"node_id", offsetof(config_launcher, node_id), 0, 4095},
+    {"ninstances", offsetof(config_launcher, ninstances), 1, 4096},
+    {"ncores_per_instance", offsetof(config_launcher, ncores_per_instance), 1, 4096},
+};
+
+void config__free_launcher(config_launcher *v) {
+  free(v->text);
+  memset(v, 0, sizeof *v);
+  v->node_id = -1;
+}
+
+static bool same_flag(const char *a, size_t n, const char *b) {
+  if (strlen(b) != n) return false;
+  for (size_t i = 0; i < n; i++)
+    if (a[i] != b[i] && !((a[i] == '-' || a[i] == '_') && (b[i] == '-' || b[i] == '_'))) return false;
+  return true;
+}
+
+inferd_code config__set_launcher(config_server *cfg, config_launcher *out, const char *key, const char *value,
+                                 const config__where *w, inferd_status *st) {
+  config_launcher v = {.node_id = -1};
+  inferd_code rc = INFERD_OK;
+  if (*value && !(v.text = strdup(value))) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
+  char *copy = strdup(value), *save = NULL;
+  if (!copy) {
+    free(v.text);
+    return core_fail(st, INFERD_NO_MEMORY, "out of memory");
+  }
+  for (char *tok = strtok_r(copy, " \t\r\n\f", &save); tok; tok = strtok_r(NULL, " \t\r\n\f", &save)) {
+    if (strncmp(tok, "--", 2) != 0) {
+      config__warn(cfg, "%s:%d: %s: '%s' is not an option (ignored)", w->source, w->line, key, tok);
+      continue;
+    }
+    char *name = tok + 2, *eq = strchr(name, '='), *arg = eq ? eq + 1 : NULL;
+    size_t name_len = eq ? (size_t)(eq - name) : strlen(name);
+    const struct launcher_flag *f = NULL;
+    for (size_t i = 0; i < CORE_ARRAY_LEN(launcher_flags); i++)
+      if (same_flag(name, name_len, launcher_flags[i].name)) f = &launcher_flags[i];
+    if (!f) {
+      /* the launcher's other options (--enable_jemalloc, --log_path DIR, ...) */
+      char *next = save && *save ? save + strspn(save, " \t\r\n\f") : NULL;
+      bool with_value = !eq && next && *next && *next != '-';
+      config__warn(cfg, "%s:%d: %s: '%s%s%.*s' is not used by inferd (ignored)", w->source, w->line, key, tok,
+                   with_value ? " " : "", with_value ? (int)strcspn(next, " \t\r\n\f") : 0, with_value ? next : "");
+      if (with_value) strtok_r(NULL, " \t\r\n\f", &save);
+      continue;
+    }
+    if (f->max == 0) {
+      if (eq) {
+        rc = config__fail(st, INFERD_INVALID_ARG, w, key, "--%s takes no value", f->name);
+        break;
+      }
+      *(bool *)((char *)&v + f->offset) = true;
+      continue;
+    }
+    if (!arg) arg = strtok_r(NULL, " \t\r\n\f", &save);
+    int64_t x;
+    if (!arg || !config__parse_int64(arg, f->min, f->max, &x)) {
+      rc = config__fail(st, INFERD_INVALID_ARG, w, key, "--%s wants an integer in %d..%d, got '%s'", f->name, f->min,
+                        f->max, arg ? arg : "");
+      break;
+    }
+    *(int *)((char *)&v + f->offset) = (int)x;
+  }
+  free(copy);
+  if (rc != INFERD_OK) {
+    config__free_launcher(&v);
+    return rc;
+  }
+  config__free_launcher(out);
+  *out = v;
+  return INFERD_OK;
+}

@@ -1,0 +1,607 @@
+/*
+ * test_config.c - src/config: the config.properties reader, the command line, the
+ * defaults and the structured values (addresses, load_models, models={...},
+ * cpu_launcher_args), through the public header only.
+ *
+ * Each test parses text with config_parse_text (or a file written to a temporary
+ * directory for config_load) and checks fields, warnings and error messages. Error
+ * tests check the code and that the message names the line and the key. Assertions
+ * print both values on failure (cmocka's assert_*_equal, assert_string_equal).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config/config.h"
+
+/* ==== helpers ============================================================================ */
+
+static config_server parse_ok(const char *text) {
+  config_server cfg;
+  config_defaults(&cfg);
+  inferd_status st = {0};
+  inferd_code rc = config_parse_text(&cfg, text, strlen(text), "test.properties", &st);
+  if (rc != INFERD_OK) fail_msg("parse failed: %s", st.message);
+  rc = config_finish(&cfg, &st);
+  if (rc != INFERD_OK) fail_msg("finish failed: %s", st.message);
+  return cfg;
+}
+
+/* Parses text that must fail; checks the code and that the message has every `want`. */
+static void parse_fails(const char *text, inferd_code code, const char *want1, const char *want2) {
+  config_server cfg;
+  config_defaults(&cfg);
+  inferd_status st = {0};
+  inferd_code rc = config_parse_text(&cfg, text, strlen(text), "test.properties", &st);
+  if (rc == INFERD_OK) rc = config_finish(&cfg, &st);
+  if (rc == INFERD_OK) fail_msg("expected failure for <<%s>>", text);
+  assert_int_equal(rc, code);
+  if (want1 && !strstr(st.message, want1)) fail_msg("message '%s' lacks '%s'", st.message, want1);
+  if (want2 && !strstr(st.message, want2)) fail_msg("message '%s' lacks '%s'", st.message, want2);
+  assert_null(strchr(st.message, '\n'));
+  config_free(&cfg);
+}
+
+static bool has_warning(const config_server *cfg, const char *a, const char *b) {
+  for (int i = 0; i < cfg->warning_count; i++)
+    if (strstr(cfg->warnings[i], a) && (!b || strstr(cfg->warnings[i], b))) return true;
+  return false;
+}
+
+static void print_warnings(const config_server *cfg) {
+  for (int i = 0; i < cfg->warning_count; i++) print_message("warning: %s\n", cfg->warnings[i]);
+}
+
+/* ==== defaults ============================================================================= */
+
+static void defaults_are_torchserve_s(void **state) {
+  config_server cfg;
+  config_defaults(&cfg);
+  assert_string_equal(cfg.inference_address.scheme, "http");
+  assert_string_equal(cfg.inference_address.host, "127.0.0.1");
+  assert_int_equal(cfg.inference_address.port, 8080);
+  assert_string_equal(cfg.management_address.host, "127.0.0.1");
+  assert_int_equal(cfg.management_address.port, 8081);
+  assert_int_equal(cfg.metrics_address.port, 8082);
+  assert_null(cfg.model_store);
+  assert_int_equal(cfg.load_models.count, 0);
+  assert_false(cfg.load_models.all);
+  assert_int_equal(cfg.models.count, 0);
+  assert_int_equal(cfg.default_workers_per_model, 0);
+  assert_int_equal(cfg.job_queue_size, 100);
+  assert_int_equal(cfg.number_of_netty_threads, 0);
+  assert_false(cfg.cpu_launcher_enable);
+  assert_int_equal(cfg.cpu_launcher_args.node_id, -1);
+  assert_int_equal(cfg.max_request_size, 6553500);
+  assert_int_equal(cfg.max_response_size, 6553500);
+  assert_false(cfg.disable_token_authorization);
+  assert_false(cfg.enable_model_api);
+  assert_int_equal(cfg.default_response_timeout, 120);
+  assert_int_equal(cfg.batch_size, 1);
+  assert_int_equal(cfg.max_batch_delay, 100);
+  assert_false(cfg.foreground || cfg.start || cfg.stop || cfg.help);
+  assert_int_equal(cfg.warning_count, 0);
+  config_free(&cfg);
+}
+
+static void help_lists_every_key_with_default(void **state) {
+  char *text = NULL;
+  size_t size = 0;
+  FILE *f = open_memstream(&text, &size);
+  config_help(f);
+  fclose(f);
+  static const char *const want[] = {
+      "inference_address", "http://127.0.0.1:8080", "management_address", "http://127.0.0.1:8081",
+      "metrics_address", "http://127.0.0.1:8082", "model_store, --model-store DIR", "load_models, --models",
+      "models", "default_workers_per_model", "job_queue_size", "default: 100", "number_of_netty_threads",
+      "cpu_launcher_enable", "cpu_launcher_args", "max_request_size", "default: 6553500", "max_response_size",
+      "disable_token_authorization, --disable-token-auth", "enable_model_api, --enable-model-api",
+      "default_response_timeout", "default: 120", "batch_size", "max_batch_delay", "--ts-config FILE",
+      "--foreground", "--start", "--stop", "vmargs"};
+  for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+    if (!strstr(text, want[i])) fail_msg("help lacks '%s':\n%s", want[i], text);
+  free(text);
+}
+
+/* ==== the file from issue 3 =============================================================== */
+
+static void issue_3_file(void **state) {
+  const char *text =
+      "model_store=model_store\n"
+      "load_models=resnet-152.mar\n"
+      "models={\"resnet-152\": {\"1.0\": {\"marName\": \"resnet-152.mar\", \"batchSize\": 8, \"maxBatchDelay\": 100, "
+      "\"responseTimeout\": 200}}}\n"
+      "default_workers_per_model=2\n"
+      "job_queue_size=100\n"
+      "number_of_netty_threads=4\n";
+  config_server cfg = parse_ok(text);
+  print_warnings(&cfg);
+  assert_int_equal(cfg.warning_count, 0);
+  assert_string_equal(cfg.model_store, "model_store");
+  assert_false(cfg.load_models.all);
+  assert_int_equal(cfg.load_models.count, 1);
+  assert_null(cfg.load_models.items[0].name);
+  assert_string_equal(cfg.load_models.items[0].path, "resnet-152.mar");
+  assert_int_equal(cfg.models.count, 1);
+  const config_model *m = config_find_model(&cfg, "resnet-152", NULL);
+  assert_non_null(m);
+  assert_ptr_equal(m, config_find_model(&cfg, "resnet-152", "1.0"));
+  assert_null(config_find_model(&cfg, "resnet-152", "2.0"));
+  assert_string_equal(m->name, "resnet-152");
+  assert_string_equal(m->version, "1.0");
+  assert_string_equal(m->mar_name, "resnet-152.mar");
+  assert_int_equal(m->batch_size, 8);
+  assert_int_equal(m->max_batch_delay_ms, 100);
+  assert_int_equal(m->response_timeout_s, 200);
+  assert_int_equal(m->min_workers, 2); /* from default_workers_per_model, set after models= */
+  assert_int_equal(m->max_workers, 2);
+  assert_int_equal(cfg.default_workers_per_model, 2);
+  assert_int_equal(cfg.job_queue_size, 100);
+  assert_int_equal(cfg.number_of_netty_threads, 4);
+  assert_int_equal(cfg.inference_address.port, 8080); /* untouched keys keep defaults */
+  config_free(&cfg);
+}
+
+/* TorchServe's documented multi-line form, with defaultVersion and two models. */
+static void models_continued_over_lines(void **state) {
+  const char *text = "models={\\\n"
+                     "  \"noop\": {\\\n"
+                     "    \"1.0\": {\\\n"
+                     "        \"defaultVersion\": true,\\\n"
+                     "        \"marName\": \"noop.mar\",\\\n"
+                     "        \"minWorkers\": 1,\\\n"
+                     "        \"maxWorkers\": 1,\\\n"
+                     "        \"batchSize\": 4,\\\n"
+                     "        \"maxBatchDelay\": 100,\\\n"
+                     "        \"responseTimeout\": 120\\\n"
+                     "    },\\\n"
+                     "    \"2.0\": {\"batchSize\": \"16\"}\\\n"
+                     "  },\\\n"
+                     "  \"vgg16\": {\\\n"
+                     "    \"1.0\": {\"minWorkers\": 3}\\\n"
+                     "  }\\\n"
+                     "}\n"
+                     "batch_size=2\n"
+                     "default_workers_per_model=1\n";
+  config_server cfg = parse_ok(text);
+  print_warnings(&cfg);
+  assert_int_equal(cfg.warning_count, 0);
+  assert_int_equal(cfg.models.count, 3);
+  const config_model *noop = config_find_model(&cfg, "noop", NULL);
+  assert_non_null(noop);
+  assert_string_equal(noop->version, "1.0");
+  assert_true(noop->default_version);
+  assert_int_equal(noop->batch_size, 4);
+  const config_model *noop2 = config_find_model(&cfg, "noop", "2.0");
+  assert_non_null(noop2);
+  assert_int_equal(noop2->batch_size, 16);           /* a numeric string, as Gson's getAsInt takes */
+  assert_int_equal(noop2->max_batch_delay_ms, 100);  /* max_batch_delay's default */
+  assert_int_equal(noop2->response_timeout_s, 120);
+  assert_null(noop2->mar_name);
+  const config_model *vgg = config_find_model(&cfg, "vgg16", NULL); /* the only version */
+  assert_non_null(vgg);
+  assert_int_equal(vgg->batch_size, 2); /* batch_size key */
+  assert_int_equal(vgg->min_workers, 3);
+  assert_int_equal(vgg->max_workers, 3); /* raised to minWorkers */
+  config_free(&cfg);
+}
+
+/* ==== properties syntax ======================================================================= */
+
+static void properties_syntax(void **state) {
+  const char *text = "\xEF\xBB\xBF# a comment\n"
+                     "! another comment \\\n"
+                     "   \n"
+                     "  job_queue_size : 7  \r\n"
+                     "model_store  /srv/models\\ store\r"
+                     "number_of_netty_threads=\\\n"
+                     "     3\n"
+                     "cpu_launcher_args=--use_logical_core \\\n"
+                     "    --node_id 1\n"
+                     "load_models = a\\u003db.mar, c.mar\n"
+                     "inference_address=http://0.0.0.0:9090/\n";
+  config_server cfg = parse_ok(text);
+  print_warnings(&cfg);
+  assert_int_equal(cfg.job_queue_size, 7); /* blanks around ':' and trailing blanks */
+  assert_string_equal(cfg.model_store, "/srv/models store");
+  assert_int_equal(cfg.number_of_netty_threads, 3);
+  assert_true(cfg.cpu_launcher_args.use_logical_core);
+  assert_int_equal(cfg.cpu_launcher_args.node_id, 1);
+  assert_int_equal(cfg.load_models.count, 2);
+  assert_string_equal(cfg.load_models.items[0].name, "a"); /* \u003d is '=' */
+  assert_string_equal(cfg.load_models.items[0].path, "b.mar");
+  assert_null(cfg.load_models.items[1].name);
+  assert_string_equal(cfg.load_models.items[1].path, "c.mar");
+  assert_string_equal(cfg.inference_address.host, "0.0.0.0");
+  assert_int_equal(cfg.inference_address.port, 9090);
+  /* "key==v": the first '=' separates, the second belongs to the value (Java) */
+  config_free(&cfg);
+  parse_fails("management_address==http://10.0.0.1:1\n", INFERD_INVALID_ARG, "test.properties:1:",
+              "management_address");
+}
+
+static void escapes_and_unicode(void **state) {
+  config_server cfg = parse_ok("model_store=caf\\u00e9\\t\\\\x\\:y\\=z\\ \\uD83D\\uDE00\n");
+  assert_string_equal(cfg.model_store, "caf\xC3\xA9\t\\x:y=z \xF0\x9F\x98\x80");
+  config_free(&cfg);
+  parse_fails("model_store=a\n\nmodel_store=\\u12\n", INFERD_INVALID_ARG, "test.properties:3:", "\\uXXXX");
+  parse_fails("model_store=\\uD800x\n", INFERD_INVALID_ARG, "test.properties:1:", "surrogate");
+  parse_fails("model_store=\\u0000\n", INFERD_INVALID_ARG, "test.properties:1:", "NUL");
+  static const char with_nul[] = "job_queue_size=1\nmodel_store=a\0b\n";
+  config_server c2;
+  config_defaults(&c2);
+  inferd_status st;
+  assert_int_equal(config_parse_text(&c2, with_nul, sizeof with_nul - 1, "t", &st), INFERD_INVALID_ARG);
+  assert_non_null(strstr(st.message, "t:2:"));
+  config_free(&c2);
+}
+
+/* ==== warnings ================================================================================ */
+
+static void unknown_and_ignored_keys_warn(void **state) {
+  config_server cfg = parse_ok("job_queue_size=5\n"
+                               "frobnicate=1\n"
+                               "vmargs=-Xmx1g\n"
+                               "disable_token_auth=true\n"
+                               "job_queue_size=6\n"
+                               "models={\"m\": {\"1.0\": {\"deviceType\": \"cpu\"}}}\n"
+                               "cpu_launcher_args=--enable_jemalloc --log_path /tmp --ninstances 2 stray\n");
+  print_warnings(&cfg);
+  assert_true(has_warning(&cfg, "test.properties:2:", "unknown key 'frobnicate'"));
+  assert_true(has_warning(&cfg, "test.properties:3:", "'vmargs' is a TorchServe key inferd does not use"));
+  assert_true(has_warning(&cfg, "test.properties:4:", "did you mean 'disable_token_authorization'"));
+  assert_true(has_warning(&cfg, "test.properties:5:", "line 1's value is replaced"));
+  assert_true(has_warning(&cfg, "test.properties:6:", "unknown field 'deviceType'"));
+  assert_true(has_warning(&cfg, "'--enable_jemalloc' is not used", NULL));
+  assert_true(has_warning(&cfg, "'--log_path /tmp' is not used", NULL));
+  assert_true(has_warning(&cfg, "'stray' is not an option", NULL));
+  assert_int_equal(cfg.warning_count, 8);
+  assert_int_equal(cfg.job_queue_size, 6);
+  assert_false(cfg.disable_token_authorization);
+  assert_int_equal(cfg.cpu_launcher_args.ninstances, 2);
+  config_free(&cfg);
+}
+
+static void warnings_are_bounded(void **state) {
+  size_t n = 1000;
+  char *text = malloc(n * 16), *p = text;
+  for (size_t i = 0; i < n; i++) p += sprintf(p, "zz%zu=1\n", i);
+  config_server cfg = parse_ok(text);
+  assert_int_equal(cfg.warning_count, 201);
+  assert_non_null(strstr(cfg.warnings[200], "more warnings"));
+  config_free(&cfg);
+  free(text);
+}
+
+/* ==== errors ================================================================================== */
+
+static void bad_values_name_key_and_line(void **state) {
+  parse_fails("# x\njob_queue_size=abc\n", INFERD_INVALID_ARG, "test.properties:2: job_queue_size:", "'abc'");
+  parse_fails("job_queue_size=0\n", INFERD_INVALID_ARG, "job_queue_size", "1..10000000");
+  parse_fails("job_queue_size=99999999999999999999999\n", INFERD_INVALID_ARG, "job_queue_size", NULL);
+  parse_fails("job_queue_size=1.5\n", INFERD_INVALID_ARG, "job_queue_size", NULL);
+  parse_fails("batch_size=1025\n", INFERD_INVALID_ARG, "batch_size", "1..1024");
+  parse_fails("max_request_size=-1\n", INFERD_INVALID_ARG, "max_request_size", NULL);
+  parse_fails("\n\ncpu_launcher_enable=yes\n", INFERD_INVALID_ARG, "test.properties:3: cpu_launcher_enable",
+              "true or false");
+  parse_fails("inference_address=ftp://x:1\n", INFERD_INVALID_ARG, "inference_address", "http");
+  parse_fails("inference_address=http://:8080\n", INFERD_INVALID_ARG, "inference_address", "no host");
+  parse_fails("inference_address=http://h:65536\n", INFERD_INVALID_ARG, "inference_address", "port");
+  parse_fails("inference_address=http://h:80/x\n", INFERD_INVALID_ARG, "inference_address", "unexpected");
+  parse_fails("inference_address=http://[::1\n", INFERD_INVALID_ARG, "inference_address", "IPv6");
+  parse_fails("load_models=a.mar,,b.mar\n", INFERD_INVALID_ARG, "load_models", "empty item");
+  parse_fails("load_models=all,b.mar\n", INFERD_INVALID_ARG, "load_models", "'all'");
+  parse_fails("load_models=m=\n", INFERD_INVALID_ARG, "load_models", "no file");
+  parse_fails("cpu_launcher_args=--node_id\n", INFERD_INVALID_ARG, "cpu_launcher_args", "--node_id");
+  parse_fails("cpu_launcher_args=--node_id=-1\n", INFERD_INVALID_ARG, "cpu_launcher_args", "0..4095");
+  parse_fails("cpu_launcher_args=--use_logical_core=1\n", INFERD_INVALID_ARG, "cpu_launcher_args", "no value");
+}
+
+static void models_errors(void **state) {
+  /* the JSON error is on the 4th natural line of a value continued over five */
+  parse_fails("job_queue_size=1\n"
+              "models={\\\n"
+              "  \"m\": {\\\n"
+              "    \"1.0\": {\"batchSize\": 8,\\\n"
+              "              \"maxBatchDelay\" 5}\\\n"
+              "  }\\\n"
+              "}\n",
+              INFERD_INVALID_ARG, "test.properties:5: models: invalid JSON", "':' expected");
+  parse_fails("models={\"m\": {\"1.0\": {}}, \"m\": {\"2.0\": {}}}\n", INFERD_INVALID_ARG, "test.properties:1: models",
+              "duplicate");
+  parse_fails("models=[1]\n", INFERD_INVALID_ARG, "models", "JSON object");
+  parse_fails("models={\"m\": 1}\n", INFERD_INVALID_ARG, "models", "object of versions");
+  parse_fails("models={\"m\": {}}\n", INFERD_INVALID_ARG, "models", "object of versions");
+  parse_fails("models={\"../m\": {\"1.0\": {}}}\n", INFERD_INVALID_ARG, "models", "not a valid model name");
+  parse_fails("models={\"m\": {\"1/0\": {}}}\n", INFERD_INVALID_ARG, "models", "not a valid version");
+  parse_fails("models={\"m\": {\"1.0\": 3}}\n", INFERD_INVALID_ARG, "models", "expected an object");
+  parse_fails("models={\"m\": {\"1.0\": {\"batchSize\": 0}}}\n", INFERD_INVALID_ARG, "batchSize", "1..1024");
+  parse_fails("models={\"m\": {\"1.0\": {\"batchSize\": 2.5}}}\n", INFERD_INVALID_ARG, "batchSize", NULL);
+  parse_fails("models={\"m\": {\"1.0\": {\"batchSize\": \"8x\"}}}\n", INFERD_INVALID_ARG, "batchSize", NULL);
+  parse_fails("models={\"m\": {\"1.0\": {\"responseTimeout\": true}}}\n", INFERD_INVALID_ARG, "responseTimeout", NULL);
+  parse_fails("models={\"m\": {\"1.0\": {\"marName\": 5}}}\n", INFERD_INVALID_ARG, "marName", NULL);
+  parse_fails("models={\"m\": {\"1.0\": {\"defaultVersion\": 1}}}\n", INFERD_INVALID_ARG, "defaultVersion", NULL);
+  parse_fails("models={\"m\": {\"1.0\": {\"minWorkers\": 4, \"maxWorkers\": 2}}}\n", INFERD_INVALID_ARG, "minWorkers 4",
+              "maxWorkers 2");
+  parse_fails("models={\"m\": {\"1.0\": {\"defaultVersion\": true}, \"2.0\": {\"defaultVersion\": true}}}\n",
+              INFERD_INVALID_ARG, "two default versions", NULL);
+}
+
+/* A failed set leaves the previous value in place (and leaks nothing under ASan). */
+static void failed_set_keeps_old_value(void **state) {
+  config_server cfg;
+  config_defaults(&cfg);
+  inferd_status st;
+  const char *good = "models={\"m\": {\"1.0\": {\"batchSize\": 3}}}\nload_models=a.mar\n";
+  assert_int_equal(config_parse_text(&cfg, good, strlen(good), "t", &st), INFERD_OK);
+  const char *bad = "models={\"m\": {\"1.0\": {\"batchSize\": 0}}}\n";
+  assert_int_equal(config_parse_text(&cfg, bad, strlen(bad), "t", &st), INFERD_INVALID_ARG);
+  const char *bad2 = "load_models=all,x\n";
+  assert_int_equal(config_parse_text(&cfg, bad2, strlen(bad2), "t", &st), INFERD_INVALID_ARG);
+  assert_int_equal(cfg.models.count, 1);
+  assert_int_equal(cfg.models.items[0].batch_size, 3);
+  assert_int_equal(cfg.load_models.count, 1);
+  config_free(&cfg);
+}
+
+/* ==== values ================================================================================= */
+
+static void addresses(void **state) {
+  config_server cfg = parse_ok("inference_address=https://[::1]:8443\n"
+                               "management_address=localhost\n"
+                               "metrics_address=unix:/run/inferd/metrics.sock\n");
+  assert_string_equal(cfg.inference_address.scheme, "https");
+  assert_string_equal(cfg.inference_address.host, "::1");
+  assert_int_equal(cfg.inference_address.port, 8443);
+  assert_string_equal(cfg.management_address.scheme, "http");
+  assert_string_equal(cfg.management_address.host, "localhost");
+  assert_int_equal(cfg.management_address.port, 80);
+  assert_string_equal(cfg.metrics_address.scheme, "unix");
+  assert_string_equal(cfg.metrics_address.host, "/run/inferd/metrics.sock");
+  config_free(&cfg);
+  cfg = parse_ok("inference_address=HTTPS://example.com\nmanagement_address=127.0.0.1:0\n");
+  assert_int_equal(cfg.inference_address.port, 443);
+  assert_int_equal(cfg.management_address.port, 0);
+  config_free(&cfg);
+}
+
+static void load_models_forms(void **state) {
+  config_server cfg = parse_ok("load_models=ALL\n");
+  assert_true(cfg.load_models.all);
+  assert_int_equal(cfg.load_models.count, 0);
+  config_free(&cfg);
+  cfg = parse_ok("load_models=resnet=resnet-152.mar, http://host/x.mar?a=b ,/abs/m.onnx\n");
+  assert_int_equal(cfg.load_models.count, 3);
+  assert_string_equal(cfg.load_models.items[0].name, "resnet");
+  assert_string_equal(cfg.load_models.items[0].path, "resnet-152.mar");
+  assert_null(cfg.load_models.items[1].name); /* "http://host/x.mar?a" is no model name */
+  assert_string_equal(cfg.load_models.items[1].path, "http://host/x.mar?a=b");
+  assert_string_equal(cfg.load_models.items[2].path, "/abs/m.onnx");
+  config_free(&cfg);
+  cfg = parse_ok("load_models=\n");
+  assert_int_equal(cfg.load_models.count, 0);
+  assert_null(cfg.load_models.text);
+  config_free(&cfg);
+}
+
+static void launcher_args(void **state) {
+  config_server cfg = parse_ok("cpu_launcher_enable=TRUE\n"
+                               "cpu_launcher_args=--use-logical-core --node_id=0 --ninstances 4 "
+                               "--ncores_per_instance 2\n");
+  assert_true(cfg.cpu_launcher_enable);
+  assert_true(cfg.cpu_launcher_args.use_logical_core);
+  assert_int_equal(cfg.cpu_launcher_args.node_id, 0);
+  assert_int_equal(cfg.cpu_launcher_args.ninstances, 4);
+  assert_int_equal(cfg.cpu_launcher_args.ncores_per_instance, 2);
+  assert_int_equal(cfg.warning_count, 0);
+  config_free(&cfg);
+}
+
+static void model_names(void **state) {
+  assert_true(config_valid_model_name("resnet-152"));
+  assert_true(config_valid_model_name("m_1.0"));
+  assert_false(config_valid_model_name(""));
+  assert_false(config_valid_model_name("-m"));
+  assert_false(config_valid_model_name("a/b"));
+  assert_false(config_valid_model_name(".."));
+  assert_false(config_valid_model_name("a b"));
+}
+
+/* ==== command line and config_load ============================================================ */
+
+static void command_line(void **state) {
+  char *argv[] = {"serve", "--model-store", "/m", "--models", "a=a.mar", "b.mar", "--disable-token-auth",
+                  "--enable-model-api", "--foreground", "--ts-config=x.properties", "-h"};
+  config_server cfg;
+  config_defaults(&cfg);
+  inferd_status st;
+  assert_int_equal(config_parse_args(&cfg, (int)(sizeof argv / sizeof *argv), argv, &st), INFERD_OK);
+  assert_string_equal(cfg.model_store, "/m");
+  assert_int_equal(cfg.load_models.count, 2);
+  assert_string_equal(cfg.load_models.items[0].name, "a");
+  assert_string_equal(cfg.load_models.items[1].path, "b.mar");
+  assert_true(cfg.disable_token_authorization);
+  assert_true(cfg.enable_model_api);
+  assert_true(cfg.foreground);
+  assert_string_equal(cfg.ts_config, "x.properties");
+  assert_true(cfg.help);
+  config_free(&cfg);
+
+  char *all[] = {"serve", "--models", "all", "--start"};
+  config_defaults(&cfg);
+  assert_int_equal(config_parse_args(&cfg, 4, all, &st), INFERD_OK);
+  assert_true(cfg.load_models.all);
+  assert_true(cfg.start);
+  config_free(&cfg);
+
+  struct {
+    int argc;
+    char *argv[4];
+    const char *want;
+  } bad[] = {
+      {2, {"serve", "--nope"}, "unknown option '--nope'"},
+      {2, {"serve", "stray"}, "unexpected argument 'stray'"},
+      {2, {"serve", "--model-store"}, "--model-store needs a value"},
+      {3, {"serve", "--models", "--foreground"}, "--models needs a value"},
+      {2, {"serve", "--vmargs=1"}, "unknown option '--vmargs'"},
+      {2, {"serve", "--foreground=maybe"}, "--foreground: expected true or false"},
+      {3, {"serve", "--models", "a.mar,,b"}, "--models: load_models: empty item"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    config_defaults(&cfg);
+    assert_int_equal(config_parse_args(&cfg, bad[i].argc, bad[i].argv, &st), INFERD_INVALID_ARG);
+    if (!strstr(st.message, bad[i].want)) fail_msg("message '%s' lacks '%s'", st.message, bad[i].want);
+    config_free(&cfg);
+  }
+}
+
+static char tmpdir[64];
+
+static char *write_temp(const char *name, const char *text) {
+  static char path[128];
+  snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+  return path;
+}
+
+static int make_tmpdir(void **state) {
+  strcpy(tmpdir, "/tmp/inferd_test_config.XXXXXX");
+  return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int remove_tmpdir(void **state) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+static void load_precedence(void **state) {
+  const char *path = write_temp("a.properties", "job_queue_size=7\nmodel_store=from_file\nenable_envvars_config=true\n"
+                                                "batch_size=4\n");
+  char path_copy[128];
+  strcpy(path_copy, path);
+  char *argv[] = {"serve", "--ts-config", path_copy, "--model-store", "from_flag", "--start", "--stop"};
+  config_server cfg;
+  inferd_status st;
+  unsetenv("TS_CONFIG_FILE");
+  setenv("TS_BATCH_SIZE", "9", 1);
+  /* --start with --stop is refused at the end */
+  assert_int_equal(config_load(NULL, 7, argv, &cfg, &st), INFERD_INVALID_ARG);
+  assert_non_null(strstr(st.message, "--start and --stop"));
+  assert_int_equal(config_load(NULL, 5, argv, &cfg, &st), INFERD_OK);
+  assert_int_equal(cfg.job_queue_size, 7);             /* file over default */
+  assert_string_equal(cfg.model_store, "from_flag");   /* flag over file */
+  assert_int_equal(cfg.batch_size, 9);                 /* TS_ variable over file */
+  assert_string_equal(cfg.ts_config, path_copy);
+  config_free(&cfg);
+  unsetenv("TS_BATCH_SIZE");
+
+  /* an explicit file wins over --ts-config; a missing file is an error */
+  const char *other = write_temp("b.properties", "job_queue_size=8\n");
+  char other_copy[128];
+  strcpy(other_copy, other);
+  assert_int_equal(config_load(other_copy, 3, argv, &cfg, &st), INFERD_OK);
+  assert_int_equal(cfg.job_queue_size, 8);
+  config_free(&cfg);
+  char *missing[] = {"serve", "--ts-config", "/nonexistent/config.properties"};
+  assert_int_equal(config_load(NULL, 3, missing, &cfg, &st), INFERD_NOT_FOUND);
+  assert_non_null(strstr(st.message, "/nonexistent/config.properties"));
+
+  /* a bad value in the file: the error names file, line and key */
+  const char *bad = write_temp("c.properties", "# c\n\njob_queue_size=many\n");
+  char bad_copy[128];
+  strcpy(bad_copy, bad);
+  assert_int_equal(config_load(bad_copy, 1, argv, &cfg, &st), INFERD_INVALID_ARG);
+  char want[192];
+  snprintf(want, sizeof want, "%s:3: job_queue_size:", bad_copy);
+  if (!strstr(st.message, want)) fail_msg("message '%s' lacks '%s'", st.message, want);
+
+  /* no file anywhere: defaults */
+  char cwd[512];
+  assert_non_null(getcwd(cwd, sizeof cwd));
+  assert_int_equal(chdir(tmpdir), 0);
+  assert_int_equal(config_load(NULL, 1, argv, &cfg, &st), INFERD_OK);
+  assert_null(cfg.ts_config);
+  assert_int_equal(cfg.job_queue_size, 100);
+  config_free(&cfg);
+  /* ./config.properties is found, and TS_CONFIG_FILE wins over it */
+  write_temp("config.properties", "job_queue_size=11\n");
+  assert_int_equal(config_load(NULL, 1, argv, &cfg, &st), INFERD_OK);
+  assert_int_equal(cfg.job_queue_size, 11);
+  config_free(&cfg);
+  setenv("TS_CONFIG_FILE", other_copy, 1);
+  assert_int_equal(config_load(NULL, 1, argv, &cfg, &st), INFERD_OK);
+  assert_int_equal(cfg.job_queue_size, 8);
+  config_free(&cfg);
+  unsetenv("TS_CONFIG_FILE");
+  assert_int_equal(chdir(cwd), 0);
+}
+
+/* config_write's output reads back to the same values. */
+static void write_round_trip(void **state) {
+  const char *text = "model_store= /a path\\\\with=odd:chars #x\n"
+                     "load_models=m=m.mar,n.mar\n"
+                     "models={\"m\": {\"1.0\": {\"batchSize\": 8,\\n  \"marName\": \"m.mar\"}}}\n"
+                     "inference_address=https://[::1]:8443\n"
+                     "cpu_launcher_args=--node_id 1\n"
+                     "max_request_size=1000\n"
+                     "enable_model_api=true\n";
+  config_server a = parse_ok(text); /* models holds an escaped newline */
+  print_warnings(&a);
+  assert_string_equal(a.model_store, "/a path\\with=odd:chars #x");
+  char *out = NULL;
+  size_t size = 0;
+  FILE *f = open_memstream(&out, &size);
+  config_write(&a, f);
+  fclose(f);
+  config_server b = parse_ok(out);
+  assert_string_equal(b.model_store, a.model_store);
+  assert_string_equal(b.load_models.text, a.load_models.text);
+  assert_string_equal(b.models.json, a.models.json);
+  assert_int_equal(b.models.items[0].batch_size, 8);
+  assert_string_equal(b.inference_address.host, "::1");
+  assert_int_equal(b.inference_address.port, 8443);
+  assert_int_equal(b.cpu_launcher_args.node_id, 1);
+  assert_int_equal(b.max_request_size, 1000);
+  assert_true(b.enable_model_api);
+  assert_int_equal(b.job_queue_size, 100);
+  assert_int_equal(b.warning_count, 0);
+  free(out);
+  config_free(&a);
+  config_free(&b);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(defaults_are_torchserve_s),
+      cmocka_unit_test(help_lists_every_key_with_default),
+      cmocka_unit_test(issue_3_file),
+      cmocka_unit_test(models_continued_over_lines),
+      cmocka_unit_test(properties_syntax),
+      cmocka_unit_test(escapes_and_unicode),
+      cmocka_unit_test(unknown_and_ignored_keys_warn),
+      cmocka_unit_test(warnings_are_bounded),
+      cmocka_unit_test(bad_values_name_key_and_line),
+      cmocka_unit_test(models_errors),
+      cmocka_unit_test(failed_set_keeps_old_value),
+      cmocka_unit_test(addresses),
+      cmocka_unit_test(load_models_forms),
+      cmocka_unit_test(launcher_args),
+      cmocka_unit_test(model_names),
+      cmocka_unit_test(command_line),
+      cmocka_unit_test(load_precedence),
+      cmocka_unit_test(write_round_trip),
+  };
+  return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);
+}
