@@ -39,9 +39,10 @@ inferd_code ops_concat_lower(plan_ctx *c, int node, inferd_status *st) {
   const ir_node *n = plan_node(c, node);
   if (n->n_inputs < 1 || n->n_outputs != 1) return node_fail(c, node, INFERD_INVALID_ARG, st, "needs inputs");
   plan_value *first = plan_val(c, n->inputs[0]);
-  int axis = (int)ir_attr_int(n, "axis", 0);
-  if (axis < 0) axis += first->rank;
-  if (axis < 0 || axis >= first->rank) return node_fail(c, node, INFERD_INVALID_ARG, st, "axis out of range");
+  int64_t axis_attr = ir_attr_int(n, "axis", 0);
+  if (axis_attr < 0) axis_attr += first->rank;
+  if (axis_attr < 0 || axis_attr >= first->rank) return node_fail(c, node, INFERD_INVALID_ARG, st, "axis out of range");
+  int axis = (int)axis_attr;
   int64_t dims[IR_MAX_RANK];
   memcpy(dims, first->dims, sizeof dims);
   dims[axis] = 0;
@@ -115,9 +116,10 @@ inferd_code ops_softmax_lower(plan_ctx *c, int node, inferd_status *st) {
   if (xv->dtype != INFERD_DTYPE_FLOAT || xv->is_const || xv->rank < 1)
     return node_fail(c, node, INFERD_UNSUPPORTED, st, "needs a float32 input computed at run time");
   bool old = plan_graph(c)->opset < 13;
-  int axis = (int)ir_attr_int(n, "axis", old ? 1 : -1);
-  if (axis < 0) axis += xv->rank;
-  if (axis < 0 || axis >= xv->rank) return node_fail(c, node, INFERD_INVALID_ARG, st, "axis out of range");
+  int64_t axis_attr = ir_attr_int(n, "axis", old ? 1 : -1);
+  if (axis_attr < 0) axis_attr += xv->rank;
+  if (axis_attr < 0 || axis_attr >= xv->rank) return node_fail(c, node, INFERD_INVALID_ARG, st, "axis out of range");
+  int axis = (int)axis_attr;
   ov->dtype = xv->dtype;
   ov->rank = xv->rank;
   memcpy(ov->dims, xv->dims, sizeof ov->dims);

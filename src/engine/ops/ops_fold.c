@@ -126,7 +126,7 @@ inferd_code ops_fold_lower(plan_ctx *c, int node, inferd_status *st) {
     int want = op == OP_WHERE ? 3 : op == OP_NOT ? 1 : 2;
     if (n->n_inputs != want) return node_fail(c, node, INFERD_INVALID_ARG, st, "needs %d inputs", want);
     if (!broadcast3(in, want, &rank, dims)) return node_fail(c, node, INFERD_INVALID_ARG, st, "shapes do not broadcast");
-    int fmod_attr = (int)ir_attr_int(n, "fmod", 0);
+    int fmod_attr = ir_attr_int(n, "fmod", 0) != 0;
     if (op == OP_EQUAL) return emit(c, node, INFERD_DTYPE_BOOL, rank, dims, f_equal, in, 2, NULL, st);
     if (op == OP_NOT) return emit(c, node, INFERD_DTYPE_BOOL, rank, dims, f_not, in, 1, NULL, st);
     if (op == OP_MOD) return emit(c, node, in[0]->dtype, rank, dims, f_mod, in, 2, &fmod_attr, st);

@@ -62,7 +62,12 @@ static inferd_code view(plan_ctx *c, int node, int in, int out, inferd_status *s
   return INFERD_OK;
 }
 
-static int norm_axis(int64_t axis, int rank) { return (int)(axis < 0 ? axis + rank : axis); }
+/* A negative axis counts from the end; an axis outside [-rank, rank] becomes -1, out
+ * of range for every caller, rather than an int64 truncated to some valid int. */
+static int norm_axis(int64_t axis, int rank) {
+  if (axis < -rank || axis > rank) return -1;
+  return (int)(axis < 0 ? axis + rank : axis);
+}
 
 inferd_code ops_reshape_lower(plan_ctx *c, int node, inferd_status *st) {
   const ir_node *n = plan_node(c, node);
@@ -224,8 +229,10 @@ inferd_code ops_shape_lower(plan_ctx *c, int node, inferd_status *st) {
     return node_fail(c, node, INFERD_INVALID_ARG, st, "needs an input and one output");
   plan_value *iv = plan_val(c, n->inputs[0]);
   if (op == OP_SHAPE) {
-    int start = norm_axis(ir_attr_int(n, "start", 0), iv->rank);
-    int end = ir_node_attr(n, "end") ? norm_axis(ir_attr_int(n, "end", 0), iv->rank) : iv->rank;
+    /* out-of-range start and end are clamped, as the spec says */
+    int64_t start = ir_attr_int(n, "start", 0), end = ir_node_attr(n, "end") ? ir_attr_int(n, "end", 0) : iv->rank;
+    if (start < 0) start += iv->rank;
+    if (end < 0) end += iv->rank;
     start = CORE_MAX(0, CORE_MIN(start, iv->rank));
     end = CORE_MAX(start, CORE_MIN(end, iv->rank));
     int64_t len = end - start;

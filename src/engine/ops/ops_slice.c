@@ -85,9 +85,10 @@ inferd_code ops_slice_lower(plan_ctx *c, int node, inferd_status *st) {
   for (int i = 0; i < rank; i++) step[i] = 1, odims[i] = iv->dims[i];
 
   if (plan_extra(c, node)->op == OP_SPLIT) {
-    int axis = (int)ir_attr_int(n, "axis", 0);
-    if (axis < 0) axis += rank;
-    if (axis < 0 || axis >= rank) return node_fail(c, node, INFERD_INVALID_ARG, st, "axis out of range");
+    int64_t axis_attr = ir_attr_int(n, "axis", 0);
+    if (axis_attr < 0) axis_attr += rank;
+    if (axis_attr < 0 || axis_attr >= rank) return node_fail(c, node, INFERD_INVALID_ARG, st, "axis out of range");
+    int axis = (int)axis_attr;
     int64_t sizes[64];
     int ns = n->n_inputs > 1 ? read_ints(c, n->inputs[1], sizes, 64) : -1;
     if (ns == -2) return node_fail(c, node, INFERD_UNSUPPORTED, st, "split sizes must be a constant");
