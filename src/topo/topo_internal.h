@@ -1,0 +1,34 @@
+/*
+ * topo_internal.h - what the files of src/topo/ share; not for other subsystems.
+ */
+#ifndef INFERD_TOPO_INTERNAL_H
+#define INFERD_TOPO_INTERNAL_H
+
+#include <hwloc.h>
+
+#include "topo/topo.h"
+
+struct topo {
+  hwloc_topology_t hw;
+  bool hw_loaded;   /* hw was initialised and must be destroyed */
+  bool this_system; /* hw describes the machine we run on */
+  hwloc_bitmap_t usable; /* PUs this process may run on */
+
+  topo_machine machine; /* the public view; points into the arrays below */
+  int node_count;
+  topo_node *nodes;               /* [node_count], OS index order */
+  hwloc_const_cpuset_t *node_sets; /* [node_count] borrowed from hw */
+  int core_count;
+  topo_core *cores;               /* [core_count] */
+  int *core_node_slot;            /* [core_count] index into nodes */
+  int *pu_storage;                /* each core's pus then usable_pus */
+  int *node_core_storage;         /* each node's cores */
+  char *usable_list;
+  char *source;
+  char quota_source[512];
+};
+
+/* Index into t->nodes of the node with this OS index, or -1. */
+int topo__node_slot(const topo *t, int os_index);
+
+#endif /* INFERD_TOPO_INTERNAL_H */

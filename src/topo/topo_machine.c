@@ -1,0 +1,258 @@
+/*
+ * topo_machine.c - the snapshot of the machine: hwloc discovery, the usable set.
+ *
+ * DESIGN
+ * topo_new loads an hwloc topology (this machine, a synthetic description or an XML
+ * export) and copies what the planner and the printers need into plain arrays:
+ * NUMA nodes in OS-index order, physical cores in hwloc's logical order, the PUs of each
+ * core and which of them the process may use. Everything is allocated once here and
+ * freed by topo_free; nothing is recomputed later.
+ *
+ * Usable PUs = the affinity mask (hwloc_get_cpubind of the whole process: the union of
+ * its threads' masks, so a process whose workers are already pinned still sees its
+ * whole set) intersected with hwloc's allowed cpuset (the cpuset cgroup). A synthetic or
+ * XML topology has no process: every PU is usable unless params.allowed_cpus says
+ * otherwise. The CPU quota is read separately (topo_quota.c) and only caps the plan.
+ *
+ * A core's NUMA node is the first node (OS order) whose cpuset contains the core's;
+ * nodes that cover no core (CPU-less memory, HBM beside DDR) get no workers. Machines
+ * where hwloc finds no Core objects (some VMs) get one core per PU.
+ */
+#include <errno.h>
+#include <hwloc.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "topo/topo_internal.h"
+
+static int compare_nodes(const void *a, const void *b) {
+  const topo_node *x = a, *y = b;
+  return (x->os_index > y->os_index) - (x->os_index < y->os_index);
+}
+
+static char *dup_printf(const char *fmt, const char *arg) {
+  size_t n = strlen(fmt) + strlen(arg) + 1;
+  char *s = malloc(n);
+  if (s) snprintf(s, n, fmt, arg);
+  return s;
+}
+
+static inferd_code load_hwloc(topo *t, const topo_params *p, inferd_status *st) {
+  if (hwloc_topology_init(&t->hw)) return core_fail(st, INFERD_NO_MEMORY, "hwloc: cannot initialise a topology");
+  t->hw_loaded = true;
+  if (p->synthetic && p->xml_path) return core_fail(st, INFERD_INVALID_ARG, "topology: give a synthetic description or an XML file, not both");
+  if (p->synthetic) {
+    if (hwloc_topology_set_synthetic(t->hw, p->synthetic))
+      return core_fail(st, INFERD_INVALID_ARG, "topology: bad hwloc synthetic description '%s'", p->synthetic);
+    t->machine.source = t->source = dup_printf("synthetic '%s'", p->synthetic);
+  } else if (p->xml_path) {
+    if (hwloc_topology_set_xml(t->hw, p->xml_path))
+      return core_fail(st, INFERD_INVALID_ARG, "topology: cannot read hwloc XML '%s': %s", p->xml_path, strerror(errno));
+    t->machine.source = t->source = dup_printf("xml %s", p->xml_path);
+  } else {
+    t->machine.source = t->source = dup_printf("%s", "this machine");
+  }
+  if (!t->source) return core_fail(st, INFERD_NO_MEMORY, "topology: out of memory");
+  if (hwloc_topology_load(t->hw))
+    return core_fail(st, p->xml_path ? INFERD_INVALID_ARG : INFERD_UNAVAILABLE, "topology: hwloc cannot load %s: %s",
+                     t->source, strerror(errno));
+  t->this_system = hwloc_topology_is_thissystem(t->hw);
+  return INFERD_OK;
+}
+
+/* The PUs this process may use. */
+static inferd_code usable_set(topo *t, const topo_params *p, inferd_status *st) {
+  t->usable = hwloc_bitmap_dup(hwloc_topology_get_allowed_cpuset(t->hw));
+  if (!t->usable) return core_fail(st, INFERD_NO_MEMORY, "topology: out of memory");
+  if (p->allowed_cpus) {
+    hwloc_bitmap_t given = hwloc_bitmap_alloc();
+    if (!given) return core_fail(st, INFERD_NO_MEMORY, "topology: out of memory");
+    int bad = hwloc_bitmap_list_sscanf(given, p->allowed_cpus) != 0 || hwloc_bitmap_iszero(given) ||
+              hwloc_bitmap_weight(given) < 0;
+    if (!bad) hwloc_bitmap_and(t->usable, t->usable, given);
+    hwloc_bitmap_free(given);
+    if (bad) return core_fail(st, INFERD_INVALID_ARG, "topology: bad CPU list '%s' (want e.g. 0-3,8)", p->allowed_cpus);
+  } else if (t->this_system) {
+    hwloc_bitmap_t bound = hwloc_bitmap_alloc();
+    if (!bound) return core_fail(st, INFERD_NO_MEMORY, "topology: out of memory");
+    if (hwloc_get_cpubind(t->hw, bound, HWLOC_CPUBIND_PROCESS) == 0 && !hwloc_bitmap_iszero(bound))
+      hwloc_bitmap_and(t->usable, t->usable, bound);
+    hwloc_bitmap_free(bound);
+  }
+  if (hwloc_bitmap_iszero(t->usable)) return core_fail(st, INFERD_UNAVAILABLE, "topology: no usable CPU on %s", t->source);
+  return INFERD_OK;
+}
+
+static inferd_code fill_nodes(topo *t, inferd_status *st) {
+  int n = hwloc_get_nbobjs_by_type(t->hw, HWLOC_OBJ_NUMANODE);
+  if (n <= 0) n = 0;
+  t->nodes = calloc((size_t)(n ? n : 1), sizeof *t->nodes);
+  t->node_sets = calloc((size_t)(n ? n : 1), sizeof *t->node_sets);
+  if (!t->nodes || !t->node_sets) return core_fail(st, INFERD_NO_MEMORY, "topology: out of memory");
+  if (n == 0) { /* cannot happen with hwloc 2, which always has one; keep a stand-in */
+    t->nodes[0] = (topo_node){.os_index = 0, .package = -1};
+    t->node_sets[0] = hwloc_topology_get_topology_cpuset(t->hw);
+    t->node_count = 1;
+  } else {
+    hwloc_obj_t obj = NULL;
+    for (int i = 0; i < n && (obj = hwloc_get_next_obj_by_type(t->hw, HWLOC_OBJ_NUMANODE, obj)); i++) {
+      t->nodes[i] = (topo_node){.os_index = (int)obj->os_index, .package = -2,
+                                .memory_bytes = obj->attr ? obj->attr->numanode.local_memory : 0};
+      t->node_count++;
+    }
+    qsort(t->nodes, (size_t)t->node_count, sizeof *t->nodes, compare_nodes);
+    for (int i = 0; i < t->node_count; i++) {
+      hwloc_obj_t o = hwloc_get_numanode_obj_by_os_index(t->hw, (unsigned)t->nodes[i].os_index);
+      t->node_sets[i] = o ? o->cpuset : NULL;
+    }
+  }
+  t->machine.node_count = t->node_count;
+  t->machine.nodes = t->nodes;
+  return INFERD_OK;
+}
+
+static int node_of(const topo *t, hwloc_const_cpuset_t cpus) {
+  for (int i = 0; i < t->node_count; i++)
+    if (t->node_sets[i] && !hwloc_bitmap_iszero(t->node_sets[i]) && hwloc_bitmap_isincluded(cpus, t->node_sets[i]))
+      return i;
+  for (int i = 0; i < t->node_count; i++) /* a core split across nodes: the first that has part of it */
+    if (t->node_sets[i] && hwloc_bitmap_intersects(cpus, t->node_sets[i])) return i;
+  return 0;
+}
+
+static inferd_code fill_cores(topo *t, inferd_status *st) {
+  hwloc_obj_type_t core_type = hwloc_get_nbobjs_by_type(t->hw, HWLOC_OBJ_CORE) > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
+  int ncores = hwloc_get_nbobjs_by_type(t->hw, core_type);
+  int npus = hwloc_get_nbobjs_by_type(t->hw, HWLOC_OBJ_PU);
+  if (ncores <= 0 || npus <= 0) return core_fail(st, INFERD_UNAVAILABLE, "topology: hwloc found no CPU on %s", t->source);
+  t->cores = calloc((size_t)ncores, sizeof *t->cores);
+  t->pu_storage = calloc((size_t)npus * 2, sizeof *t->pu_storage);
+  t->node_core_storage = calloc((size_t)ncores, sizeof *t->node_core_storage);
+  t->core_node_slot = calloc((size_t)ncores, sizeof *t->core_node_slot);
+  if (!t->cores || !t->pu_storage || !t->node_core_storage || !t->core_node_slot)
+    return core_fail(st, INFERD_NO_MEMORY, "topology: out of memory");
+
+  int *pu_next = t->pu_storage, *pu_end = t->pu_storage + 2 * npus;
+  hwloc_obj_t obj = NULL;
+  for (int c = 0; c < ncores && (obj = hwloc_get_next_obj_by_type(t->hw, core_type, obj)); c++) {
+    topo_core *core = &t->cores[c];
+    hwloc_obj_t pkg = hwloc_get_ancestor_obj_by_type(t->hw, HWLOC_OBJ_PACKAGE, obj);
+    int slot = node_of(t, obj->cpuset);
+    *core = (topo_core){.index = c, .os_index = (int)obj->os_index, .package = pkg ? (int)pkg->logical_index : 0,
+                        .node = t->nodes[slot].os_index};
+    t->core_node_slot[c] = slot;
+    int count = hwloc_bitmap_weight(obj->cpuset);
+    if (count <= 0 || pu_next + 2 * count > pu_end) return core_fail(st, INFERD_INTERNAL, "topology: core %d has no PU", c);
+    int *pus = pu_next, *usable = pu_next + count;
+    pu_next += 2 * count;
+    int id;
+    hwloc_bitmap_foreach_begin(id, obj->cpuset) {
+      pus[core->pu_count++] = id;
+      if (hwloc_bitmap_isset(t->usable, (unsigned)id)) usable[core->usable_pu_count++] = id;
+    }
+    hwloc_bitmap_foreach_end();
+    core->pus = pus;
+    core->usable_pus = usable;
+    t->core_count++;
+    t->machine.pu_count += core->pu_count;
+    t->machine.usable_pu_count += core->usable_pu_count;
+    if (core->usable_pu_count) t->machine.usable_core_count++;
+  }
+  t->machine.core_count = t->core_count;
+  t->machine.cores = t->cores;
+  int packages = hwloc_get_nbobjs_by_type(t->hw, HWLOC_OBJ_PACKAGE);
+  t->machine.package_count = packages > 0 ? packages : 1;
+
+  /* Each node's cores, in core order. */
+  int *next = t->node_core_storage;
+  for (int i = 0; i < t->node_count; i++) {
+    topo_node *node = &t->nodes[i];
+    node->cores = next;
+    for (int c = 0; c < t->core_count; c++) {
+      if (t->core_node_slot[c] != i) continue;
+      const topo_core *core = &t->cores[c];
+      *next++ = c;
+      node->core_count++;
+      node->usable_pu_count += core->usable_pu_count;
+      if (core->usable_pu_count) node->usable_core_count++;
+      node->package = node->package == -2 || node->package == core->package ? core->package : -1;
+    }
+    if (node->package == -2) node->package = -1;
+  }
+  return INFERD_OK;
+}
+
+static inferd_code fill_usable_list(topo *t, inferd_status *st) {
+  int count = t->machine.usable_pu_count, *ids = malloc((size_t)(count ? count : 1) * sizeof *ids), n = 0;
+  if (!ids) return core_fail(st, INFERD_NO_MEMORY, "topology: out of memory");
+  for (int c = 0; c < t->core_count; c++)
+    for (int i = 0; i < t->cores[c].usable_pu_count; i++) ids[n++] = t->cores[c].usable_pus[i];
+  size_t size = (size_t)n * 12 + 16;
+  t->usable_list = malloc(size);
+  if (t->usable_list) topo_cpu_list(ids, n, t->usable_list, size);
+  free(ids);
+  if (!t->usable_list) return core_fail(st, INFERD_NO_MEMORY, "topology: out of memory");
+  t->machine.usable_cpus = t->usable_list;
+  return INFERD_OK;
+}
+
+static void read_quota(topo *t, const topo_params *p) {
+  double cpus = 0;
+  if (p->cpu_quota > 0) {
+    cpus = p->cpu_quota;
+    snprintf(t->quota_source, sizeof t->quota_source, "given");
+  } else if (p->cpu_quota == 0 && t->this_system && !p->synthetic && !p->xml_path) {
+    topo_quota_read("", &cpus, t->quota_source, sizeof t->quota_source);
+  } else {
+    snprintf(t->quota_source, sizeof t->quota_source, "none");
+  }
+  t->machine.cpu_quota = cpus;
+  t->machine.quota_cap = topo_quota_core_cap(cpus);
+  t->machine.quota_source = t->quota_source;
+}
+
+inferd_code topo_new(const topo_params *params, topo **out, inferd_status *st) {
+  static const topo_params defaults;
+  const topo_params *p = params ? params : &defaults;
+  *out = NULL;
+  topo *t = calloc(1, sizeof *t);
+  if (!t) return core_fail(st, INFERD_NO_MEMORY, "topology: out of memory");
+  inferd_code rc = load_hwloc(t, p, st);
+  if (rc == INFERD_OK) rc = usable_set(t, p, st);
+  if (rc == INFERD_OK) rc = fill_nodes(t, st);
+  if (rc == INFERD_OK) rc = fill_cores(t, st);
+  if (rc == INFERD_OK) rc = fill_usable_list(t, st);
+  if (rc != INFERD_OK) {
+    topo_free(t);
+    return rc;
+  }
+  read_quota(t, p);
+  const struct hwloc_topology_support *support = hwloc_topology_get_support(t->hw);
+  t->machine.bindable = t->this_system && support && support->cpubind->set_thisthread_cpubind;
+  *out = t;
+  return INFERD_OK;
+}
+
+void topo_free(topo *t) {
+  if (!t) return;
+  if (t->usable) hwloc_bitmap_free(t->usable);
+  if (t->hw_loaded) hwloc_topology_destroy(t->hw);
+  free(t->nodes);
+  free(t->node_sets);
+  free(t->cores);
+  free(t->pu_storage);
+  free(t->node_core_storage);
+  free(t->core_node_slot);
+  free(t->usable_list);
+  free(t->source);
+  free(t);
+}
+
+const topo_machine *topo_get_machine(const topo *t) { return &t->machine; }
+
+int topo__node_slot(const topo *t, int os_index) {
+  for (int i = 0; i < t->node_count; i++)
+    if (t->nodes[i].os_index == os_index) return i;
+  return -1;
+}

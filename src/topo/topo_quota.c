@@ -1,0 +1,241 @@
+/*
+ * topo_quota.c - the CPU quota of this process's cgroup.
+ *
+ * DESIGN
+ * A container limited with `--cpus 4` (Docker), a Kubernetes CPU limit or systemd's
+ * CPUQuota= sees every host CPU in its affinity mask, but the kernel throttles it once
+ * it has used quota/period CPU-seconds per period. Workers that start more compute
+ * threads than that stall for the rest of each period, so the placement plan caps its
+ * thread count at floor(quota / period) (at least 1).
+ *
+ * Where the quota lives:
+ *   cgroup v2  /proc/self/cgroup has "0::/PATH"; the file is MOUNT/PATH/cpu.max,
+ *              "max 100000" or "QUOTA PERIOD".
+ *   cgroup v1  /proc/self/cgroup has "N:...cpu...:/PATH"; the files are
+ *              MOUNT/PATH/cpu.cfs_quota_us (-1: none) and cpu.cfs_period_us.
+ * MOUNT comes from /proc/self/mountinfo (fstype cgroup2, or cgroup with the `cpu`
+ * super option). A mount may show only part of the hierarchy (a container without a
+ * cgroup namespace sees /docker/ID mounted at /sys/fs/cgroup/cpu): its root field is
+ * then stripped from PATH. A parent's quota also limits its children, so every
+ * directory from PATH up to the mount point is read and the smallest quota wins.
+ *
+ * Nothing here fails: a file that cannot be read or parsed means no quota there. The
+ * arithmetic is in pure functions (topo_quota_cpus, topo_quota_parse_cpu_max,
+ * topo_quota_core_cap) so that tests give it numbers; topo_quota_read takes a root
+ * directory so that tests give it a fake /proc and /sys.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "topo/topo.h"
+
+double topo_quota_cpus(long long quota_us, long long period_us) {
+  if (quota_us < 0 || period_us <= 0) return 0.0;
+  return (double)quota_us / (double)period_us;
+}
+
+int topo_quota_parse_cpu_max(const char *text, double *cpus) {
+  char quota[32];
+  long long period;
+  int n = 0;
+  if (sscanf(text, " %31s %lld %n", quota, &period, &n) != 2) return -1;
+  if (text[n] != '\0' || period <= 0) return -1;
+  if (strcmp(quota, "max") == 0) {
+    *cpus = 0.0;
+    return 0;
+  }
+  char *end;
+  errno = 0;
+  long long q = strtoll(quota, &end, 10);
+  if (*end != '\0' || errno != 0 || q <= 0) return -1;
+  *cpus = topo_quota_cpus(q, period);
+  return 0;
+}
+
+int topo_quota_core_cap(double cpus) {
+  if (!(cpus > 0)) return 0;
+  if (cpus >= (double)INT_MAX) return INT_MAX;
+  int cap = (int)floor(cpus);
+  return cap < 1 ? 1 : cap;
+}
+
+/* ---- reading the files -------------------------------------------------------------- */
+
+/* Reads a small file whole into buf (NUL-terminated). Returns 0, or -1. */
+static int read_small_file(const char *path, char *buf, size_t size) {
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  size_t n = fread(buf, 1, size - 1, f);
+  int bad = ferror(f);
+  fclose(f);
+  if (bad) return -1;
+  buf[n] = '\0';
+  return 0;
+}
+
+static int read_long_long(const char *path, long long *out) {
+  char buf[64], *end;
+  if (read_small_file(path, buf, sizeof buf)) return -1;
+  errno = 0;
+  *out = strtoll(buf, &end, 10);
+  if (end == buf || errno != 0) return -1;
+  while (*end == ' ' || *end == '\n') end++;
+  return *end == '\0' ? 0 : -1;
+}
+
+/* Whether the comma-separated `list` contains `word`. */
+static int list_has(const char *list, size_t len, const char *word) {
+  size_t wlen = strlen(word);
+  const char *p = list, *end = list + len;
+  while (p < end) {
+    const char *comma = memchr(p, ',', (size_t)(end - p));
+    size_t item = comma ? (size_t)(comma - p) : (size_t)(end - p);
+    if (item == wlen && memcmp(p, word, wlen) == 0) return 1;
+    if (!comma) break;
+    p = comma + 1;
+  }
+  return 0;
+}
+
+/* The cgroup path of this process in one hierarchy, from /proc/self/cgroup's text:
+ * v2 (want_v2) is the "0::" line, v1 the line whose controllers include "cpu". */
+static int cgroup_path(const char *text, int want_v2, char *out, size_t size) {
+  const char *line = text;
+  while (*line) {
+    const char *eol = strchr(line, '\n');
+    size_t len = eol ? (size_t)(eol - line) : strlen(line);
+    const char *c1 = memchr(line, ':', len);
+    const char *c2 = c1 ? memchr(c1 + 1, ':', len - (size_t)(c1 + 1 - line)) : NULL;
+    if (c2) {
+      int is_v2 = (c1 - line == 1 && line[0] == '0' && c2 == c1 + 1);
+      int match = want_v2 ? is_v2 : (!is_v2 && list_has(c1 + 1, (size_t)(c2 - c1 - 1), "cpu"));
+      size_t plen = len - (size_t)(c2 + 1 - line);
+      if (match && plen > 0 && plen < size) {
+        memcpy(out, c2 + 1, plen);
+        out[plen] = '\0';
+        return 0;
+      }
+    }
+    if (!eol) break;
+    line = eol + 1;
+  }
+  return -1;
+}
+
+typedef struct quota_best {
+  double cpus; /* 0: none found yet */
+  char *source;
+  size_t source_size;
+} quota_best;
+
+static void consider(quota_best *best, double cpus, const char *file) {
+  if (!(cpus > 0)) return;
+  if (best->cpus > 0 && best->cpus <= cpus) return;
+  best->cpus = cpus;
+  if (best->source && best->source_size) snprintf(best->source, best->source_size, "%s", file);
+}
+
+/* Reads the quota files in `dir` and each parent directory down to `mount_dir`. */
+static void walk_up(quota_best *best, const char *mount_dir, const char *dir, int v2) {
+  char path[PATH_MAX], file[PATH_MAX + 32];
+  snprintf(path, sizeof path, "%s", dir);
+  size_t stop = strlen(mount_dir);
+  for (;;) {
+    if (v2) {
+      char text[128];
+      double cpus;
+      snprintf(file, sizeof file, "%s/cpu.max", path);
+      if (read_small_file(file, text, sizeof text) == 0 && topo_quota_parse_cpu_max(text, &cpus) == 0)
+        consider(best, cpus, file);
+    } else {
+      long long quota, period;
+      char period_file[PATH_MAX + 32];
+      snprintf(file, sizeof file, "%s/cpu.cfs_quota_us", path);
+      snprintf(period_file, sizeof period_file, "%s/cpu.cfs_period_us", path);
+      if (read_long_long(file, &quota) == 0 && read_long_long(period_file, &period) == 0)
+        consider(best, topo_quota_cpus(quota, period), file);
+    }
+    size_t len = strlen(path);
+    if (len <= stop) break;
+    char *slash = strrchr(path, '/');
+    if (!slash || (size_t)(slash - path) < stop) break;
+    *slash = '\0';
+  }
+}
+
+/* Unescapes mountinfo's octal escapes (\040 for a space) in place. */
+static void unescape_octal(char *s) {
+  char *w = s;
+  for (char *r = s; *r; r++) {
+    if (r[0] == '\\' && r[1] >= '0' && r[1] <= '7' && r[2] >= '0' && r[2] <= '7' && r[3] >= '0' && r[3] <= '7') {
+      *w++ = (char)((r[1] - '0') * 64 + (r[2] - '0') * 8 + (r[3] - '0'));
+      r += 3;
+    } else {
+      *w++ = *r;
+    }
+  }
+  *w = '\0';
+}
+
+/* One mountinfo line: "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - FSTYPE SRC SUPEROPTS". */
+static void consider_mount(quota_best *best, const char *root, char *line, const char *v2_path, const char *v1_path) {
+  char *tokens[64], *save = NULL;
+  int count = 0;
+  for (char *tok = strtok_r(line, " ", &save); tok && count < 64; tok = strtok_r(NULL, " ", &save)) tokens[count++] = tok;
+  /* Optional fields end at the "-" separator, which comes after the 6 fixed ones. */
+  char *fstype = NULL, *superopts = NULL;
+  for (int i = 6; i < count; i++)
+    if (strcmp(tokens[i], "-") == 0) {
+      fstype = i + 1 < count ? tokens[i + 1] : NULL;
+      superopts = i + 3 < count ? tokens[i + 3] : NULL;
+      break;
+    }
+  if (!fstype) return;
+  int v2 = strcmp(fstype, "cgroup2") == 0;
+  if (!v2 && !(strcmp(fstype, "cgroup") == 0 && superopts && list_has(superopts, strlen(superopts), "cpu"))) return;
+  const char *path = v2 ? v2_path : v1_path;
+  if (!path[0]) return;
+  char *mount_root = tokens[3], *mount_point = tokens[4];
+  unescape_octal(mount_root);
+  unescape_octal(mount_point);
+  /* The part of our path below the mount's root; a mount of another subtree is not ours. */
+  size_t rlen = strcmp(mount_root, "/") == 0 ? 0 : strlen(mount_root);
+  if (strncmp(path, mount_root, rlen) != 0 || (path[rlen] != '\0' && path[rlen] != '/')) return;
+  const char *rel = path + rlen;
+  char mount_dir[PATH_MAX], dir[PATH_MAX];
+  snprintf(mount_dir, sizeof mount_dir, "%s%s", root, mount_point);
+  snprintf(dir, sizeof dir, "%s%s", mount_dir, strcmp(rel, "/") == 0 ? "" : rel);
+  walk_up(best, mount_dir, dir, v2);
+}
+
+void topo_quota_read(const char *root, double *cpus, char *source, size_t source_size) {
+  quota_best best = {.cpus = 0, .source = source, .source_size = source_size};
+  if (source && source_size) snprintf(source, source_size, "none");
+  if (!root) root = "";
+
+  enum { CGROUP_TEXT_MAX = 16 << 10, MOUNTINFO_MAX = 256 << 10 }; /* far above real files */
+  char path[PATH_MAX];
+  char *cg = malloc(CGROUP_TEXT_MAX), *mi = malloc(MOUNTINFO_MAX);
+  if (!cg || !mi) goto done;
+  snprintf(path, sizeof path, "%s/proc/self/cgroup", root);
+  if (read_small_file(path, cg, CGROUP_TEXT_MAX)) goto done;
+  snprintf(path, sizeof path, "%s/proc/self/mountinfo", root);
+  if (read_small_file(path, mi, MOUNTINFO_MAX)) goto done;
+
+  char v2_path[PATH_MAX] = "", v1_path[PATH_MAX] = "";
+  if (cgroup_path(cg, 1, v2_path, sizeof v2_path)) v2_path[0] = '\0';
+  if (cgroup_path(cg, 0, v1_path, sizeof v1_path)) v1_path[0] = '\0';
+
+  char *save = NULL;
+  for (char *line = strtok_r(mi, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+    consider_mount(&best, root, line, v2_path, v1_path); /* cuts only inside its line */
+  }
+done:
+  free(cg);
+  free(mi);
+  *cpus = best.cpus;
+}

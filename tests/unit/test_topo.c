@@ -1,0 +1,703 @@
+/*
+ * test_topo.c - CPU topology, cgroup quotas, placement plans and binding.
+ *
+ * DESIGN
+ * Plans are tested on hwloc synthetic machines, so that two packages with two NUMA
+ * nodes and hyperthreads can be tested on any host:
+ *   "pack:2 numa:1 core:4 pu:2"  2 nodes x 4 cores x 2 PUs, PUs 0-15, core c = PUs 2c,2c+1
+ * check_plan() checks the invariants every plan must keep whatever was asked: each
+ * worker's CPUs are usable, on its node, distinct from every other worker's (unless the
+ * plan says it is oversubscribed), on distinct physical cores unless use_logical_core,
+ * and no more slots used than available. The tests then check what was asked.
+ *
+ * The quota arithmetic is tested with numbers, its file reading with a fake /proc and
+ * /sys laid out in a temporary directory (cgroup v2 with a parent's limit, cgroup v1
+ * with a mount of a sub-tree, as in a container).
+ *
+ * On the real machine: the plan stays inside the process's affinity mask, and a worker
+ * that binds itself gets an OpenMP team whose thread i runs on cpus[i], in this region
+ * and the next (libgomp reuses the team's threads).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <limits.h>
+#include <omp.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "topo/topo.h"
+
+#define SYNTH_2x4x2 "pack:2 numa:1 core:4 pu:2"
+
+static topo *make_topo(const topo_params *p) {
+  topo *t = NULL;
+  inferd_status st = {0};
+  if (topo_new(p, &t, &st) != INFERD_OK) fail_msg("topo_new: %s", st.message);
+  return t;
+}
+
+static topo_plan *make_plan(const topo *t, topo_plan_params p) {
+  topo_plan *plan = NULL;
+  inferd_status st = {0};
+  if (topo_plan_new(t, &p, &plan, &st) != INFERD_OK) fail_msg("topo_plan_new: %s", st.message);
+  return plan;
+}
+
+static const topo_core *core_of_cpu(const topo_machine *m, int cpu) {
+  for (int c = 0; c < m->core_count; c++)
+    for (int i = 0; i < m->cores[c].pu_count; i++)
+      if (m->cores[c].pus[i] == cpu) return &m->cores[c];
+  return NULL;
+}
+
+static bool usable_cpu(const topo_machine *m, int cpu) {
+  const topo_core *c = core_of_cpu(m, cpu);
+  if (!c) return false;
+  for (int i = 0; i < c->usable_pu_count; i++)
+    if (c->usable_pus[i] == cpu) return true;
+  return false;
+}
+
+/* The invariants of every plan. */
+static void check_plan(const topo *t, const topo_plan *plan) {
+  const topo_machine *m = topo_get_machine(t);
+  int seen_cpu[4096] = {0}, seen_core[4096] = {0}, threads = 0;
+  assert_true(plan->worker_count >= 1);
+  for (int w = 0; w < plan->worker_count; w++) {
+    const topo_worker *wk = &plan->workers[w];
+    assert_int_equal(wk->index, w);
+    assert_true(wk->thread_count >= 1);
+    assert_true(wk->thread_count <= plan->threads_per_worker);
+    assert_ptr_equal(wk->topo, t);
+    int worker_core[4096] = {0};
+    for (int i = 0; i < wk->thread_count; i++) {
+      int cpu = wk->cpus[i];
+      const topo_core *c = core_of_cpu(m, cpu);
+      if (!c || !usable_cpu(m, cpu)) fail_msg("worker %d: cpu %d is not usable", w, cpu);
+      if (c->node != wk->node) fail_msg("worker %d (node %d): cpu %d is on node %d", w, wk->node, cpu, c->node);
+      assert_int_equal(wk->cores[i], c->index);
+      if (!plan->oversubscribed && seen_cpu[cpu]++) fail_msg("cpu %d given twice", cpu);
+      if (!plan->use_logical_core && worker_core[c->index]++) fail_msg("worker %d: core %d given twice", w, c->index);
+      if (!plan->use_logical_core && !plan->oversubscribed && seen_core[c->index]++)
+        fail_msg("core %d given to two workers", c->index);
+      threads++;
+    }
+  }
+  assert_true(plan->slots_used <= plan->slots_available);
+  if (!plan->oversubscribed) assert_int_equal(plan->slots_used, threads);
+  int limit = plan->use_logical_core ? m->usable_pu_count : m->usable_core_count;
+  assert_true(plan->slots_available <= limit);
+  if (m->quota_cap) assert_true(plan->slots_available <= m->quota_cap);
+}
+
+static void assert_cpus(const topo_worker *w, const char *expected_list) {
+  if (strcmp(w->cpu_list, expected_list) != 0)
+    fail_msg("worker %d: cpus %s, expected %s", w->index, w->cpu_list, expected_list);
+}
+
+static bool has_warning(const topo_plan *plan, const char *needle) {
+  for (int i = 0; i < plan->warning_count; i++)
+    if (strstr(plan->warnings[i], needle)) return true;
+  return false;
+}
+
+/* ==== the machine ======================================================================== */
+
+static void test_synthetic_machine(void **state) {
+  (void)state;
+  topo *t = make_topo(&(topo_params){.synthetic = SYNTH_2x4x2});
+  const topo_machine *m = topo_get_machine(t);
+  assert_int_equal(m->package_count, 2);
+  assert_int_equal(m->node_count, 2);
+  assert_int_equal(m->core_count, 8);
+  assert_int_equal(m->pu_count, 16);
+  assert_int_equal(m->usable_core_count, 8);
+  assert_int_equal(m->usable_pu_count, 16);
+  assert_string_equal(m->usable_cpus, "0-15");
+  assert_false(m->bindable);
+  assert_int_equal(m->quota_cap, 0);
+  for (int n = 0; n < 2; n++) {
+    assert_int_equal(m->nodes[n].os_index, n);
+    assert_int_equal(m->nodes[n].package, n);
+    assert_int_equal(m->nodes[n].core_count, 4);
+  }
+  const topo_core *c5 = &m->cores[5];
+  assert_int_equal(c5->node, 1);
+  assert_int_equal(c5->package, 1);
+  assert_int_equal(c5->pu_count, 2);
+  assert_int_equal(c5->pus[0], 10);
+  assert_int_equal(c5->pus[1], 11);
+  topo_free(t);
+}
+
+static void test_affinity_mask_is_honoured(void **state) {
+  (void)state;
+  /* PUs 1-5: core 0 only through PU 1, cores 1 and 2 whole; node 1 unusable. */
+  topo *t = make_topo(&(topo_params){.synthetic = SYNTH_2x4x2, .allowed_cpus = "1-5"});
+  const topo_machine *m = topo_get_machine(t);
+  assert_int_equal(m->usable_core_count, 3);
+  assert_int_equal(m->usable_pu_count, 5);
+  assert_string_equal(m->usable_cpus, "1-5");
+  assert_int_equal(m->cores[0].usable_pu_count, 1);
+  assert_int_equal(m->cores[0].usable_pus[0], 1);
+  assert_int_equal(m->nodes[1].usable_core_count, 0);
+
+  topo_plan *plan = make_plan(t, TOPO_PLAN_PARAMS_DEFAULT);
+  check_plan(t, plan);
+  assert_int_equal(plan->worker_count, 1); /* node 1 has nothing usable */
+  assert_int_equal(plan->workers[0].node, 0);
+  assert_int_equal(plan->workers[0].thread_count, 3);
+  assert_cpus(&plan->workers[0], "1-2,4");
+  topo_plan_free(plan);
+
+  /* Node 1 by name: refused with a clear message. */
+  topo_plan_params p = TOPO_PLAN_PARAMS_DEFAULT;
+  p.node_id = 1;
+  inferd_status st = {0};
+  assert_int_equal(topo_plan_new(t, &p, &plan, &st), INFERD_INVALID_ARG);
+  assert_null(plan);
+  assert_non_null(strstr(st.message, "node_id 1: this process may use none of that NUMA node's CPUs"));
+  topo_free(t);
+}
+
+static void test_bad_params(void **state) {
+  (void)state;
+  topo *t = NULL;
+  inferd_status st = {0};
+  assert_int_equal(topo_new(&(topo_params){.synthetic = "pack:two"}, &t, &st), INFERD_INVALID_ARG);
+  assert_null(t);
+  assert_non_null(strstr(st.message, "synthetic"));
+  assert_int_equal(topo_new(&(topo_params){.synthetic = SYNTH_2x4x2, .allowed_cpus = "x-y"}, &t, &st), INFERD_INVALID_ARG);
+  assert_non_null(strstr(st.message, "bad CPU list 'x-y'"));
+  assert_int_equal(topo_new(&(topo_params){.synthetic = SYNTH_2x4x2, .allowed_cpus = "100-120"}, &t, &st), INFERD_UNAVAILABLE);
+  assert_int_equal(topo_new(&(topo_params){.synthetic = SYNTH_2x4x2, .xml_path = "/x.xml"}, &t, &st), INFERD_INVALID_ARG);
+  assert_int_equal(topo_new(&(topo_params){.xml_path = "/nonexistent/topo.xml"}, &t, &st), INFERD_INVALID_ARG);
+
+  t = make_topo(&(topo_params){.synthetic = SYNTH_2x4x2});
+  topo_plan *plan = NULL;
+  topo_plan_params p = TOPO_PLAN_PARAMS_DEFAULT;
+  p.workers = -1;
+  assert_int_equal(topo_plan_new(t, &p, &plan, &st), INFERD_INVALID_ARG);
+  p = TOPO_PLAN_PARAMS_DEFAULT;
+  p.threads_per_worker = -2;
+  assert_int_equal(topo_plan_new(t, &p, &plan, &st), INFERD_INVALID_ARG);
+  p = TOPO_PLAN_PARAMS_DEFAULT;
+  p.node_id = 2;
+  assert_int_equal(topo_plan_new(t, &p, &plan, &st), INFERD_INVALID_ARG);
+  assert_string_equal(st.message, "node_id 2: no such NUMA node (nodes: 0-1)");
+  p.node_id = -5;
+  assert_int_equal(topo_plan_new(t, &p, &plan, &st), INFERD_INVALID_ARG);
+  assert_null(plan);
+
+  /* Binding needs the real machine. */
+  plan = make_plan(t, TOPO_PLAN_PARAMS_DEFAULT);
+  assert_int_equal(topo_bind_current_thread(&plan->workers[0], &st), INFERD_UNSUPPORTED);
+  assert_non_null(strstr(st.message, "cannot bind threads on synthetic"));
+  topo_plan_free(plan);
+  topo_free(t);
+}
+
+/* ==== plans ============================================================================== */
+
+static void test_default_plan_one_worker_per_node(void **state) {
+  (void)state;
+  topo *t = make_topo(&(topo_params){.synthetic = SYNTH_2x4x2});
+  topo_plan *plan = make_plan(t, TOPO_PLAN_PARAMS_DEFAULT);
+  check_plan(t, plan);
+  assert_int_equal(plan->worker_count, 2);
+  assert_int_equal(plan->threads_per_worker, 4);
+  assert_int_equal(plan->workers[0].node, 0);
+  assert_int_equal(plan->workers[1].node, 1);
+  /* The first PU of each physical core: never two hyperthreads of one core. */
+  assert_cpus(&plan->workers[0], "0,2,4,6");
+  assert_cpus(&plan->workers[1], "8,10,12,14");
+  assert_int_equal(plan->slots_available, 8);
+  assert_int_equal(plan->slots_used, 8);
+  assert_false(plan->oversubscribed);
+  assert_int_equal(plan->warning_count, 0);
+  char line[256];
+  assert_string_equal(topo_plan_summary(plan, line, sizeof line),
+                      "2 workers x 4 threads: worker 0 node 0 cpus 0,2,4,6; worker 1 node 1 cpus 8,10,12,14");
+  topo_plan_free(plan);
+
+  /* threads_per_worker below a node's cores: that many; above: the node's, with a warning. */
+  topo_plan_params p = TOPO_PLAN_PARAMS_DEFAULT;
+  p.threads_per_worker = 3;
+  plan = make_plan(t, p);
+  check_plan(t, plan);
+  assert_int_equal(plan->worker_count, 2);
+  assert_cpus(&plan->workers[1], "8,10,12");
+  assert_int_equal(plan->warning_count, 0);
+  topo_plan_free(plan);
+  p.threads_per_worker = 6;
+  plan = make_plan(t, p);
+  check_plan(t, plan);
+  assert_int_equal(plan->workers[0].thread_count, 4);
+  assert_true(has_warning(plan, "threads_per_worker 6 reduced to 4: NUMA node 0 has 4 usable physical cores"));
+  topo_plan_free(plan);
+  topo_free(t);
+}
+
+static void test_workers_times_threads_limits(void **state) {
+  (void)state;
+  topo *t = make_topo(&(topo_params){.synthetic = SYNTH_2x4x2});
+  static const struct {
+    int workers, threads;   /* asked */
+    int want_threads;       /* per worker */
+    bool warned, oversubscribed;
+  } cases[] = {
+      {1, 0, 4, false, false},  /* one worker: a whole node, not both */
+      {2, 0, 4, false, false},
+      {3, 0, 2, false, false},  /* 4/2 + 4/2 = 4 >= 3: two idle cores */
+      {4, 0, 2, false, false},
+      {5, 0, 1, false, false},
+      {8, 0, 1, false, false},
+      {2, 3, 3, false, false},  /* fits: 3 + 3 on 4 + 4 */
+      {3, 4, 2, true, false},   /* 3 x 4 > 8: lowered */
+      {1, 8, 4, true, false},   /* a worker stays inside one node */
+      {8, 2, 1, true, false},
+      {9, 0, 1, true, true},    /* more workers than cores */
+      {20, 4, 1, true, true},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    topo_plan_params p = TOPO_PLAN_PARAMS_DEFAULT;
+    p.workers = cases[i].workers;
+    p.threads_per_worker = cases[i].threads;
+    topo_plan *plan = make_plan(t, p);
+    check_plan(t, plan);
+    if (plan->worker_count != cases[i].workers || plan->threads_per_worker != cases[i].want_threads ||
+        (plan->warning_count > 0) != cases[i].warned || plan->oversubscribed != cases[i].oversubscribed)
+      fail_msg("workers %d threads %d: got %d workers x %d threads, %d warnings, oversubscribed %d; "
+               "expected %d x %d, warned %d, oversubscribed %d (first warning: %s)",
+               cases[i].workers, cases[i].threads, plan->worker_count, plan->threads_per_worker, plan->warning_count,
+               plan->oversubscribed, cases[i].workers, cases[i].want_threads, cases[i].warned, cases[i].oversubscribed,
+               plan->warning_count ? plan->warnings[0] : "-");
+    for (int w = 0; w < plan->worker_count; w++) assert_int_equal(plan->workers[w].thread_count, cases[i].want_threads);
+    if (!plan->oversubscribed) assert_true(plan->worker_count * plan->threads_per_worker <= plan->slots_available);
+    topo_plan_free(plan);
+  }
+  /* Workers spread over the nodes rather than filling one first. */
+  topo_plan_params p = TOPO_PLAN_PARAMS_DEFAULT;
+  p.workers = 2;
+  p.threads_per_worker = 2;
+  topo_plan *plan = make_plan(t, p);
+  assert_int_equal(plan->workers[0].node, 0);
+  assert_int_equal(plan->workers[1].node, 1);
+  topo_plan_free(plan);
+  /* The oversubscription warning says what to do. */
+  p.workers = 9;
+  p.threads_per_worker = 0;
+  plan = make_plan(t, p);
+  assert_true(has_warning(plan, "9 workers on 8 usable physical cores: workers share cores (oversubscribed); "
+                                "use at most 8 workers or use_logical_core"));
+  assert_int_equal(plan->slots_used, 8);
+  topo_plan_free(plan);
+  topo_free(t);
+}
+
+static void test_use_logical_core(void **state) {
+  (void)state;
+  topo *t = make_topo(&(topo_params){.synthetic = SYNTH_2x4x2});
+  topo_plan_params p = TOPO_PLAN_PARAMS_DEFAULT;
+  p.use_logical_core = true;
+  topo_plan *plan = make_plan(t, p);
+  check_plan(t, plan);
+  assert_int_equal(plan->worker_count, 2);
+  assert_int_equal(plan->threads_per_worker, 8);
+  assert_cpus(&plan->workers[0], "0-7");
+  assert_int_equal(plan->slots_available, 16);
+  topo_plan_free(plan);
+
+  /* 4 workers x 4 logical CPUs: each takes two whole cores, siblings together. */
+  p.workers = 4;
+  plan = make_plan(t, p);
+  check_plan(t, plan);
+  assert_int_equal(plan->threads_per_worker, 4);
+  for (int w = 0; w < 4; w++) {
+    const topo_worker *wk = &plan->workers[w];
+    assert_int_equal(wk->cores[0], wk->cores[1]);
+    assert_int_equal(wk->cores[2], wk->cores[3]);
+    assert_int_not_equal(wk->cores[0], wk->cores[2]);
+  }
+  topo_plan_free(plan);
+
+  /* 16 workers fit with logical cores, not without. */
+  p.workers = 16;
+  plan = make_plan(t, p);
+  check_plan(t, plan);
+  assert_false(plan->oversubscribed);
+  assert_int_equal(plan->slots_used, 16);
+  topo_plan_free(plan);
+  p.use_logical_core = false;
+  plan = make_plan(t, p);
+  assert_true(plan->oversubscribed);
+  topo_plan_free(plan);
+  topo_free(t);
+}
+
+static void test_node_id(void **state) {
+  (void)state;
+  topo *t = make_topo(&(topo_params){.synthetic = SYNTH_2x4x2});
+  topo_plan_params p = TOPO_PLAN_PARAMS_DEFAULT;
+  p.node_id = 1;
+  topo_plan *plan = make_plan(t, p);
+  check_plan(t, plan);
+  assert_int_equal(plan->worker_count, 1);
+  assert_int_equal(plan->workers[0].node, 1);
+  assert_cpus(&plan->workers[0], "8,10,12,14");
+  assert_int_equal(plan->slots_available, 4);
+  topo_plan_free(plan);
+
+  /* Two workers on node 1 only share its 4 cores. */
+  p.workers = 2;
+  plan = make_plan(t, p);
+  check_plan(t, plan);
+  assert_int_equal(plan->threads_per_worker, 2);
+  assert_cpus(&plan->workers[0], "8,10");
+  assert_cpus(&plan->workers[1], "12,14");
+  topo_plan_free(plan);
+  topo_free(t);
+
+  /* Zero-initialised params mean node 0, not any node: TOPO_PLAN_PARAMS_DEFAULT is -1. */
+  assert_int_equal(TOPO_PLAN_PARAMS_DEFAULT.node_id, TOPO_NODE_ANY);
+}
+
+static void test_quota_caps_the_plan(void **state) {
+  (void)state;
+  /* 3.5 CPUs of quota on 8 cores: 3 compute threads, spread over both nodes. */
+  topo *t = make_topo(&(topo_params){.synthetic = SYNTH_2x4x2, .cpu_quota = 3.5});
+  const topo_machine *m = topo_get_machine(t);
+  assert_int_equal(m->quota_cap, 3);
+  assert_int_equal(m->usable_core_count, 8); /* the quota caps the plan, not the machine */
+  topo_plan *plan = make_plan(t, TOPO_PLAN_PARAMS_DEFAULT);
+  check_plan(t, plan);
+  assert_int_equal(plan->slots_available, 3);
+  assert_int_equal(plan->worker_count, 2);
+  assert_int_equal(plan->workers[0].thread_count, 2);
+  assert_int_equal(plan->workers[1].thread_count, 1);
+  assert_true(has_warning(plan, "CPU quota of 3.50 CPUs (given): using 3 of 8 usable physical cores"));
+  topo_plan_free(plan);
+
+  /* Workers x threads never exceed the cap. */
+  topo_plan_params p = TOPO_PLAN_PARAMS_DEFAULT;
+  p.workers = 1;
+  p.threads_per_worker = 4;
+  plan = make_plan(t, p);
+  check_plan(t, plan);
+  assert_int_equal(plan->threads_per_worker, 2); /* the cap leaves 2 on node 0 and 1 on node 1 */
+  topo_plan_free(plan);
+  topo_free(t);
+
+  /* Half a CPU still runs one thread; more workers than that share it, and say so. */
+  t = make_topo(&(topo_params){.synthetic = SYNTH_2x4x2, .cpu_quota = 0.5});
+  p = TOPO_PLAN_PARAMS_DEFAULT;
+  p.workers = 2;
+  plan = make_plan(t, p);
+  check_plan(t, plan);
+  assert_int_equal(plan->slots_available, 1);
+  assert_true(plan->oversubscribed);
+  topo_plan_free(plan);
+  topo_free(t);
+
+  /* A quota above the cores changes nothing. */
+  t = make_topo(&(topo_params){.synthetic = SYNTH_2x4x2, .cpu_quota = 64});
+  plan = make_plan(t, TOPO_PLAN_PARAMS_DEFAULT);
+  assert_int_equal(plan->slots_available, 8);
+  assert_int_equal(plan->warning_count, 0);
+  topo_plan_free(plan);
+  topo_free(t);
+}
+
+/* ==== the quota's arithmetic and files ======================================================== */
+
+static void test_quota_arithmetic(void **state) {
+  (void)state;
+  assert_true(topo_quota_cpus(150000, 100000) == 1.5);
+  assert_true(topo_quota_cpus(400000, 100000) == 4.0);
+  assert_true(topo_quota_cpus(-1, 100000) == 0.0); /* v1's "no quota" */
+  assert_true(topo_quota_cpus(50000, 0) == 0.0);
+
+  double cpus = -7;
+  assert_int_equal(topo_quota_parse_cpu_max("max 100000\n", &cpus), 0);
+  assert_true(cpus == 0.0);
+  assert_int_equal(topo_quota_parse_cpu_max("150000 100000\n", &cpus), 0);
+  assert_true(cpus == 1.5);
+  assert_int_equal(topo_quota_parse_cpu_max("200000 50000", &cpus), 0);
+  assert_true(cpus == 4.0);
+  static const char *const malformed[] = {"", "max", "100000", "abc 100000", "-5 100000", "100 0", "100 100 100", "1e5 100000"};
+  for (size_t i = 0; i < sizeof malformed / sizeof malformed[0]; i++)
+    if (topo_quota_parse_cpu_max(malformed[i], &cpus) != -1) fail_msg("accepted cpu.max '%s'", malformed[i]);
+
+  assert_int_equal(topo_quota_core_cap(0), 0);
+  assert_int_equal(topo_quota_core_cap(-1), 0);
+  assert_int_equal(topo_quota_core_cap(0.5), 1);
+  assert_int_equal(topo_quota_core_cap(1.5), 1);
+  assert_int_equal(topo_quota_core_cap(3.99), 3);
+  assert_int_equal(topo_quota_core_cap(4), 4);
+}
+
+static void write_file(const char *root, const char *rel, const char *text) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/%s", root, rel);
+  /* mkdir -p of the parent */
+  for (char *p = path + strlen(root) + 1; (p = strchr(p, '/')) != NULL; p++) {
+    *p = '\0';
+    mkdir(path, 0755);
+    *p = '/';
+  }
+  FILE *f = fopen(path, "w");
+  if (!f) fail_msg("cannot write %s", path);
+  fputs(text, f);
+  fclose(f);
+}
+
+static char *make_root(void) {
+  char tmpl[] = "/tmp/inferd_topo_test_XXXXXX";
+  char *dir = mkdtemp(tmpl);
+  if (!dir) fail_msg("mkdtemp failed");
+  return strdup(dir);
+}
+
+static void remove_root(char *root) {
+  char cmd[PATH_MAX + 16];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", root);
+  free(root);
+}
+
+static void test_quota_files_cgroup_v2(void **state) {
+  (void)state;
+  char *root = make_root();
+  write_file(root, "proc/self/cgroup", "0::/kubepods/pod1/c1\n");
+  write_file(root, "proc/self/mountinfo",
+             "22 1 0:20 / /proc rw,relatime - proc proc rw\n"
+             "30 22 0:27 / /sys/fs/cgroup rw,nosuid shared:9 - cgroup2 cgroup2 rw,nsdelegate\n");
+  write_file(root, "sys/fs/cgroup/cpu.max", "max 100000\n");
+  write_file(root, "sys/fs/cgroup/kubepods/cpu.max", "max 100000\n");
+  write_file(root, "sys/fs/cgroup/kubepods/pod1/cpu.max", "250000 100000\n"); /* the pod's limit */
+  write_file(root, "sys/fs/cgroup/kubepods/pod1/c1/cpu.max", "max 100000\n");
+  double cpus = 0;
+  char source[512];
+  topo_quota_read(root, &cpus, source, sizeof source);
+  if (cpus != 2.5) fail_msg("quota %g, expected 2.5 (from the parent)", cpus);
+  assert_non_null(strstr(source, "/sys/fs/cgroup/kubepods/pod1/cpu.max"));
+
+  /* The container's own, smaller limit wins. */
+  write_file(root, "sys/fs/cgroup/kubepods/pod1/c1/cpu.max", "150000 100000\n");
+  topo_quota_read(root, &cpus, source, sizeof source);
+  assert_true(cpus == 1.5);
+  assert_non_null(strstr(source, "/pod1/c1/cpu.max"));
+
+  /* No limit anywhere; and unreadable or garbage files are no quota, not an error. */
+  write_file(root, "sys/fs/cgroup/kubepods/pod1/c1/cpu.max", "garbage\n");
+  write_file(root, "sys/fs/cgroup/kubepods/pod1/cpu.max", "max 100000\n");
+  topo_quota_read(root, &cpus, source, sizeof source);
+  assert_true(cpus == 0);
+  assert_string_equal(source, "none");
+  remove_root(root);
+
+  /* No /proc at all. */
+  topo_quota_read("/nonexistent", &cpus, source, sizeof source);
+  assert_true(cpus == 0);
+}
+
+static void test_quota_files_cgroup_v1_container(void **state) {
+  (void)state;
+  /* A container without a cgroup namespace: /proc/self/cgroup names the host's path,
+   * the mount shows only that sub-tree (its root field is /docker/abc). */
+  char *root = make_root();
+  write_file(root, "proc/self/cgroup",
+             "12:memory:/docker/abc\n"
+             "4:cpu,cpuacct:/docker/abc\n"
+             "1:name=systemd:/docker/abc\n"
+             "0::/system.slice/docker.service\n");
+  write_file(root, "proc/self/mountinfo",
+             "40 30 0:36 /docker/abc /sys/fs/cgroup/cpu,cpuacct ro,nosuid - cgroup cgroup rw,cpu,cpuacct\n"
+             "41 30 0:37 /docker/abc /sys/fs/cgroup/memory ro,nosuid - cgroup cgroup rw,memory\n");
+  write_file(root, "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "300000\n");
+  write_file(root, "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
+  write_file(root, "sys/fs/cgroup/memory/cpu.cfs_quota_us", "100000\n"); /* not the cpu hierarchy */
+  write_file(root, "sys/fs/cgroup/memory/cpu.cfs_period_us", "100000\n");
+  double cpus = 0;
+  char source[512];
+  topo_quota_read(root, &cpus, source, sizeof source);
+  if (cpus != 3.0) fail_msg("quota %g, expected 3", cpus);
+  assert_non_null(strstr(source, "cpu,cpuacct/cpu.cfs_quota_us"));
+
+  /* -1: no quota. */
+  write_file(root, "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
+  topo_quota_read(root, &cpus, source, sizeof source);
+  assert_true(cpus == 0);
+  remove_root(root);
+}
+
+/* ==== rendering helpers =================================================================== */
+
+static void test_cpu_list(void **state) {
+  (void)state;
+  char buf[64];
+  static const int ids[] = {11, 3, 1, 2, 8, 10, 0, 3};
+  assert_string_equal(topo_cpu_list(ids, 8, buf, sizeof buf), "0-3,8,10-11");
+  assert_string_equal(topo_cpu_list(ids, 0, buf, sizeof buf), "");
+  static const int one[] = {5};
+  assert_string_equal(topo_cpu_list(one, 1, buf, sizeof buf), "5");
+  static const int spread[] = {0, 2, 4, 6, 8, 10, 12, 14};
+  char small[10];
+  assert_string_equal(topo_cpu_list(spread, 8, small, sizeof small), "0,2,4...");
+}
+
+static void test_print(void **state) {
+  (void)state;
+  topo *t = make_topo(&(topo_params){.synthetic = SYNTH_2x4x2, .allowed_cpus = "0-14"});
+  topo_plan_params p = TOPO_PLAN_PARAMS_DEFAULT;
+  p.workers = 3;
+  p.threads_per_worker = 4;
+  topo_plan *plan = make_plan(t, p);
+  char *text = NULL;
+  size_t size = 0;
+  FILE *f = open_memstream(&text, &size);
+  topo_print_machine(t, f);
+  topo_print_plan(plan, f);
+  fclose(f);
+  static const char *const expected[] = {
+      "machine: synthetic 'pack:2 numa:1 core:4 pu:2'\n",
+      "  2 packages, 2 NUMA nodes, 8 physical cores, 16 logical CPUs\n",
+      "  NUMA node 1 (package 1, 1.0 GiB): 4 cores, 4 usable\n",
+      "    core 7: cpus 14-15 (usable: 14)\n",
+      "usable: 8 of 8 physical cores, 15 of 16 logical CPUs (cpus 0-14)\n",
+      "  cpu quota: none\n",
+      "plan: 3 workers, physical cores only\n",
+      "  worker 0: NUMA node 0, 2 threads, cpus 0,2 (cores 0-1)\n",
+      "  worker 1: NUMA node 1, 2 threads, cpus 8,10 (cores 4-5)\n",
+      "  uses 6 of 8 usable physical cores\n",
+      "warning: threads_per_worker 4 reduced to 2: 3 workers x 4 threads do not fit in the 8 usable physical cores of these NUMA nodes\n",
+  };
+  for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++)
+    if (!strstr(text, expected[i])) fail_msg("missing:\n%sin:\n%s", expected[i], text);
+  free(text);
+  topo_plan_free(plan);
+  topo_free(t);
+}
+
+/* ==== the real machine ======================================================================= */
+
+static void test_real_machine_plan_is_sane(void **state) {
+  (void)state;
+  topo *t = make_topo(NULL);
+  const topo_machine *m = topo_get_machine(t);
+  assert_true(m->usable_core_count >= 1 && m->usable_core_count <= m->core_count);
+  assert_true(m->usable_pu_count >= m->usable_core_count);
+  assert_true(m->bindable);
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  assert_int_equal(sched_getaffinity(0, sizeof mask, &mask), 0);
+  assert_true(m->usable_pu_count <= CPU_COUNT(&mask));
+
+  topo_plan *plan = make_plan(t, TOPO_PLAN_PARAMS_DEFAULT);
+  check_plan(t, plan);
+  for (int w = 0; w < plan->worker_count; w++)
+    for (int i = 0; i < plan->workers[w].thread_count; i++)
+      if (!CPU_ISSET(plan->workers[w].cpus[i], &mask)) fail_msg("cpu %d is outside the affinity mask", plan->workers[w].cpus[i]);
+  int threads = 0;
+  for (int w = 0; w < plan->worker_count; w++) threads += plan->workers[w].thread_count;
+  assert_true(threads <= m->usable_core_count);
+  if (m->quota_cap) assert_true(threads <= m->quota_cap);
+  char line[512];
+  fprintf(stderr, "this machine: %s\n", topo_plan_summary(plan, line, sizeof line));
+  topo_plan_free(plan);
+  topo_free(t);
+}
+
+typedef struct bind_result {
+  const topo_worker *worker;
+  inferd_status status;
+  int team[2];          /* team size in the first and second region */
+  int cpu_of[2][64];    /* the single CPU in thread i's mask, -1 if several */
+  long tid[2][64];
+} bind_result;
+
+static int only_cpu(void) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) != 1) return -1;
+  for (int c = 0; c < CPU_SETSIZE; c++)
+    if (CPU_ISSET(c, &set)) return c;
+  return -1;
+}
+
+static void *bind_thread(void *arg) {
+  bind_result *r = arg;
+  if (topo_bind_current_thread(r->worker, &r->status) != INFERD_OK) return NULL;
+  for (int region = 0; region < 2; region++) {
+    /* Like oneDNN: a parallel region of the default size, started by the worker. */
+#pragma omp parallel
+    {
+      int i = omp_get_thread_num();
+      if (i == 0) r->team[region] = omp_get_num_threads();
+      if (i < 64) {
+        r->cpu_of[region][i] = only_cpu();
+        r->tid[region][i] = (long)syscall(SYS_gettid);
+      }
+    }
+  }
+  return NULL;
+}
+
+static void test_real_machine_binding(void **state) {
+  (void)state;
+  topo *t = make_topo(NULL);
+  topo_plan *plan = make_plan(t, TOPO_PLAN_PARAMS_DEFAULT);
+  const topo_worker *w = &plan->workers[0];
+  bind_result r = {.worker = w};
+  pthread_t thread;
+  assert_int_equal(pthread_create(&thread, NULL, bind_thread, &r), 0);
+  pthread_join(thread, NULL);
+  if (r.status.code != INFERD_OK) fail_msg("bind: %s", r.status.message);
+  for (int region = 0; region < 2; region++) {
+    assert_int_equal(r.team[region], w->thread_count);
+    for (int i = 0; i < w->thread_count && i < 64; i++) {
+      if (r.cpu_of[region][i] != w->cpus[i])
+        fail_msg("region %d: OpenMP thread %d runs on cpu %d, expected only %d", region, i, r.cpu_of[region][i], w->cpus[i]);
+      assert_int_equal(r.tid[region][i], r.tid[0][i]); /* the same OS threads again */
+    }
+  }
+  /* The test's own thread was not touched. */
+  cpu_set_t mask;
+  assert_int_equal(sched_getaffinity(0, sizeof mask, &mask), 0);
+  assert_true(CPU_COUNT(&mask) >= topo_get_machine(t)->usable_pu_count);
+  topo_plan_free(plan);
+  topo_free(t);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_synthetic_machine),
+      cmocka_unit_test(test_affinity_mask_is_honoured),
+      cmocka_unit_test(test_bad_params),
+      cmocka_unit_test(test_default_plan_one_worker_per_node),
+      cmocka_unit_test(test_workers_times_threads_limits),
+      cmocka_unit_test(test_use_logical_core),
+      cmocka_unit_test(test_node_id),
+      cmocka_unit_test(test_quota_caps_the_plan),
+      cmocka_unit_test(test_quota_arithmetic),
+      cmocka_unit_test(test_quota_files_cgroup_v2),
+      cmocka_unit_test(test_quota_files_cgroup_v1_container),
+      cmocka_unit_test(test_cpu_list),
+      cmocka_unit_test(test_print),
+      cmocka_unit_test(test_real_machine_plan_is_sane),
+      cmocka_unit_test(test_real_machine_binding),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
