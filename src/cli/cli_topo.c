@@ -1,0 +1,102 @@
+/*
+ * cli_topo.c - `inferd topo`: the machine's cores and NUMA nodes and the placement plan
+ * the server would use.
+ *
+ *   inferd topo [--workers N] [--threads-per-worker T] [--use-logical-core] [--node-id N]
+ *               [--synthetic DESC | --xml FILE] [--cpus LIST] [--cpu-quota CPUS]
+ *
+ * The plan options mean what the server's do (DESIGN.md §5). The others describe
+ * another machine, to see what a plan would be there: an hwloc synthetic description
+ * ("pack:2 numa:1 core:4 pu:2") or an XML export (lstopo --of xml), the logical CPUs
+ * the process may use (instead of its affinity mask), and a CPU quota in CPUs (instead
+ * of the cgroup's; 0 for none). Prints the machine, then the plan and its warnings;
+ * exit status 0, or 2 with one line on stderr for a bad option or an impossible plan.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "topo/topo.h"
+
+static const char topo_usage_text[] =
+    "usage: inferd topo [--workers N] [--threads-per-worker T] [--use-logical-core] [--node-id N]\n"
+    "                   [--synthetic DESC | --xml FILE] [--cpus LIST] [--cpu-quota CPUS]\n";
+
+static int bad(const char *msg, const char *arg) {
+  fprintf(stderr, "inferd topo: %s%s%s (try inferd topo --help)\n", msg, arg ? ": " : "", arg ? arg : "");
+  return 2;
+}
+
+static int parse_count(const char *s, int lo, int hi, int *out) {
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (*s == '\0' || *end != '\0' || v < lo || v > hi) return -1;
+  *out = (int)v;
+  return 0;
+}
+
+int cli_topo(int argc, char **argv) {
+  static const struct option longs[] = {
+      {"workers", required_argument, 0, 'w'},  {"threads-per-worker", required_argument, 0, 't'},
+      {"use-logical-core", no_argument, 0, 'l'}, {"node-id", required_argument, 0, 'n'},
+      {"synthetic", required_argument, 0, 's'}, {"xml", required_argument, 0, 'x'},
+      {"cpus", required_argument, 0, 'c'},     {"cpu-quota", required_argument, 0, 'q'},
+      {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
+  };
+  topo_params tp = {0};
+  topo_plan_params pp = TOPO_PLAN_PARAMS_DEFAULT;
+  optind = 1;
+  opterr = 0; /* one line of our own instead of getopt's */
+  int ch;
+  while ((ch = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {
+    switch (ch) {
+    case 'w':
+      if (parse_count(optarg, 0, 4096, &pp.workers)) return bad("--workers wants 0..4096", optarg);
+      break;
+    case 't':
+      if (parse_count(optarg, 0, 4096, &pp.threads_per_worker)) return bad("--threads-per-worker wants 0..4096", optarg);
+      break;
+    case 'l': pp.use_logical_core = true; break;
+    case 'n':
+      if (parse_count(optarg, 0, 1 << 20, &pp.node_id)) return bad("--node-id wants a NUMA node number", optarg);
+      break;
+    case 's': tp.synthetic = optarg; break;
+    case 'x': tp.xml_path = optarg; break;
+    case 'c': tp.allowed_cpus = optarg; break;
+    case 'q': {
+      char *end;
+      double q = strtod(optarg, &end);
+      if (*optarg == '\0' || *end != '\0' || !(q >= 0 && q <= 1e6)) return bad("--cpu-quota wants a number of CPUs", optarg);
+      tp.cpu_quota = q > 0 ? q : -1; /* 0 on the command line: no quota */
+      break;
+    }
+    case 'h': fputs(topo_usage_text, stdout); return 0;
+    case ':': return bad("missing value for", argv[optind - 1]);
+    default: {
+      char name[3] = {'-', (char)optopt, '\0'};
+      return bad("unknown option", optopt ? name : argv[optind - 1]);
+    }
+    }
+  }
+  if (optind != argc) return bad("unexpected argument", argv[optind]);
+
+  inferd_status st = {0};
+  topo *t = NULL;
+  if (topo_new(&tp, &t, &st) != INFERD_OK) {
+    fprintf(stderr, "inferd topo: %s\n", st.message);
+    return cli_exit_status(st.code);
+  }
+  topo_plan *plan = NULL;
+  if (topo_plan_new(t, &pp, &plan, &st) != INFERD_OK) {
+    fprintf(stderr, "inferd topo: %s\n", st.message);
+    topo_free(t);
+    return cli_exit_status(st.code);
+  }
+  topo_print_machine(t, stdout);
+  topo_print_plan(plan, stdout);
+  topo_plan_free(plan);
+  topo_free(t);
+  return 0;
+}
