@@ -51,7 +51,7 @@ static bool is_name_char(int c) { return isalnum(c) || c == '_' || c == ':'; }
 static const char *check_exposition(const char *text, char *err, size_t errsize) {
   family_seen fam[64];
   int nfam = 0;
-  char prev_series[512] = "", prev_le_text[64] = "";
+  char prev_series[128 + 512 + 2] = "", prev_le_text[64] = "";
   double prev_le = -INFINITY, prev_bucket = -1, inf_bucket = -1;
   size_t len = strlen(text);
   if (len == 0 || text[len - 1] != '\n') return "text does not end with a newline";
@@ -88,7 +88,7 @@ static const char *check_exposition(const char *text, char *err, size_t errsize)
               strcmp(rest, "untyped"))
             return snprintf(err, errsize, "line %d: unknown type '%s'", lineno, rest), err;
           f->typed = true;
-          snprintf(f->type, sizeof f->type, "%s", rest);
+          snprintf(f->type, sizeof f->type, "%.15s", rest);
         }
       }
       continue;
@@ -172,7 +172,7 @@ static const char *check_exposition(const char *text, char *err, size_t errsize)
     if (!f || !f->typed || !f->help) return snprintf(err, errsize, "line %d: %s has no HELP/TYPE before it", lineno, name), err;
     f->has_samples = true;
     if (strcmp(f->type, "histogram") == 0) {
-      char series[512];
+      char series[sizeof base + sizeof labels_wo_le + 2];
       snprintf(series, sizeof series, "%s{%s}", base, labels_wo_le);
       if (strcmp(suffix, "_bucket") == 0) {
         if (!le[0]) return snprintf(err, errsize, "line %d: bucket without le", lineno), err;
