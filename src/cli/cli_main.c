@@ -12,6 +12,7 @@ static const struct {
   const char *help;
 } commands[] = {
     {"run", cli_run, "run one model on a .npy batch, or benchmark it (--bench)"},
+    {"archive", cli_archive, "make a TorchServe model archive (.mar) from an ONNX model"},
     {"topo", cli_topo, "show the machine's cores and NUMA nodes and the workers' placement plan"},
 };
 

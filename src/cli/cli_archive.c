@@ -1,0 +1,123 @@
+/*
+ * cli_archive.c - `inferd archive`: makes a TorchServe model archive, with
+ * torch-model-archiver's flags.
+ *
+ *   inferd archive --model-name NAME --serialized-file MODEL.onnx --handler HANDLER
+ *                  [--version V] [--export-path DIR] [--extra-files F1,F2,...]
+ *                  [--archive-format default|zip-store|no-archive] [--force]
+ *
+ * Writes DIR/NAME.mar (or the directory DIR/NAME with no-archive) through
+ * archive_write (src/archive/) and prints the path written. --version defaults to 1.0
+ * and --export-path to the current directory, where torch-model-archiver requires
+ * --version. Any error, an existing archive without --force included, is one line on
+ * stderr and exit status 2.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "archive/archive.h"
+#include "cli/cli.h"
+
+static void archive_usage(FILE *f) {
+  fprintf(f,
+          "usage: inferd archive --model-name NAME --serialized-file MODEL.onnx --handler HANDLER\n"
+          "                      [--version V] [--export-path DIR] [--extra-files F1,F2,...]\n"
+          "                      [--archive-format default|zip-store|no-archive] [-f|--force]\n"
+          "\n"
+          "Makes NAME.mar (a TorchServe model archive: the model, the extra files and\n"
+          "MAR-INF/MANIFEST.json) in DIR, as torch-model-archiver does.\n"
+          "  --model-name NAME        the model's name: [A-Za-z0-9][A-Za-z0-9_.-]*\n"
+          "  --serialized-file FILE   the ONNX model\n"
+          "  --handler HANDLER        a built-in handler (image_classifier) or a handler file\n"
+          "  --version V              the model's version (default 1.0)\n"
+          "  --export-path DIR        where to write (default: the current directory)\n"
+          "  --extra-files LIST       comma-separated files or directories, e.g. index_to_name.json\n"
+          "  --archive-format FORMAT  default (deflated .mar), zip-store (stored .mar),\n"
+          "                           no-archive (the directory DIR/NAME)\n"
+          "  -f, --force              replace an existing archive\n");
+}
+
+static int usage_error(const char *fmt, const char *arg) {
+  fprintf(stderr, "inferd archive: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, " (see inferd archive --help)\n");
+  return 2;
+}
+
+/* Splits "a,b,,c" into its non-empty items (pointers into `list`, which is modified). */
+static int split_commas(char *list, const char **items, int max) {
+  int n = 0;
+  for (char *save = NULL, *item = strtok_r(list, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+    while (*item == ' ') item++;
+    if (!*item) continue;
+    if (n == max) return -1;
+    items[n++] = item;
+  }
+  return n;
+}
+
+int cli_archive(int argc, char **argv) {
+  static const struct option longs[] = {
+      {"model-name", required_argument, 0, 'n'},      {"serialized-file", required_argument, 0, 's'},
+      {"handler", required_argument, 0, 'H'},         {"version", required_argument, 0, 'v'},
+      {"export-path", required_argument, 0, 'e'},     {"extra-files", required_argument, 0, 'x'},
+      {"archive-format", required_argument, 0, 'a'},  {"force", no_argument, 0, 'f'},
+      {"help", no_argument, 0, 'h'},                  {0, 0, 0, 0},
+  };
+  archive_write_params w = {0};
+  char *extra_list = NULL;
+  optind = 1;
+  opterr = 0; /* our own one-line messages */
+  int ch;
+  while ((ch = getopt_long(argc, argv, ":v:fh", longs, NULL)) != -1) {
+    switch (ch) {
+    case 'n': w.model_name = optarg; break;
+    case 's': w.serialized_file = optarg; break;
+    case 'H': w.handler = optarg; break;
+    case 'v': w.version = optarg; break;
+    case 'e': w.export_path = optarg; break;
+    case 'x': extra_list = optarg; break;
+    case 'f': w.force = true; break;
+    case 'a':
+      if (strcmp(optarg, "default") == 0) w.format = ARCHIVE_FORMAT_DEFAULT;
+      else if (strcmp(optarg, "zip-store") == 0) w.format = ARCHIVE_FORMAT_ZIP_STORE;
+      else if (strcmp(optarg, "no-archive") == 0) w.format = ARCHIVE_FORMAT_NO_ARCHIVE;
+      else if (strcmp(optarg, "tgz") == 0) return usage_error("--archive-format %s is not supported", optarg);
+      else return usage_error("unknown --archive-format '%s'", optarg);
+      break;
+    case 'h': archive_usage(stdout); return 0;
+    case ':': return usage_error("%s needs a value", argv[optind - 1]);
+    default: return usage_error("unknown option '%s'", argv[optind - 1]);
+    }
+  }
+  if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
+  if (!w.model_name) return usage_error("%s is required", "--model-name");
+  if (!w.serialized_file) return usage_error("%s is required", "--serialized-file");
+  if (!w.handler) return usage_error("%s is required", "--handler");
+
+  const char *extras[256];
+  char *extra_copy = NULL; /* extras[] point into it */
+  if (extra_list) {
+    if (!(extra_copy = strdup(extra_list))) return fprintf(stderr, "inferd archive: out of memory\n"), 1;
+    int n = split_commas(extra_copy, extras, (int)(sizeof extras / sizeof *extras));
+    if (n < 0) {
+      free(extra_copy);
+      return usage_error("%s: too many files (256 at most)", "--extra-files");
+    }
+    w.extra_files = extras;
+    w.extra_file_count = n;
+  }
+  char written[4096];
+  inferd_status st = {0};
+  inferd_code rc = archive_write(&w, written, sizeof written, &st);
+  free(extra_copy);
+  if (rc != INFERD_OK) {
+    fprintf(stderr, "inferd archive: %s\n", st.message);
+    /* whatever archive_write refuses comes from the command line or its files */
+    return rc == INFERD_NO_MEMORY || rc == INFERD_INTERNAL ? 1 : 2;
+  }
+  printf("%s\n", written);
+  return 0;
+}
