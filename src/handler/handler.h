@@ -1,0 +1,161 @@
+/*
+ * handler.h - the built-in image_classifier handler: the bytes of a JPEG or PNG become
+ * one [3,224,224] slot of the model's input batch, and a row of logits becomes
+ * TorchServe's answer {"label": probability, ...}.
+ *
+ * Preprocessing reproduces what TorchServe's image_classifier feeds its model:
+ *   PIL Image.open(...).convert("RGB") -> torchvision Resize(256) (bilinear with PIL's
+ *   antialiasing) -> CenterCrop(224) -> ToTensor() -> Normalize(ImageNet mean/std).
+ * PNGs and JPEGs decoded at full size give the same bytes as PIL before ToTensor (the
+ * same libjpeg-turbo decoder, PIL's resampling arithmetic), so the tensor is bit-equal
+ * to torchvision's. Photos much larger than needed are decoded with TurboJPEG's DCT
+ * scaling, which changes pixels by a few 1/255 at most (see handler_image.c).
+ *
+ * Threading: a handler_image_ctx belongs to one thread at a time (make one per HTTP or
+ * preprocessing thread); different contexts run concurrently. handler_labels is
+ * read-only once loaded and may be shared by any number of threads. The other
+ * functions keep no state.
+ *
+ * Memory: a context owns every buffer preprocessing needs (the decoder handle, the
+ * decoded image, the resampler's coefficients and rows). They grow to fit the largest
+ * image seen and are then reused, so a stream of similar images allocates nothing;
+ * buffers above params.retain_bytes are released after the image that needed them.
+ * (libjpeg-turbo still allocates its own per-image working memory inside
+ * tjDecompress2; inferd cannot hand it a buffer through the TurboJPEG API.)
+ *
+ * Errors: a bad image is INVALID_ARG with a one-line message starting "image: ";
+ * nothing an image contains can crash or abort.
+ */
+#ifndef INFERD_HANDLER_H
+#define INFERD_HANDLER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "inferd/inferd.h"
+
+/* ---- image_classifier preprocessing ------------------------------------------- */
+
+enum {
+  HANDLER_IMAGE_RESIZE = 256,  /* Resize(256): the shorter side becomes this */
+  HANDLER_IMAGE_CROP = 224,    /* CenterCrop(224) */
+  HANDLER_IMAGE_CHANNELS = 3,  /* RGB */
+  /* bytes of a crop as handler_image_crop writes it: [224][224][3] uint8 (HWC) */
+  HANDLER_IMAGE_CROP_BYTES = HANDLER_IMAGE_CROP * HANDLER_IMAGE_CROP * HANDLER_IMAGE_CHANNELS,
+  /* floats of one batch slot as handler_image_preprocess writes it: [3][224][224] (CHW) */
+  HANDLER_IMAGE_TENSOR_FLOATS = HANDLER_IMAGE_CHANNELS * HANDLER_IMAGE_CROP * HANDLER_IMAGE_CROP,
+};
+
+/* Images with more pixels (width x height as stored in the file) are refused. */
+#define HANDLER_IMAGE_MAX_PIXELS 64000000ll /* 64 megapixels */
+
+typedef enum handler_image_format {
+  HANDLER_IMAGE_UNKNOWN = 0,
+  HANDLER_IMAGE_JPEG,
+  HANDLER_IMAGE_PNG,
+} handler_image_format;
+
+typedef struct handler_image_params {
+  /* Buffers larger than this are released after the image that needed them, so that
+   * one huge image does not pin its memory in every context. 0 = default 48 MiB
+   * (the pixels of a 12-megapixel PNG or JPEG fit). */
+  size_t retain_bytes;
+  /* Nonzero: never decode with TurboJPEG's DCT scaling, so every JPEG gives the bytes
+   * PIL gives, at the cost of decoding big photos at full size. Default 0. */
+  int exact_jpeg;
+} handler_image_params;
+
+/* What preprocessing found and did; filled on success (and as far as known on failure). */
+typedef struct handler_image_info {
+  handler_image_format format;
+  int width, height;                 /* as stored in the file */
+  int decoded_width, decoded_height; /* as decoded: smaller when DCT-scaled */
+  int scale_num, scale_denom;        /* the DCT scaling factor; 1/1 when not scaled */
+  int64_t resized_width, resized_height; /* Resize(256)'s output size, torchvision's rule */
+} handler_image_info;
+
+typedef struct handler_image_ctx handler_image_ctx;
+
+/* A context for one thread; `params` may be NULL for defaults. Returns NULL when out of
+ * memory (or when TurboJPEG cannot be initialized). Free with handler_image_ctx_free. */
+handler_image_ctx *handler_image_ctx_new(const handler_image_params *params);
+void handler_image_ctx_free(handler_image_ctx *ctx);
+
+/* The whole preprocessing of TorchServe's image_classifier: decodes `data` (a JPEG or
+ * PNG, told apart by its first bytes; borrowed for the call), resizes, crops and
+ * normalizes it into `tensor` (caller-owned, HANDLER_IMAGE_TENSOR_FLOATS floats, [3][224]
+ * [224]; typically one slot of a batch, so the batch is assembled without copies).
+ * `info` may be NULL. INVALID_ARG for an empty, truncated, corrupt, unknown-format or
+ * too large (> HANDLER_IMAGE_MAX_PIXELS) image; NO_MEMORY when a buffer cannot grow. */
+inferd_code handler_image_preprocess(handler_image_ctx *ctx, const void *data, size_t size,
+                                     float *tensor, handler_image_info *info,
+                                     inferd_status *status);
+
+/* The same up to CenterCrop: writes the 224x224 RGB crop as bytes into `rgb`
+ * (caller-owned, HANDLER_IMAGE_CROP_BYTES, [224][224][3]); rgb / 255 is torchvision's
+ * tensor before Normalize. */
+inferd_code handler_image_crop(handler_image_ctx *ctx, const void *data, size_t size,
+                               uint8_t *rgb, handler_image_info *info, inferd_status *status);
+
+/* ToTensor + Normalize(mean=[0.485,0.456,0.406], std=[0.229,0.224,0.225]) of a crop
+ * from handler_image_crop into `tensor` ([3][224][224]), in float32 arithmetic exactly
+ * as torchvision does it. */
+void handler_image_normalize(const uint8_t *rgb, float *tensor);
+
+/* The format `data` starts like, by its magic bytes (UNKNOWN when neither). */
+handler_image_format handler_image_detect(const void *data, size_t size);
+
+/* ---- image_classifier postprocessing ------------------------------------------- */
+
+enum {
+  HANDLER_TOPK = 5,       /* TorchServe's image_classifier answers the top 5 */
+  HANDLER_TOPK_MAX = 100, /* handler_classify_json answers at most this many */
+};
+
+/* Class index -> name, from TorchServe's index_to_name.json: {"0": "tench", ...} with
+ * values that are a name or a list whose last element is the name (["n01440764",
+ * "tench"]), or the older {"object_type_names": ["tench", ...]}. Keys that are not a
+ * class index written in decimal are never looked up (as in TorchServe) and ignored. */
+typedef struct handler_labels handler_labels;
+
+/* Loads `path`. NOT_FOUND when there is no such file (the caller then passes NULL
+ * labels: classes are named by their index, as TorchServe does without the file);
+ * INVALID_ARG, naming the file and the key, when it is not such a mapping. On success
+ * *out is owned by the caller: free with handler_labels_free. */
+inferd_code handler_labels_load(const char *path, handler_labels **out, inferd_status *status);
+/* The same from memory (e.g. a file inside a .mar); `json` is borrowed for the call,
+ * `name` is what messages call it. */
+inferd_code handler_labels_parse(const void *json, size_t size, const char *name,
+                                 handler_labels **out, inferd_status *status);
+void handler_labels_free(handler_labels *labels);
+/* The name of class `index` (borrowed from `labels`), or NULL when it has none. */
+const char *handler_labels_name(const handler_labels *labels, int64_t index);
+
+/* One entry of a top-k list. */
+typedef struct handler_class {
+  int index;         /* class index into the logits */
+  float probability; /* softmax probability: computed in double, rounded to float32 */
+} handler_class;
+
+/* Softmax over `logits` [n] and the `k` most probable classes into `top` (caller-owned,
+ * k entries), most probable first (ties: lower index first). Returns how many were
+ * written (min(k, n)), or -1 when a logit is NaN or infinite. No allocation. */
+int handler_classify_topk(const float *logits, int n, int k, handler_class *top);
+
+/* Upper bound of the bytes handler_classify_json writes for `k` classes with these
+ * labels (NULL: index names), the terminating NUL included. Size buffers with it once. */
+size_t handler_classify_json_size(const handler_labels *labels, int k);
+
+/* TorchServe's image_classifier answer for one row of logits, as TorchServe renders it
+ * (Python's json.dumps(result, indent=2)): {"label": probability, ...} with the top `k`
+ * (at most HANDLER_TOPK_MAX) in descending order, labels from `labels` (NULL or a class without a name: its index,
+ * "281"), probabilities printed as the shortest text that reads back as the same
+ * float32. Two classes with the same name are one key, as in TorchServe's Python dict:
+ * in the first one's place with the later one's probability. Writes a NUL-terminated
+ * string into `buf` (caller-owned, `size` bytes) and its length into *length (may be
+ * NULL). INTERNAL when a logit is not finite; TOO_LARGE when `size` is too small. */
+inferd_code handler_classify_json(const float *logits, int n, int k,
+                                  const handler_labels *labels, char *buf, size_t size,
+                                  size_t *length, inferd_status *status);
+
+#endif /* INFERD_HANDLER_H */
