@@ -22,3 +22,14 @@ foreach(sub topo sched handler http metrics config archive bench)
     target_link_libraries(inferd_${sub} PUBLIC ${_inferd_deps_${sub}})
   endif()
 endforeach()
+
+# Subsystems built on other subsystems (DESIGN.md §2: cli -> http -> sched -> engine;
+# http also uses handler, topo, metrics, config and archive). Static libraries must
+# name what they use, or the link order of INFERD_SERVER_LIBS decides.
+if(TARGET inferd_http)
+  foreach(dep sched handler topo metrics config archive)
+    if(TARGET inferd_${dep})
+      target_link_libraries(inferd_http PUBLIC inferd_${dep})
+    endif()
+  endforeach()
+endif()
