@@ -103,8 +103,10 @@ bool archive_valid_model_name(const char *name);
 /* ---- writing ------------------------------------------------------------------- */
 
 typedef enum archive_format {
-  ARCHIVE_FORMAT_DEFAULT,    /* EXPORT/NAME.mar, deflated (torch-model-archiver's default) */
-  ARCHIVE_FORMAT_ZIP_STORE,  /* EXPORT/NAME.mar, stored without compression */
+  ARCHIVE_FORMAT_DEFAULT,    /* EXPORT/NAME.mar: the .onnx stored (float weights hardly
+                                compress, and inflating them slows every start), the
+                                other files deflated */
+  ARCHIVE_FORMAT_ZIP_STORE,  /* EXPORT/NAME.mar, every file stored */
   ARCHIVE_FORMAT_NO_ARCHIVE, /* the directory EXPORT/NAME */
 } archive_format;
 

@@ -9,7 +9,8 @@
  * Writes DIR/NAME.mar (or the directory DIR/NAME with no-archive) through
  * archive_write (src/archive/) and prints the path written. --version defaults to 1.0
  * and --export-path to the current directory, where torch-model-archiver requires
- * --version. Any error, an existing archive without --force included, is one line on
+ * --version. The .onnx is stored in the zip rather than deflated (see archive_write.c:
+ * weights hardly compress, and inflating them would slow every server start). Any error, an existing archive without --force included, is one line on
  * stderr and exit status 2.
  */
 #include <getopt.h>
@@ -34,8 +35,8 @@ static void archive_usage(FILE *f) {
           "  --version V              the model's version (default 1.0)\n"
           "  --export-path DIR        where to write (default: the current directory)\n"
           "  --extra-files LIST       comma-separated files or directories, e.g. index_to_name.json\n"
-          "  --archive-format FORMAT  default (deflated .mar), zip-store (stored .mar),\n"
-          "                           no-archive (the directory DIR/NAME)\n"
+          "  --archive-format FORMAT  default (.mar; the model stored, other files deflated),\n"
+          "                           zip-store (.mar, all stored), no-archive (the directory DIR/NAME)\n"
           "  -f, --force              replace an existing archive\n");
 }
 
