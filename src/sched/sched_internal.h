@@ -1,0 +1,94 @@
+/*
+ * sched_internal.h - what sched_model.c and sched_worker.c share: the model and worker
+ * structs. Not for other subsystems (they include sched.h).
+ *
+ * Locking: every field marked [lock] is read and written only under model->lock.
+ * Fields marked [worker] belong to the worker thread alone. Fields marked [const] are
+ * set before the worker thread starts (or at model creation) and never change.
+ */
+#ifndef INFERD_SCHED_INTERNAL_H
+#define INFERD_SCHED_INTERNAL_H
+
+#include <pthread.h>
+
+#include "core/core.h"
+#include "sched/sched.h"
+
+enum { SCHED__MAX_OUTPUTS = 8, SCHED__NAME_MAX = 128 };
+
+typedef struct sched_worker {
+  struct sched_model *model; /* [const] */
+  int id;                    /* [const] */
+  int slot;                  /* [const] */
+  pthread_t thread;          /* [const] once started */
+
+  /* [lock] */
+  sched_worker_state state;
+  bool stop;      /* asked to exit after its current batch (scale-down) */
+  bool exited;    /* its thread has left the loop; only join remains */
+  double start_time;
+  long batches;
+  long requests;
+  int threads;
+  char cores[SCHED_CORES_MAX];
+  inferd_status error;
+
+  /* [worker]: allocated on the worker thread at start, never per batch */
+  inferd_session *session;
+  float *input;                           /* [batch_size, input item] */
+  size_t input_bytes;
+  float *outputs[SCHED__MAX_OUTPUTS];     /* [batch_size, output i item] each */
+  size_t output_bytes[SCHED__MAX_OUTPUTS];
+  sched_request **batch;                  /* [batch_size] requests being run */
+  sched_request **skipped;                /* [batch_size] expired or cancelled ones */
+  double *queue_seconds;                  /* [batch_size] */
+  unsigned char *shape_checked;           /* [batch_size + 1]: outputs verified at batch b */
+} sched_worker;
+
+struct sched_model {
+  inferd_model *engine_model;   /* [const] borrowed */
+  char name[SCHED__NAME_MAX];   /* [const] */
+  sched_model_params params;    /* [const] with defaults applied; name points to `name` */
+  size_t input_elems;           /* [const] floats per item */
+  int n_outputs;                /* [const] */
+  size_t output_elems[SCHED__MAX_OUTPUTS]; /* [const] floats per item of each output */
+  inferd_tensor_info output_info[SCHED__MAX_OUTPUTS]; /* [const] */
+
+  pthread_mutex_t lock;
+  pthread_cond_t work;   /* idle workers wait here for requests */
+  pthread_cond_t fill;   /* the worker holding a batch open waits here */
+  pthread_cond_t state;  /* management calls wait here for worker state changes */
+
+  /* [lock] the queue: a ring of job_queue_size pointers, allocated once */
+  sched_request **ring;
+  int head;
+  int count;
+
+  /* [lock] the pool */
+  sched_worker *workers[SCHED_MAX_WORKERS]; /* ordered by id; includes stopping/failed */
+  int n_workers;
+  int live;      /* workers not stopping, not failed, not exited: who will serve */
+  int idle;      /* workers waiting on `work` */
+  bool forming;  /* a worker is holding a partial batch open, waiting on `fill` */
+  bool draining;
+  bool warmed;   /* all workers once started with none failed (sticky) */
+  int next_id;
+  long accepted;
+  long refused;
+
+  pthread_mutex_t manage; /* serializes scale, drain and free (never taken by workers) */
+};
+
+/* sched_worker.c */
+void *sched__worker_main(void *arg);
+/* pthread_cond_timedwait until `until`, seconds on the core_now_seconds() clock (the
+ * model's condition variables use CLOCK_MONOTONIC). */
+void sched__wait_until(pthread_cond_t *cond, pthread_mutex_t *mutex, double until);
+/* Pops the oldest queued request. Caller holds model->lock and count > 0. */
+sched_request *sched__pop_locked(struct sched_model *m);
+/* Completes everything queued with `code` while no worker is live (scale to 0, every
+ * worker failed, drain without workers). Called with model->lock held; drops it
+ * around each done call. */
+void sched__flush_locked(struct sched_model *m, inferd_code code, const char *why);
+
+#endif /* INFERD_SCHED_INTERNAL_H */

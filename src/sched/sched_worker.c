@@ -1,0 +1,383 @@
+/*
+ * sched_worker.c - one worker thread of a model: start-up, the dynamic batcher, running
+ * a batch, exit.
+ *
+ * DESIGN
+ * Start-up, on the worker thread itself, in this order:
+ *   1. bind (params.worker.bind, e.g. topo_bind_current_thread): before anything else,
+ *      so that the session's OpenMP team inherits the worker's CPUs and the memory the
+ *      worker touches first is local to its NUMA node;
+ *   2. its inferd_session (threads from the binding, else params.worker.threads);
+ *   3. its buffers, sized for batch_size once: the batch input [batch_size, item],
+ *      every output [batch_size, item], and the request/skip/queue-time arrays. They
+ *      are never reallocated; running a batch allocates nothing;
+ *   4. warm-up: one batch of 1 (zeros), so the batch-1 plan is compiled and bound to
+ *      the session before the model says it is ready.
+ * A failure anywhere leaves the worker FAILED with the message (describe shows it,
+ * sched_model_wait_ready returns it).
+ *
+ * The batcher. All of it runs under the model's mutex; the engine runs without it.
+ * Work conservation and DESIGN.md §5 ("a batch is dispatched as soon as it is full or
+ * the oldest request waited max_batch_delay") fit together like this:
+ *   - Idle workers sleep on `work`. A submit wakes one. The woken worker takes at once
+ *     whatever is queued, up to batch_size: the requests arrived to a worker that had
+ *     nothing to do, i.e. the model has spare capacity and waiting would only add
+ *     latency. At low load every request runs alone, immediately.
+ *   - A worker coming back from a batch that finds requests already queued knows they
+ *     queued because every worker was busy: the model is saturated. If there are
+ *     fewer than batch_size, it may hold the batch open on `fill` (one worker at a
+ *     time; others that come back meanwhile go idle) until the first of:
+ *       the queue holds batch_size requests          -> dispatch a full batch,
+ *       the oldest queued request has waited max_batch_delay_ms -> dispatch (§5),
+ *       another worker becomes idle                  -> dispatch: capacity is free,
+ *       drain or stop.
+ *     With max_batch_delay_ms = 0 it never holds.
+ *   Under load, batches fill by themselves (requests pile up while a batch runs) and
+ *   the hold tops them up; at low load nothing waits. No request waits longer than
+ *   max_batch_delay_ms for its batch to fill, counted from its enqueue.
+ *   - Taking a batch pops from the head (FIFO), completing without running, with
+ *     INFERD_TIMEOUT, any request that was cancelled or whose deadline has passed
+ *     (they do not count toward the batch; at most batch_size of them per take).
+ *   - A worker that leaves requests queued when others are idle wakes one of them.
+ *
+ * Running a batch (no lock): copy each request's input into its row of the batch
+ * input, check once per batch size that every output has shape [batch, item...] (so
+ * the buffers sized at start can never overflow), run, copy row k of the first output
+ * to request k, call the stats hook, then every done. A request cancelled while its
+ * batch ran still gets INFERD_TIMEOUT (its output was written; the caller has answered
+ * already). After done is called the worker never touches that request again.
+ *
+ * Exit: after a stop (scale-down) or when draining finds the queue empty. The worker
+ * marks itself exited under the lock, then frees its session and buffers on its own
+ * thread; the management call that joins it frees the struct. If the last live worker
+ * leaves requests queued (scale to 0, every worker failed to start), it completes them
+ * with INFERD_UNAVAILABLE: nothing else would.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sched/sched_internal.h"
+
+/* ---- start-up ------------------------------------------------------------------------ */
+
+/* Verifies, once per batch size, that output i of a batch of `batch` is [batch, item i]:
+ * the buffers are sized from the batch-1 shapes. Compiles the plan when it is new. */
+static inferd_code worker_check_shapes(sched_worker *w, int batch, inferd_status *st) {
+  if (w->shape_checked[batch]) return INFERD_OK;
+  sched_model *m = w->model;
+  for (int i = 0; i < m->n_outputs; i++) {
+    const inferd_tensor_info *info = &m->output_info[i];
+    int rank = 0;
+    int64_t dims[INFERD_MAX_RANK];
+    inferd_code rc = inferd_session_output_shape(w->session, batch, i, &rank, dims, st);
+    if (rc != INFERD_OK) return rc;
+    bool same = rank == info->rank && dims[0] == batch;
+    for (int d = 1; same && d < rank; d++) same = dims[d] == info->dims[d];
+    if (!same) {
+      int64_t want[INFERD_MAX_RANK];
+      memcpy(want, info->dims, sizeof want);
+      want[0] = batch;
+      char got_s[128], want_s[128];
+      return core_fail(st, INFERD_UNSUPPORTED, "output '%s' at batch %d has shape %s; batching needs %s",
+                       info->name, batch, core_shape_str(rank, dims, got_s, sizeof got_s),
+                       core_shape_str(info->rank, want, want_s, sizeof want_s));
+    }
+  }
+  w->shape_checked[batch] = 1;
+  return INFERD_OK;
+}
+
+static inferd_code worker_alloc(sched_worker *w, inferd_status *st) {
+  sched_model *m = w->model;
+  size_t batch = (size_t)m->params.batch_size;
+  /* Pages (huge-page advised) touched first by this thread: local to its node. */
+  w->input_bytes = batch * m->input_elems * sizeof(float);
+  w->input = core_pages_alloc(w->input_bytes);
+  if (!w->input) return core_fail(st, INFERD_NO_MEMORY, "no memory for a %zu-byte batch input", w->input_bytes);
+  for (int i = 0; i < m->n_outputs; i++) {
+    w->output_bytes[i] = CORE_MAX(batch * m->output_elems[i] * sizeof(float), sizeof(float));
+    w->outputs[i] = core_pages_alloc(w->output_bytes[i]);
+    if (!w->outputs[i])
+      return core_fail(st, INFERD_NO_MEMORY, "no memory for a %zu-byte batch output", w->output_bytes[i]);
+  }
+  w->batch = calloc(batch, sizeof *w->batch);
+  w->skipped = calloc(batch, sizeof *w->skipped);
+  w->queue_seconds = calloc(batch, sizeof *w->queue_seconds);
+  w->shape_checked = calloc(batch + 1, 1);
+  if (!w->batch || !w->skipped || !w->queue_seconds || !w->shape_checked)
+    return core_fail(st, INFERD_NO_MEMORY, "out of memory");
+  return INFERD_OK;
+}
+
+/* Frees what worker_start made (any part of it). On the worker thread. */
+static void worker_release(sched_worker *w) {
+  inferd_session_free(w->session);
+  w->session = NULL;
+  if (w->input) core_pages_free(w->input, w->input_bytes);
+  w->input = NULL;
+  for (int i = 0; i < SCHED__MAX_OUTPUTS; i++) {
+    if (w->outputs[i]) core_pages_free(w->outputs[i], w->output_bytes[i]);
+    w->outputs[i] = NULL;
+  }
+  free(w->batch);
+  free(w->skipped);
+  free(w->queue_seconds);
+  free(w->shape_checked);
+  w->batch = w->skipped = NULL;
+  w->queue_seconds = NULL;
+  w->shape_checked = NULL;
+}
+
+static inferd_code worker_start(sched_worker *w, inferd_status *st) {
+  sched_model *m = w->model;
+  int threads = m->params.worker.threads;
+  if (m->params.worker.bind) {
+    sched_binding b = {.slot = w->slot, .worker_id = w->id};
+    inferd_code rc = m->params.worker.bind(m->params.worker.bind_ctx, &b, st);
+    if (rc != INFERD_OK) {
+      if (st && st->code == INFERD_OK) core_fail(st, rc, "%s", inferd_code_str(rc));
+      core_status_prefix(st, "bind");
+      return rc;
+    }
+    if (b.threads > 0) threads = b.threads;
+    b.cores[sizeof b.cores - 1] = '\0';
+    pthread_mutex_lock(&m->lock);
+    w->threads = threads;
+    memcpy(w->cores, b.cores, sizeof w->cores);
+    pthread_mutex_unlock(&m->lock);
+  }
+  inferd_session_params sp = {.threads = threads};
+  inferd_code rc = inferd_session_new(m->engine_model, &sp, &w->session, st);
+  if (rc == INFERD_OK) rc = worker_alloc(w, st);
+  if (rc == INFERD_OK) rc = worker_check_shapes(w, 1, st);
+  if (rc == INFERD_OK) {
+    /* Warm-up: compiles and binds the batch-1 plan before the model is ready. */
+    memset(w->input, 0, m->input_elems * sizeof(float));
+    const float *inputs[1] = {w->input};
+    rc = inferd_session_run(w->session, 1, inputs, w->outputs, st);
+    if (rc != INFERD_OK) core_status_prefix(st, "warm-up run");
+  }
+  return rc;
+}
+
+/* ---- the batcher ---------------------------------------------------------------------- */
+
+typedef struct batch_take {
+  int n;         /* requests to run: w->batch[0..n) */
+  int skipped;   /* w->skipped[0..skipped): complete with TIMEOUT without running */
+  int expired;
+  int cancelled;
+  int depth;     /* left queued */
+} batch_take;
+
+void sched__wait_until(pthread_cond_t *cond, pthread_mutex_t *mutex, double until) {
+  struct timespec ts;
+  ts.tv_sec = (time_t)until;
+  ts.tv_nsec = (long)((until - (double)ts.tv_sec) * 1e9);
+  if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+  if (ts.tv_nsec < 0) ts.tv_nsec = 0;
+  pthread_cond_timedwait(cond, mutex, &ts); /* clock: CLOCK_MONOTONIC (sched_model_new) */
+}
+
+sched_request *sched__pop_locked(sched_model *m) {
+  sched_request *r = m->ring[m->head];
+  m->ring[m->head] = NULL;
+  m->head = m->head + 1 == m->params.job_queue_size ? 0 : m->head + 1;
+  m->count--;
+  return r;
+}
+
+void sched__flush_locked(sched_model *m, inferd_code code, const char *why) {
+  while (m->count > 0 && m->live == 0) {
+    sched_request *r = sched__pop_locked(m);
+    core_fail(&r->status, code, "model '%s': %s", m->name, why);
+    pthread_mutex_unlock(&m->lock);
+    r->done(r, code, r->user);
+    pthread_mutex_lock(&m->lock);
+  }
+}
+
+/* Waits for and takes the next batch (see DESIGN). Caller holds the model's lock.
+ * Returns false when the worker must exit: stopped, or draining with nothing left. */
+static bool worker_take_locked(sched_worker *w, batch_take *t) {
+  sched_model *m = w->model;
+  const int batch_size = m->params.batch_size;
+  /* Requests already waiting as this worker comes back: the model is saturated. */
+  bool saturated = m->count > 0;
+  for (;;) {
+    while (!w->stop && (m->count == 0 || m->forming)) {
+      if (m->draining && m->count == 0) return false;
+      w->state = SCHED_WORKER_READY;
+      m->idle++;
+      if (m->forming) pthread_cond_signal(&m->fill); /* an idle peer: stop holding */
+      pthread_cond_wait(&m->work, &m->lock);
+      m->idle--;
+      saturated = false; /* woken by an arrival: spare capacity */
+    }
+    if (w->stop) return false;
+    if (!saturated || m->count >= batch_size || m->params.max_batch_delay_ms == 0 || m->draining || m->idle > 0)
+      break;
+    /* Hold the partial batch open until it fills, the oldest has waited
+     * max_batch_delay, a peer goes idle, or we must stop. */
+    double until = m->ring[m->head]->enqueue_time + m->params.max_batch_delay_ms * 1e-3;
+    m->forming = true;
+    w->state = SCHED_WORKER_READY;
+    while (!w->stop && !m->draining && m->count > 0 && m->count < batch_size && m->idle == 0 &&
+           core_now_seconds() < until)
+      sched__wait_until(&m->fill, &m->lock, until);
+    m->forming = false;
+    if (w->stop) {
+      if (m->count > 0 && m->idle > 0) pthread_cond_signal(&m->work);
+      return false;
+    }
+    if (m->count > 0) break;
+    saturated = false; /* defensive: nothing can take the queue from the holder */
+  }
+
+  double now = core_now_seconds();
+  *t = (batch_take){0};
+  while (m->count > 0 && t->n < batch_size && t->skipped < batch_size) {
+    sched_request *r = sched__pop_locked(m);
+    double waited_ms = (now - r->enqueue_time) * 1e3;
+    if (atomic_load_explicit(&r->cancelled, memory_order_acquire)) {
+      core_fail(&r->status, INFERD_TIMEOUT, "model '%s': cancelled after %.0f ms in the queue", m->name, waited_ms);
+      w->skipped[t->skipped++] = r;
+      t->cancelled++;
+    } else if (r->deadline > 0 && now >= r->deadline) {
+      core_fail(&r->status, INFERD_TIMEOUT, "model '%s': response timeout: %.0f ms in the queue", m->name,
+                waited_ms);
+      w->skipped[t->skipped++] = r;
+      t->expired++;
+    } else {
+      r->start_time = now;
+      w->queue_seconds[t->n] = now - r->enqueue_time;
+      w->batch[t->n++] = r;
+    }
+  }
+  t->depth = m->count;
+  if (m->count > 0 && m->idle > 0) pthread_cond_signal(&m->work);
+  /* Draining with nothing left: idle workers must wake to exit. */
+  if (m->count == 0 && m->draining) pthread_cond_broadcast(&m->work);
+  w->state = SCHED_WORKER_BUSY;
+  return true;
+}
+
+/* ---- running a batch ------------------------------------------------------------------ */
+
+static void worker_run(sched_worker *w, const batch_take *t) {
+  sched_model *m = w->model;
+  const size_t in_item = m->input_elems, out_item = m->output_elems[0];
+  inferd_status st;
+  core_status_ok(&st);
+  inferd_code rc = INFERD_OK;
+  double seconds = 0;
+  if (t->n > 0) {
+    for (int k = 0; k < t->n; k++) memcpy(w->input + (size_t)k * in_item, w->batch[k]->input, in_item * sizeof(float));
+    rc = worker_check_shapes(w, t->n, &st);
+    if (rc == INFERD_OK) {
+      const float *inputs[1] = {w->input};
+      double t0 = core_now_seconds();
+      rc = inferd_session_run(w->session, t->n, inputs, w->outputs, &st);
+      seconds = core_now_seconds() - t0;
+    }
+    if (rc == INFERD_OK)
+      for (int k = 0; k < t->n; k++)
+        memcpy(w->batch[k]->output, w->outputs[0] + (size_t)k * out_item, out_item * sizeof(float));
+    else
+      core_status_prefix(&st, "model '%s', batch of %d", m->name, t->n);
+  }
+
+  if (m->params.on_batch) {
+    sched_batch_stats s = {
+        .model = m->name,
+        .worker_id = w->id,
+        .batch_size = t->n,
+        .expired = t->expired,
+        .cancelled = t->cancelled,
+        .queue_seconds = w->queue_seconds,
+        .inference_seconds = seconds,
+        .code = rc,
+        .queue_depth = t->depth,
+    };
+    m->params.on_batch(m->params.stats_ctx, &s);
+  }
+
+  /* From each done call on, that request belongs to the caller again. */
+  for (int k = 0; k < t->skipped; k++) {
+    sched_request *r = w->skipped[k];
+    r->done(r, INFERD_TIMEOUT, r->user);
+  }
+  for (int k = 0; k < t->n; k++) {
+    sched_request *r = w->batch[k];
+    inferd_code code = rc;
+    if (rc != INFERD_OK) {
+      r->status = st;
+    } else if (atomic_load_explicit(&r->cancelled, memory_order_acquire)) {
+      code = INFERD_TIMEOUT;
+      core_fail(&r->status, code, "model '%s': cancelled while running", m->name);
+    } else {
+      core_status_ok(&r->status);
+    }
+    r->done(r, code, r->user);
+  }
+}
+
+/* ---- the thread ------------------------------------------------------------------------ */
+
+/* Sets the sticky `warmed` once no worker is starting, none failed and one runs. */
+static void update_warmed_locked(sched_model *m) {
+  bool starting = false, failed = false, running = false;
+  for (int i = 0; i < m->n_workers; i++) {
+    const sched_worker *x = m->workers[i];
+    starting |= x->state == SCHED_WORKER_STARTING;
+    failed |= x->state == SCHED_WORKER_FAILED;
+    running |= !x->stop && (x->state == SCHED_WORKER_READY || x->state == SCHED_WORKER_BUSY);
+  }
+  if (!starting && !failed && running) m->warmed = true;
+}
+
+void *sched__worker_main(void *arg) {
+  sched_worker *w = arg;
+  sched_model *m = w->model;
+  inferd_status st;
+  core_status_ok(&st);
+  double t0 = core_now_seconds();
+  inferd_code rc = worker_start(w, &st);
+
+  pthread_mutex_lock(&m->lock);
+  if (rc != INFERD_OK) {
+    core_status_prefix(&st, "model '%s' worker %d", m->name, w->id);
+    core_log(CORE_LOG_ERROR, "%s", st.message);
+    w->error = st;
+    w->state = SCHED_WORKER_FAILED;
+    if (!w->stop) m->live--;
+  } else {
+    w->state = w->stop ? SCHED_WORKER_STOPPING : SCHED_WORKER_READY;
+    core_log(CORE_LOG_INFO, "model '%s': worker %d ready in %.0f ms (slot %d, %d threads%s%s)", m->name, w->id,
+             (core_now_seconds() - t0) * 1e3, w->slot, w->threads, w->cores[0] ? ", cores " : "", w->cores);
+  }
+  update_warmed_locked(m);
+  pthread_cond_broadcast(&m->state);
+
+  if (rc == INFERD_OK) {
+    batch_take t;
+    while (worker_take_locked(w, &t)) {
+      pthread_mutex_unlock(&m->lock);
+      worker_run(w, &t);
+      pthread_mutex_lock(&m->lock);
+      if (t.n > 0) w->batches++;
+      w->requests += t.n;
+    }
+    if (!w->stop) m->live--; /* draining and the queue is empty */
+    w->state = SCHED_WORKER_STOPPING;
+  }
+  if (m->live == 0 && m->count > 0) sched__flush_locked(m, INFERD_UNAVAILABLE, "no worker left to run it");
+  w->exited = true;
+  pthread_cond_broadcast(&m->state);
+  pthread_mutex_unlock(&m->lock);
+  /* `w` stays valid until the management call joins this thread. */
+  worker_release(w);
+  return NULL;
+}
