@@ -1,0 +1,998 @@
+/*
+ * test_sched.c - the scheduler (src/sched/) with the real engine and the real
+ * MobileNetV2 in models/ (input [N,3,224,224], output [N,1000]).
+ *
+ * DESIGN
+ * The group setup loads the model once and computes, with a session of its own, the
+ * output of 32 distinct seeded-random inputs run alone (batch 1). Every test then makes
+ * its own sched_model (1 thread per worker), submits requests built from those inputs
+ * and checks each answer against that reference: equal within 1e-3 * max(1, max|ref|),
+ * while any two references differ by far more, so a row given to the wrong request
+ * fails. Every done is counted per request: exactly once, always.
+ *
+ * To make timing-dependent situations deterministic a test can "close a gate": the
+ * done callback of a request that names that gate then waits (at most GATE_SECONDS)
+ * until the test opens it, which keeps that worker busy while the test fills the
+ * queue. There are two gates; the bind callback can be held by gate 0. Every loop in these tests is bounded in count
+ * and time; a broken scheduler fails a test, it does not hang the run.
+ *
+ * The stats hook records batch sizes, skipped requests and queue times.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/core.h"
+#include "sched/sched.h"
+
+enum { N_INPUTS = 32, MAX_REQS = 256, MAX_BATCHES = 1024 };
+#define TOLERANCE 1e-3 /* relative to max(1, max|ref|) */
+#define GATE_SECONDS 30.0
+#define WAIT_SECONDS 120.0
+
+static inferd_model *g_model;
+static size_t g_in, g_out;              /* floats per item */
+static float *g_inputs[N_INPUTS];        /* [g_in] each */
+static float *g_refs[N_INPUTS];          /* [g_out] each: the input run alone */
+
+/* ==== harness ======================================================================== */
+
+typedef struct harness harness;
+
+typedef struct test_req {
+  sched_request req;
+  int input_index; /* into g_inputs */
+  float *output;   /* [g_out], NaN-filled before submit */
+  int gate;        /* done waits at this gate while it is closed; -1: none */
+  atomic_int done_calls;
+  inferd_code code;
+  harness *h;
+} test_req;
+
+struct harness {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  int completed;
+  bool gate_closed[2];
+  int gate_entered[2]; /* done/bind callbacks that reached the closed gate */
+  /* stats */
+  int n_batches;
+  int batch_sizes[MAX_BATCHES];
+  int expired, cancelled, run;
+  bool bad_stats;
+  bool bad_done; /* done got a request other than its own */
+  /* bind */
+  int bind_fail_id; /* worker id whose bind fails; -1: none; -2: all */
+  test_req reqs[MAX_REQS];
+  int n_reqs;
+};
+
+static void harness_init(harness *h) {
+  memset(h, 0, sizeof *h);
+  pthread_mutex_init(&h->lock, NULL);
+  pthread_cond_init(&h->cond, NULL);
+  h->bind_fail_id = -1;
+}
+
+static void harness_free(harness *h) {
+  for (int i = 0; i < h->n_reqs; i++) free(h->reqs[i].output);
+  pthread_cond_destroy(&h->cond);
+  pthread_mutex_destroy(&h->lock);
+}
+
+static void cond_wait_seconds(pthread_cond_t *c, pthread_mutex_t *m, double seconds) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  double t = (double)ts.tv_sec + ts.tv_nsec * 1e-9 + seconds;
+  ts.tv_sec = (time_t)t;
+  ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+  pthread_cond_timedwait(c, m, &ts);
+}
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* Waits at gate g while it is closed (bounded). Caller holds h->lock. */
+static void gate_pass_locked(harness *h, int g) {
+  if (!h->gate_closed[g]) return;
+  h->gate_entered[g]++;
+  pthread_cond_broadcast(&h->cond);
+  double until = core_now_seconds() + GATE_SECONDS;
+  while (h->gate_closed[g] && core_now_seconds() < until) cond_wait_seconds(&h->cond, &h->lock, 0.05);
+}
+
+static void gate_close_n(harness *h, int g) {
+  pthread_mutex_lock(&h->lock);
+  h->gate_closed[g] = true;
+  h->gate_entered[g] = 0;
+  pthread_mutex_unlock(&h->lock);
+}
+
+static void gate_open_n(harness *h, int g) {
+  pthread_mutex_lock(&h->lock);
+  h->gate_closed[g] = false;
+  pthread_cond_broadcast(&h->cond);
+  pthread_mutex_unlock(&h->lock);
+}
+
+/* Waits until `n` callbacks are held at gate g. */
+static bool gate_wait_entered_n(harness *h, int g, int n) {
+  double until = core_now_seconds() + WAIT_SECONDS;
+  pthread_mutex_lock(&h->lock);
+  while (h->gate_entered[g] < n && core_now_seconds() < until) cond_wait_seconds(&h->cond, &h->lock, 0.05);
+  bool ok = h->gate_entered[g] >= n;
+  pthread_mutex_unlock(&h->lock);
+  return ok;
+}
+
+static void gate_close(harness *h) { gate_close_n(h, 0); }
+static void gate_open(harness *h) { gate_open_n(h, 0); }
+static bool gate_wait_entered(harness *h, int n) { return gate_wait_entered_n(h, 0, n); }
+
+static void on_done(sched_request *r, inferd_code code, void *user) {
+  test_req *t = user; /* no cmocka asserts here: this is a worker thread */
+  harness *h = t->h;
+  t->code = code;
+  atomic_fetch_add(&t->done_calls, 1);
+  pthread_mutex_lock(&h->lock);
+  if (r != &t->req) h->bad_done = true;
+  if (t->gate >= 0) gate_pass_locked(h, t->gate);
+  h->completed++;
+  pthread_cond_broadcast(&h->cond);
+  pthread_mutex_unlock(&h->lock);
+}
+
+static void on_batch(void *ctx, const sched_batch_stats *s) {
+  harness *h = ctx;
+  pthread_mutex_lock(&h->lock);
+  if (h->n_batches < MAX_BATCHES && s->batch_size > 0) h->batch_sizes[h->n_batches++] = s->batch_size;
+  h->expired += s->expired;
+  h->cancelled += s->cancelled;
+  h->run += s->batch_size;
+  if (s->batch_size > 0 && (s->inference_seconds <= 0 || s->code != INFERD_OK)) h->bad_stats = true;
+  for (int k = 0; k < s->batch_size; k++)
+    if (s->queue_seconds[k] < 0 || s->queue_seconds[k] > WAIT_SECONDS) h->bad_stats = true;
+  if (strcmp(s->model, "mobilenet") != 0) h->bad_stats = true;
+  pthread_mutex_unlock(&h->lock);
+}
+
+static inferd_code on_bind(void *ctx, sched_binding *b, inferd_status *st) {
+  harness *h = ctx;
+  pthread_mutex_lock(&h->lock);
+  gate_pass_locked(h, 0);
+  bool fail = h->bind_fail_id == -2 || h->bind_fail_id == b->worker_id;
+  pthread_mutex_unlock(&h->lock);
+  if (fail) return core_fail(st, INFERD_UNAVAILABLE, "test refuses to bind worker %d", b->worker_id);
+  b->threads = 1;
+  snprintf(b->cores, sizeof b->cores, "test-%d", b->slot);
+  return INFERD_OK;
+}
+
+/* A new request on input `index` (mod N_INPUTS). */
+static test_req *new_req(harness *h, int index, bool block) {
+  assert_true(h->n_reqs < MAX_REQS);
+  test_req *t = &h->reqs[h->n_reqs++];
+  t->h = h;
+  t->input_index = index % N_INPUTS;
+  t->gate = block ? 0 : -1;
+  t->output = malloc(g_out * sizeof(float));
+  assert_non_null(t->output);
+  for (size_t i = 0; i < g_out; i++) t->output[i] = NAN;
+  t->req = (sched_request){.input = g_inputs[t->input_index], .output = t->output, .done = on_done, .user = t};
+  return t;
+}
+
+static inferd_code submit(sched_model *m, test_req *t) {
+  inferd_code rc = sched_submit(m, &t->req);
+  if (rc != INFERD_OK) t->code = rc;
+  return rc;
+}
+
+/* Waits until `n` done calls in all (bounded). */
+static bool wait_completed(harness *h, int n) {
+  double until = core_now_seconds() + WAIT_SECONDS;
+  pthread_mutex_lock(&h->lock);
+  while (h->completed < n && core_now_seconds() < until) cond_wait_seconds(&h->cond, &h->lock, 0.05);
+  bool ok = h->completed >= n;
+  pthread_mutex_unlock(&h->lock);
+  return ok;
+}
+
+static void check_output(const test_req *t) {
+  const float *ref = g_refs[t->input_index];
+  double max_ref = 1, max_diff = 0;
+  for (size_t i = 0; i < g_out; i++) {
+    max_ref = fmax(max_ref, fabs(ref[i]));
+    double d = fabs((double)t->output[i] - ref[i]);
+    if (!(d <= max_diff)) max_diff = isnan(d) ? INFINITY : d;
+  }
+  if (max_diff > TOLERANCE * max_ref) {
+    print_error("request on input %d: max|diff| %g against its own reference (max|ref| %g)\n", t->input_index,
+                max_diff, max_ref);
+    fail();
+  }
+}
+
+static bool output_untouched(const test_req *t) {
+  for (size_t i = 0; i < g_out; i++)
+    if (!isnan(t->output[i])) return false;
+  return true;
+}
+
+/* Every request of h: done exactly once (or refused at submit), OK ones correct. */
+static void check_all(harness *h) {
+  assert_false(h->bad_done);
+  for (int i = 0; i < h->n_reqs; i++) {
+    test_req *t = &h->reqs[i];
+    int calls = atomic_load(&t->done_calls);
+    if (t->code == INFERD_UNAVAILABLE && calls == 0) continue; /* refused at submit */
+    if (calls != 1) {
+      print_error("request %d: done called %d times\n", i, calls);
+      fail();
+    }
+    if (t->code == INFERD_OK) check_output(t);
+  }
+}
+
+static sched_model_params base_params(harness *h) {
+  return (sched_model_params){
+      .name = "mobilenet",
+      .batch_size = 4,
+      .max_batch_delay_ms = 0,
+      .job_queue_size = 64,
+      .workers = 1,
+      .worker = {.threads = 1},
+      .on_batch = on_batch,
+      .stats_ctx = h,
+  };
+}
+
+static sched_model *start_model(const sched_model_params *p) {
+  sched_model *m = NULL;
+  inferd_status st = {0};
+  inferd_code rc = sched_model_new(g_model, p, &m, &st);
+  if (rc != INFERD_OK) print_error("sched_model_new: %s\n", st.message);
+  assert_int_equal(rc, INFERD_OK);
+  rc = sched_model_wait_ready(m, 60000, &st);
+  if (rc != INFERD_OK) print_error("wait_ready: %s\n", st.message);
+  assert_int_equal(rc, INFERD_OK);
+  assert_true(sched_model_ready(m));
+  return m;
+}
+
+/* Submits a request whose done blocks at the (closed) gate, and waits until a
+ * worker is held there: that worker is busy until gate_open. */
+static test_req *hold_one_worker_at(harness *h, sched_model *m, int index, int g) {
+  pthread_mutex_lock(&h->lock);
+  int before = h->gate_entered[g];
+  pthread_mutex_unlock(&h->lock);
+  test_req *t = new_req(h, index, true);
+  t->gate = g;
+  assert_int_equal(submit(m, t), INFERD_OK);
+  assert_true(gate_wait_entered_n(h, g, before + 1));
+  return t;
+}
+
+static test_req *hold_one_worker(harness *h, sched_model *m, int index) { return hold_one_worker_at(h, m, index, 0); }
+
+/* ==== setup =========================================================================== */
+
+static uint64_t rng_next(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+static int group_setup(void **state) {
+  inferd_status st = {0};
+  if (inferd_model_load(INFERD_SOURCE_DIR "/models/mobilenet_v2_imagenet.onnx", NULL, &g_model, &st) != INFERD_OK) {
+    fprintf(stderr, "load: %s\n", st.message);
+    return -1;
+  }
+  inferd_tensor_info in, out;
+  inferd_model_input(g_model, 0, &in);
+  inferd_model_output(g_model, 0, &out);
+  g_in = (size_t)core_shape_count(in.rank - 1, in.dims + 1);
+  g_out = (size_t)core_shape_count(out.rank - 1, out.dims + 1);
+  if (g_in != 3 * 224 * 224 || g_out != 1000) return -1;
+
+  inferd_session *s = NULL;
+  inferd_session_params sp = {.threads = 1};
+  if (inferd_session_new(g_model, &sp, &s, &st) != INFERD_OK) return -1;
+  uint64_t seed = 42;
+  for (int k = 0; k < N_INPUTS; k++) {
+    g_inputs[k] = malloc(g_in * sizeof(float));
+    g_refs[k] = malloc(g_out * sizeof(float));
+    if (!g_inputs[k] || !g_refs[k]) return -1;
+    for (size_t i = 0; i < g_in; i++) g_inputs[k][i] = (float)((double)(rng_next(&seed) >> 11) / 9007199254740992.0 * 4 - 2);
+    const float *ins[1] = {g_inputs[k]};
+    float *outs[1] = {g_refs[k]};
+    if (inferd_session_run(s, 1, ins, outs, &st) != INFERD_OK) {
+      fprintf(stderr, "reference run: %s\n", st.message);
+      return -1;
+    }
+  }
+  inferd_session_free(s);
+  /* The check tells rows apart: any two references differ by over 10 times its
+   * tolerance (check_output), so a row given to the wrong request fails. */
+  for (int a = 0; a < N_INPUTS; a++)
+    for (int b = a + 1; b < N_INPUTS; b++) {
+      double d = 0, max_ref = 1;
+      for (size_t i = 0; i < g_out; i++) {
+        d = fmax(d, fabs(g_refs[a][i] - g_refs[b][i]));
+        max_ref = fmax(max_ref, fmax(fabs(g_refs[a][i]), fabs(g_refs[b][i])));
+      }
+      if (d < 10 * TOLERANCE * max_ref) {
+        fprintf(stderr, "references %d and %d differ by only %g\n", a, b, d);
+        return -1;
+      }
+    }
+  (void)state;
+  return 0;
+}
+
+static int group_teardown(void **state) {
+  for (int k = 0; k < N_INPUTS; k++) free(g_inputs[k]), free(g_refs[k]);
+  inferd_model_free(g_model);
+  (void)state;
+  return 0;
+}
+
+/* ==== tests ============================================================================= */
+
+typedef struct submitter {
+  sched_model *m;
+  harness *h;
+  test_req **reqs;
+  int n;
+  int refused;
+  bool retry; /* on UNAVAILABLE (queue full), sleep 2 ms and retry (bounded) */
+} submitter;
+
+static void *submit_thread(void *arg) {
+  submitter *s = arg;
+  for (int i = 0; i < s->n; i++) {
+    inferd_code rc = INFERD_UNAVAILABLE;
+    for (int attempt = 0; attempt < 5000 && rc == INFERD_UNAVAILABLE; attempt++) {
+      rc = submit(s->m, s->reqs[i]);
+      if (rc == INFERD_UNAVAILABLE) {
+        if (!s->retry) break;
+        sleep_ms(2);
+      }
+    }
+    if (rc != INFERD_OK) s->refused++;
+  }
+  return NULL;
+}
+
+/* Distinct inputs from several threads: one done each, each the row of its own input. */
+static void test_rows_match_running_alone(void **state) {
+  harness h;
+  harness_init(&h);
+  sched_model_params p = base_params(&h);
+  p.workers = 2;
+  p.batch_size = 8;
+  p.max_batch_delay_ms = 10;
+  sched_model *m = start_model(&p);
+
+  enum { THREADS = 4, PER = N_INPUTS / THREADS };
+  test_req *all[N_INPUTS];
+  for (int i = 0; i < N_INPUTS; i++) all[i] = new_req(&h, i, false);
+  submitter subs[THREADS];
+  pthread_t th[THREADS];
+  for (int k = 0; k < THREADS; k++) {
+    subs[k] = (submitter){.m = m, .h = &h, .reqs = all + k * PER, .n = PER};
+    assert_int_equal(pthread_create(&th[k], NULL, submit_thread, &subs[k]), 0);
+  }
+  for (int k = 0; k < THREADS; k++) {
+    pthread_join(th[k], NULL);
+    assert_int_equal(subs[k].refused, 0);
+  }
+  assert_true(wait_completed(&h, N_INPUTS));
+  for (int i = 0; i < N_INPUTS; i++) assert_int_equal(all[i]->code, INFERD_OK);
+  check_all(&h);
+  assert_int_equal(h.run, N_INPUTS);
+  assert_false(h.bad_stats);
+  for (int b = 0; b < h.n_batches; b++) assert_in_range(h.batch_sizes[b], 1, 8);
+  sched_model_free(m);
+  /* nothing is called after free */
+  for (int i = 0; i < N_INPUTS; i++) assert_int_equal(atomic_load(&all[i]->done_calls), 1);
+  harness_free(&h);
+  (void)state;
+}
+
+/* One worker held busy while 20 requests queue: it comes back and takes 8, 8, 4. */
+static void test_batches_fill_when_queued(void **state) {
+  harness h;
+  harness_init(&h);
+  sched_model_params p = base_params(&h);
+  p.batch_size = 8;
+  sched_model *m = start_model(&p);
+  gate_close(&h);
+  hold_one_worker(&h, m, 0);
+  for (int i = 1; i <= 20; i++) assert_int_equal(submit(m, new_req(&h, i, false)), INFERD_OK);
+  sched_model_info info;
+  sched_model_describe(m, &info, NULL, 0);
+  assert_int_equal(info.queue_depth, 20);
+  gate_open(&h);
+  assert_true(wait_completed(&h, 21));
+  check_all(&h);
+  pthread_mutex_lock(&h.lock);
+  int n = h.n_batches;
+  pthread_mutex_unlock(&h.lock);
+  assert_int_equal(n, 4);
+  assert_int_equal(h.batch_sizes[0], 1);
+  assert_int_equal(h.batch_sizes[1], 8);
+  assert_int_equal(h.batch_sizes[2], 8);
+  assert_int_equal(h.batch_sizes[3], 4);
+  sched_model_free(m);
+  harness_free(&h);
+  (void)state;
+}
+
+/* job_queue_size requests queued: the next submit is refused at once; nothing hangs. */
+static void test_queue_full_refuses_at_once(void **state) {
+  harness h;
+  harness_init(&h);
+  sched_model_params p = base_params(&h);
+  p.batch_size = 1;
+  p.job_queue_size = 4;
+  sched_model *m = start_model(&p);
+  gate_close(&h);
+  hold_one_worker(&h, m, 0);
+  for (int i = 1; i <= 4; i++) assert_int_equal(submit(m, new_req(&h, i, false)), INFERD_OK);
+  test_req *over = new_req(&h, 5, false);
+  double t0 = core_now_seconds();
+  assert_int_equal(submit(m, over), INFERD_UNAVAILABLE);
+  assert_true(core_now_seconds() - t0 < 0.5);
+  assert_int_equal(over->req.status.code, INFERD_UNAVAILABLE);
+  assert_non_null(strstr(over->req.status.message, "queue is full"));
+  sched_model_info info;
+  sched_model_describe(m, &info, NULL, 0);
+  assert_int_equal(info.queue_depth, 4);
+  assert_int_equal(info.refused, 1);
+  assert_int_equal(info.accepted, 5);
+  gate_open(&h);
+  assert_true(wait_completed(&h, 5));
+  sleep_ms(20);
+  assert_int_equal(atomic_load(&over->done_calls), 0); /* refused: done never called */
+  check_all(&h);
+  for (int i = 0; i < 5; i++) assert_int_equal(h.reqs[i].code, INFERD_OK);
+  /* room again */
+  test_req *again = new_req(&h, 6, false);
+  assert_int_equal(submit(m, again), INFERD_OK);
+  assert_true(wait_completed(&h, 6));
+  check_all(&h);
+  sched_model_free(m);
+  harness_free(&h);
+  (void)state;
+}
+
+/* A deadline that passes in the queue: TIMEOUT without running; others still run. */
+static void test_deadline_expires_in_queue(void **state) {
+  harness h;
+  harness_init(&h);
+  sched_model_params p = base_params(&h);
+  p.response_timeout_ms = 100;
+  sched_model *m = start_model(&p);
+  gate_close(&h);
+  hold_one_worker(&h, m, 0);
+  test_req *late = new_req(&h, 1, false); /* default deadline: enqueue + 100 ms */
+  test_req *patient = new_req(&h, 2, false);
+  patient->req.deadline = core_now_seconds() + 60;
+  assert_int_equal(submit(m, late), INFERD_OK);
+  assert_int_equal(submit(m, patient), INFERD_OK);
+  assert_true(late->req.deadline > late->req.enqueue_time);
+  sleep_ms(250);
+  gate_open(&h);
+  assert_true(wait_completed(&h, 3));
+  assert_int_equal(late->code, INFERD_TIMEOUT);
+  assert_int_equal(late->req.status.code, INFERD_TIMEOUT);
+  assert_non_null(strstr(late->req.status.message, "timeout"));
+  assert_true(output_untouched(late));
+  assert_true(late->req.start_time == 0);
+  assert_int_equal(patient->code, INFERD_OK);
+  assert_true(patient->req.start_time >= patient->req.enqueue_time);
+  check_all(&h);
+  assert_int_equal(h.expired, 1);
+  assert_int_equal(h.run, 2);
+  sched_model_free(m);
+  harness_free(&h);
+  (void)state;
+}
+
+/* Cancelled while queued: skipped, done(TIMEOUT) exactly once, output not written. */
+static void test_cancelled_is_skipped(void **state) {
+  harness h;
+  harness_init(&h);
+  sched_model *m = start_model(&(sched_model_params){.name = "mobilenet", .batch_size = 4, .workers = 1,
+                                                     .worker = {.threads = 1}, .on_batch = on_batch,
+                                                     .stats_ctx = &h});
+  gate_close(&h);
+  hold_one_worker(&h, m, 0);
+  test_req *gone = new_req(&h, 1, false);
+  test_req *kept = new_req(&h, 2, false);
+  assert_int_equal(submit(m, gone), INFERD_OK);
+  assert_int_equal(submit(m, kept), INFERD_OK);
+  sched_request_cancel(&gone->req);
+  gate_open(&h);
+  assert_true(wait_completed(&h, 3));
+  sleep_ms(50);
+  assert_int_equal(atomic_load(&gone->done_calls), 1);
+  assert_int_equal(gone->code, INFERD_TIMEOUT);
+  assert_non_null(strstr(gone->req.status.message, "cancelled"));
+  assert_true(output_untouched(gone));
+  assert_int_equal(kept->code, INFERD_OK);
+  check_all(&h);
+  assert_int_equal(h.cancelled, 1);
+  assert_int_equal(h.run, 2);
+  sched_model_free(m);
+  harness_free(&h);
+  (void)state;
+}
+
+typedef struct drain_arg {
+  sched_model *m;
+  atomic_bool finished;
+} drain_arg;
+
+static void *drain_thread(void *arg) {
+  drain_arg *d = arg;
+  sched_model_drain(d->m);
+  atomic_store(&d->finished, true);
+  return NULL;
+}
+
+/* Drain: new submits refused at once, everything queued is answered, then it returns. */
+static void test_drain_answers_queued_then_refuses(void **state) {
+  harness h;
+  harness_init(&h);
+  sched_model_params p = base_params(&h);
+  p.batch_size = 2;
+  p.workers = 2;
+  p.job_queue_size = 128;
+  sched_model *m = start_model(&p);
+  gate_close(&h);
+  hold_one_worker(&h, m, 0);
+  hold_one_worker(&h, m, 1);
+  int accepted = 2;
+  for (int i = 2; i < 9; i++, accepted++) assert_int_equal(submit(m, new_req(&h, i, false)), INFERD_OK);
+
+  drain_arg d = {.m = m};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, drain_thread, &d), 0);
+  /* Submits race the drain's start; those accepted before it must be answered too. */
+  bool refused = false;
+  for (int i = 0; i < 100 && !refused; i++) {
+    test_req *t = new_req(&h, 9 + i, false);
+    inferd_code rc = submit(m, t);
+    if (rc == INFERD_OK) {
+      accepted++;
+      sleep_ms(10);
+    } else {
+      assert_int_equal(rc, INFERD_UNAVAILABLE);
+      assert_non_null(strstr(t->req.status.message, "shutting down"));
+      refused = true;
+    }
+  }
+  assert_true(refused);
+  assert_false(sched_model_ready(m));
+  sleep_ms(30);
+  assert_false(atomic_load(&d.finished)); /* workers are held: drain must wait */
+  gate_open(&h);
+  pthread_join(th, NULL);
+  assert_int_equal(h.completed, accepted); /* every done returned before drain did */
+  check_all(&h);
+  for (int i = 0; i < h.n_reqs; i++)
+    if (atomic_load(&h.reqs[i].done_calls)) assert_int_equal(h.reqs[i].code, INFERD_OK);
+  test_req *after = new_req(&h, 0, false);
+  assert_int_equal(submit(m, after), INFERD_UNAVAILABLE);
+  inferd_status st = {0};
+  assert_int_equal(sched_model_scale(m, 2, &st), INFERD_UNAVAILABLE);
+  assert_int_equal(sched_model_describe(m, NULL, NULL, 0), 0);
+  sched_model_drain(m); /* idempotent */
+  sched_model_free(m);
+  harness_free(&h);
+  (void)state;
+}
+
+/* Scale 1 -> 3 -> 1 -> 2 while a thread keeps submitting: nothing lost or doubled. */
+static void test_scale_under_load(void **state) {
+  harness h;
+  harness_init(&h);
+  sched_model_params p = base_params(&h);
+  p.batch_size = 4;
+  p.max_batch_delay_ms = 5;
+  p.job_queue_size = 16;
+  sched_model *m = start_model(&p);
+
+  enum { N = 120 };
+  test_req *reqs[N];
+  for (int i = 0; i < N; i++) reqs[i] = new_req(&h, i, false);
+  submitter sub = {.m = m, .h = &h, .reqs = reqs, .n = N, .retry = true};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, submit_thread, &sub), 0);
+
+  inferd_status st = {0};
+  sched_model_info info;
+  sched_worker_info workers[8];
+  const int steps[] = {3, 1, 2};
+  for (size_t s = 0; s < CORE_ARRAY_LEN(steps); s++) {
+    sleep_ms(60);
+    assert_int_equal(sched_model_scale(m, steps[s], &st), INFERD_OK);
+    assert_int_equal(sched_model_wait_ready(m, 60000, &st), INFERD_OK);
+    int n = sched_model_describe(m, &info, workers, 8);
+    assert_int_equal(n, steps[s]);
+    assert_int_equal(info.workers, steps[s]);
+    bool slot_used[8] = {0};
+    for (int i = 0; i < n; i++) {
+      assert_in_range(workers[i].slot, 0, steps[s] - 1);
+      assert_false(slot_used[workers[i].slot]);
+      slot_used[workers[i].slot] = true;
+      assert_true(workers[i].state == SCHED_WORKER_READY || workers[i].state == SCHED_WORKER_BUSY);
+      if (i > 0) assert_true(workers[i].id > workers[i - 1].id);
+    }
+  }
+  pthread_join(th, NULL);
+  assert_int_equal(sub.refused, 0);
+  assert_true(wait_completed(&h, N));
+  check_all(&h);
+  for (int i = 0; i < N; i++) assert_int_equal(reqs[i]->code, INFERD_OK);
+  assert_int_equal(h.run, N);
+  assert_false(h.bad_stats);
+  sched_model_free(m);
+  harness_free(&h);
+  (void)state;
+}
+
+typedef struct scale_arg {
+  sched_model *m;
+  int workers;
+  inferd_code rc;
+} scale_arg;
+
+static void *scale_thread(void *arg) {
+  scale_arg *s = arg;
+  inferd_status st;
+  s->rc = sched_model_scale(s->m, s->workers, &st);
+  return NULL;
+}
+
+/* Scaling to 0 answers what is queued with UNAVAILABLE; scaling up serves again. */
+static void test_scale_to_zero_flushes_queue(void **state) {
+  harness h;
+  harness_init(&h);
+  sched_model_params p = base_params(&h);
+  p.batch_size = 1;
+  sched_model *m = start_model(&p);
+  gate_close(&h);
+  test_req *held = hold_one_worker(&h, m, 0);
+  test_req *q1 = new_req(&h, 1, false), *q2 = new_req(&h, 2, false);
+  assert_int_equal(submit(m, q1), INFERD_OK);
+  assert_int_equal(submit(m, q2), INFERD_OK);
+  scale_arg sa = {.m = m, .workers = 0};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, scale_thread, &sa), 0);
+  sched_worker_info w;
+  bool stopping = false;
+  for (int i = 0; i < 500 && !stopping; i++) {
+    sched_model_describe(m, NULL, &w, 1);
+    stopping = w.state == SCHED_WORKER_STOPPING;
+    if (!stopping) sleep_ms(5);
+  }
+  assert_true(stopping);
+  gate_open(&h);
+  pthread_join(th, NULL);
+  assert_int_equal(sa.rc, INFERD_OK);
+  assert_true(wait_completed(&h, 3));
+  assert_int_equal(held->code, INFERD_OK);
+  assert_int_equal(q1->code, INFERD_UNAVAILABLE);
+  assert_int_equal(q2->code, INFERD_UNAVAILABLE);
+  assert_true(output_untouched(q1));
+  check_all(&h);
+  assert_false(sched_model_ready(m));
+  test_req *none = new_req(&h, 3, false);
+  assert_int_equal(submit(m, none), INFERD_UNAVAILABLE);
+  assert_non_null(strstr(none->req.status.message, "no workers"));
+  inferd_status st = {0};
+  assert_int_equal(sched_model_wait_ready(m, 1000, &st), INFERD_UNAVAILABLE);
+
+  assert_int_equal(sched_model_scale(m, 1, &st), INFERD_OK);
+  assert_int_equal(sched_model_wait_ready(m, 60000, &st), INFERD_OK);
+  test_req *back = new_req(&h, 4, false);
+  assert_int_equal(submit(m, back), INFERD_OK);
+  assert_true(wait_completed(&h, 4));
+  assert_int_equal(back->code, INFERD_OK);
+  check_all(&h);
+  sched_model_free(m);
+  harness_free(&h);
+  (void)state;
+}
+
+/* Not ready until every worker has bound and warmed up; describe shows the cores. */
+static void test_ready_after_bind_and_warmup(void **state) {
+  harness h;
+  harness_init(&h);
+  sched_model_params p = base_params(&h);
+  p.workers = 2;
+  p.worker = (sched_worker_params){.threads = 2, .bind = on_bind, .bind_ctx = &h};
+  gate_close(&h);
+  sched_model *m = NULL;
+  inferd_status st = {0};
+  assert_int_equal(sched_model_new(g_model, &p, &m, &st), INFERD_OK);
+  assert_true(gate_wait_entered(&h, 2));
+  assert_false(sched_model_ready(m));
+  assert_int_equal(sched_model_wait_ready(m, 50, &st), INFERD_TIMEOUT);
+  sched_worker_info w[4];
+  assert_int_equal(sched_model_describe(m, NULL, w, 4), 2);
+  assert_int_equal(w[0].state, SCHED_WORKER_STARTING);
+  /* requests may queue while the workers start */
+  test_req *early = new_req(&h, 7, false);
+  assert_int_equal(submit(m, early), INFERD_OK);
+  gate_open(&h);
+  assert_int_equal(sched_model_wait_ready(m, 60000, &st), INFERD_OK);
+  assert_true(sched_model_ready(m));
+  assert_true(wait_completed(&h, 1));
+  check_all(&h);
+  assert_int_equal(sched_model_describe(m, NULL, w, 4), 2);
+  for (int i = 0; i < 2; i++) {
+    char want[16];
+    snprintf(want, sizeof want, "test-%d", w[i].slot);
+    assert_string_equal(w[i].cores, want);
+    assert_int_equal(w[i].threads, 1); /* the binding's count wins over params */
+    assert_string_equal(sched_worker_state_name(w[i].state), w[i].state == SCHED_WORKER_BUSY ? "BUSY" : "READY");
+  }
+  assert_int_not_equal(w[0].slot, w[1].slot);
+  sched_model_free(m);
+  harness_free(&h);
+  (void)state;
+}
+
+/* A worker that cannot bind fails with the reason; the model is not ready until a
+ * scale replaces it. If no worker starts, queued requests get UNAVAILABLE. */
+static void test_bind_failure(void **state) {
+  harness h;
+  harness_init(&h);
+  sched_model_params p = base_params(&h);
+  p.workers = 2;
+  p.worker.bind = on_bind;
+  p.worker.bind_ctx = &h;
+  h.bind_fail_id = 1;
+  sched_model *m = NULL;
+  inferd_status st = {0};
+  assert_int_equal(sched_model_new(g_model, &p, &m, &st), INFERD_OK);
+  assert_int_equal(sched_model_wait_ready(m, 60000, &st), INFERD_UNAVAILABLE);
+  assert_non_null(strstr(st.message, "test refuses to bind worker 1"));
+  assert_false(sched_model_ready(m));
+  sched_worker_info w[4];
+  assert_int_equal(sched_model_describe(m, NULL, w, 4), 2);
+  assert_int_equal(w[1].state, SCHED_WORKER_FAILED);
+  assert_non_null(strstr(w[1].error.message, "bind"));
+  assert_int_equal(sched_model_scale(m, 2, &st), INFERD_OK); /* forgets worker 1, starts worker 2 */
+  assert_int_equal(sched_model_wait_ready(m, 60000, &st), INFERD_OK);
+  assert_int_equal(sched_model_describe(m, NULL, w, 4), 2);
+  assert_int_equal(w[1].id, 2);
+  assert_int_equal(w[1].slot, 1);
+  sched_model_free(m);
+
+  /* every worker fails while a request waits for it */
+  h.bind_fail_id = -2;
+  p.workers = 1;
+  gate_close(&h);
+  assert_int_equal(sched_model_new(g_model, &p, &m, &st), INFERD_OK);
+  assert_true(gate_wait_entered(&h, 1));
+  test_req *orphan = new_req(&h, 0, false);
+  assert_int_equal(submit(m, orphan), INFERD_OK);
+  gate_open(&h);
+  assert_true(wait_completed(&h, 1));
+  assert_int_equal(orphan->code, INFERD_UNAVAILABLE);
+  assert_int_equal(sched_model_wait_ready(m, 60000, &st), INFERD_UNAVAILABLE);
+  check_all(&h);
+  sched_model_free(m);
+  harness_free(&h);
+  (void)state;
+}
+
+/* max_batch_delay: no wait at low load; a saturated worker holds a partial batch until
+ * it fills or the oldest has waited the delay; an idle peer ends the hold. */
+static void test_max_batch_delay(void **state) {
+  harness h;
+  harness_init(&h);
+  sched_model_params p = base_params(&h);
+  p.batch_size = 4;
+  p.max_batch_delay_ms = 1000; /* long, so a wrong hold stands out from scheduling noise */
+  sched_model *m = start_model(&p);
+
+  /* low load: an idle worker runs a lone request at once */
+  test_req *lone = new_req(&h, 0, false);
+  assert_int_equal(submit(m, lone), INFERD_OK);
+  assert_true(wait_completed(&h, 1));
+  assert_true(lone->req.start_time - lone->req.enqueue_time < 0.5);
+
+  /* saturated: the worker comes back to one queued request and holds it open... */
+  gate_close(&h);
+  hold_one_worker(&h, m, 1);
+  test_req *first = new_req(&h, 2, false);
+  assert_int_equal(submit(m, first), INFERD_OK);
+  pthread_mutex_lock(&h.lock);
+  int batches_before = h.n_batches;
+  pthread_mutex_unlock(&h.lock);
+  gate_open(&h);
+  sched_model_info info;
+  sched_worker_info w;
+  bool holding = false;
+  for (int i = 0; i < 2000 && !holding; i++) {
+    sched_model_describe(m, &info, &w, 1);
+    holding = w.state == SCHED_WORKER_READY && info.queue_depth == 1;
+    if (!holding) sleep_ms(1);
+  }
+  assert_true(holding);
+  /* ...until it is full: then it goes at once, one batch of 4 */
+  for (int i = 3; i < 6; i++) assert_int_equal(submit(m, new_req(&h, i, false)), INFERD_OK);
+  assert_true(wait_completed(&h, 6));
+  check_all(&h);
+  pthread_mutex_lock(&h.lock);
+  assert_int_equal(h.n_batches, batches_before + 1);
+  assert_int_equal(h.batch_sizes[batches_before], 4);
+  pthread_mutex_unlock(&h.lock);
+  assert_true(first->req.start_time - first->req.enqueue_time < 1.0 + 0.25);
+
+  /* a partial batch leaves when its oldest has waited max_batch_delay */
+  gate_close(&h);
+  hold_one_worker(&h, m, 6);
+  test_req *alone = new_req(&h, 7, false);
+  assert_int_equal(submit(m, alone), INFERD_OK);
+  gate_open(&h);
+  assert_true(wait_completed(&h, 8));
+  double waited = alone->req.start_time - alone->req.enqueue_time;
+  if (waited < 0.99 || waited > 2.5) {
+    print_error("held %.3f s; max_batch_delay is 1 s\n", waited);
+    fail();
+  }
+  check_all(&h);
+  sched_model_free(m);
+
+  /* two workers: the hold ends as soon as the other worker is idle */
+  p.workers = 2;
+  p.max_batch_delay_ms = 5000;
+  m = start_model(&p);
+  gate_close(&h);
+  hold_one_worker(&h, m, 8);
+  hold_one_worker(&h, m, 9);
+  test_req *third = new_req(&h, 10, false);
+  assert_int_equal(submit(m, third), INFERD_OK);
+  double opened = core_now_seconds();
+  gate_open(&h);
+  assert_true(wait_completed(&h, 11));
+  assert_int_equal(third->code, INFERD_OK);
+  assert_true(third->req.start_time - opened < 1.0);
+  check_all(&h);
+  sched_model_free(m);
+
+  /* A worker that went idle (a peer was holding) and is woken by an arrival runs it at
+   * once, even with its peer busy: having queued before does not make it hold later. */
+  p.max_batch_delay_ms = 1000;
+  m = start_model(&p);
+  gate_close_n(&h, 0);
+  gate_close_n(&h, 1);
+  hold_one_worker(&h, m, 13);
+  hold_one_worker(&h, m, 14);
+  test_req *next = new_req(&h, 15, true);
+  next->gate = 1;
+  assert_int_equal(submit(m, next), INFERD_OK);
+  gate_open_n(&h, 0); /* one worker holds `next`, the other goes idle, so it runs at once */
+  assert_true(gate_wait_entered_n(&h, 1, 1));
+  test_req *woken = new_req(&h, 16, false); /* the idle worker is woken while its peer is busy */
+  assert_int_equal(submit(m, woken), INFERD_OK);
+  assert_true(wait_completed(&h, 14));
+  double woken_wait = woken->req.start_time - woken->req.enqueue_time;
+  gate_open_n(&h, 1);
+  assert_true(wait_completed(&h, 15));
+  if (woken_wait > 0.5) {
+    print_error("a request arriving to an idle worker waited %.3f s\n", woken_wait);
+    fail();
+  }
+  check_all(&h);
+  sched_model_free(m);
+
+  /* max_batch_delay 0: never holds */
+  p.workers = 1;
+  p.max_batch_delay_ms = 0;
+  m = start_model(&p);
+  gate_close(&h);
+  hold_one_worker(&h, m, 17);
+  test_req *quick = new_req(&h, 18, false);
+  assert_int_equal(submit(m, quick), INFERD_OK);
+  opened = core_now_seconds();
+  gate_open(&h);
+  assert_true(wait_completed(&h, 17));
+  assert_true(quick->req.start_time - opened < 0.5);
+  check_all(&h);
+  sched_model_free(m);
+  harness_free(&h);
+  (void)state;
+}
+
+/* Bad parameters and requests are refused with a message; nothing starts. */
+static void test_invalid_arguments(void **state) {
+  harness h;
+  harness_init(&h);
+  const struct {
+    sched_model_params p;
+    const char *says;
+  } bad[] = {
+      {{.batch_size = -1}, "batch_size"},
+      {{.batch_size = SCHED_MAX_BATCH + 1}, "batch_size"},
+      {{.max_batch_delay_ms = -5}, "max_batch_delay"},
+      {{.response_timeout_ms = -1}, "response_timeout"},
+      {{.job_queue_size = -1}, "job_queue_size"},
+      {{.workers = SCHED_MAX_WORKERS + 1}, "workers"},
+      {{.worker = {.threads = -2}}, "threads"},
+  };
+  for (size_t i = 0; i < CORE_ARRAY_LEN(bad); i++) {
+    sched_model *m = (sched_model *)&h; /* must be reset to NULL */
+    inferd_status st = {0};
+    assert_int_equal(sched_model_new(g_model, &bad[i].p, &m, &st), INFERD_INVALID_ARG);
+    assert_null(m);
+    assert_non_null(strstr(st.message, bad[i].says));
+  }
+  sched_model *m = NULL;
+  inferd_status st = {0};
+  assert_int_equal(sched_model_new(g_model, NULL, &m, &st), INFERD_OK); /* defaults: no workers */
+  sched_model_info info;
+  sched_model_describe(m, &info, NULL, 0);
+  assert_int_equal(info.batch_size, 1);
+  assert_int_equal(info.job_queue_size, 100);
+  assert_int_equal(info.workers, 0);
+  assert_string_equal(info.name, "model");
+  assert_int_equal(sched_model_input_elems(m), g_in);
+  assert_int_equal(sched_model_output_elems(m), g_out);
+  test_req *t = new_req(&h, 0, false);
+  t->req.input = NULL;
+  assert_int_equal(sched_submit(m, &t->req), INFERD_INVALID_ARG);
+  assert_non_null(strstr(t->req.status.message, "input"));
+  t->req.input = g_inputs[0];
+  t->req.done = NULL;
+  assert_int_equal(sched_submit(m, &t->req), INFERD_INVALID_ARG);
+  t->req.done = on_done;
+  assert_int_equal(sched_submit(m, &t->req), INFERD_UNAVAILABLE); /* no workers */
+  assert_int_equal(sched_model_scale(m, -1, &st), INFERD_INVALID_ARG);
+  assert_int_equal(sched_model_scale(m, SCHED_MAX_WORKERS + 1, &st), INFERD_INVALID_ARG);
+  sched_model_free(m);
+  assert_int_equal(atomic_load(&t->done_calls), 0);
+  harness_free(&h);
+  (void)state;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_rows_match_running_alone),
+      cmocka_unit_test(test_batches_fill_when_queued),
+      cmocka_unit_test(test_queue_full_refuses_at_once),
+      cmocka_unit_test(test_deadline_expires_in_queue),
+      cmocka_unit_test(test_cancelled_is_skipped),
+      cmocka_unit_test(test_drain_answers_queued_then_refuses),
+      cmocka_unit_test(test_scale_under_load),
+      cmocka_unit_test(test_scale_to_zero_flushes_queue),
+      cmocka_unit_test(test_ready_after_bind_and_warmup),
+      cmocka_unit_test(test_bind_failure),
+      cmocka_unit_test(test_max_batch_delay),
+      cmocka_unit_test(test_invalid_arguments),
+  };
+  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
