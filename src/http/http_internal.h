@@ -1,0 +1,299 @@
+/*
+ * http_internal.h - what the files of src/http/ share; nothing outside src/http/
+ * includes it (tests/fuzz includes only http.h). Names carry the http__ prefix.
+ *
+ * Files:
+ *   http_server.c     listeners, HTTP threads (one h2o event loop each), the done
+ *                     queue from workers back to loops, drain and stop
+ *   http_reply.c      the one error renderer, status -> HTTP code, canned replies
+ *   http_auth.c       token keys, key_file.json, the Authorization check, /token
+ *   http_routes.c     request routing for the three APIs; /ping, /metrics, KServe health
+ *   http_models.c     the registry of loaded models: load from the model store (archive
+ *                     -> engine -> scheduler with a placement plan), lookup, references
+ *   http_predict.c    POST /predictions: preprocess, submit, answer from the done queue
+ *   http_management.c the management API; slow operations run on its own thread
+ *   http_multipart.c  multipart/form-data reader
+ */
+#ifndef INFERD_HTTP_INTERNAL_H
+#define INFERD_HTTP_INTERNAL_H
+
+/* libh2o-evloop is built with its own epoll loop, not libuv; its headers cannot tell. */
+#define H2O_USE_EPOLL 1
+#include <h2o.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "config/config.h"
+#include "core/core.h"
+#include "handler/handler.h"
+#include "http/http.h"
+#include "metrics/metrics.h"
+#include "sched/sched.h"
+#include "topo/topo.h"
+
+/* ---- errors (http_reply.c) -------------------------------------------------------------
+ * Every error a client can get, with its HTTP status, reason phrase and the "type" of
+ * TorchServe's error body. inferd_code values map onto these in http__error_from_code
+ * (the one place where a status becomes an HTTP code). */
+#define HTTP__ERROR_MAP(X)                                                                  \
+  X(BAD_REQUEST, 400, "Bad Request", "BadRequestException")                                  \
+  X(UNAUTHORIZED, 401, "Unauthorized", "InvalidKeyException")                                \
+  X(MODEL_NOT_FOUND, 404, "Not Found", "ModelNotFoundException")                             \
+  X(NO_ROUTE, 404, "Not Found", "ResourceNotFoundException")                                 \
+  X(METHOD, 405, "Method Not Allowed", "MethodNotAllowedException")                          \
+  X(CONFLICT, 409, "Conflict", "ConflictStatusException")                                    \
+  X(TOO_LARGE, 413, "Payload Too Large", "RequestEntityTooLargeException")                   \
+  X(INTERNAL, 500, "Internal Server Error", "InternalServerException")                       \
+  X(UNSUPPORTED, 501, "Not Implemented", "UnsupportedOperationException")                    \
+  X(UNAVAILABLE, 503, "Service Unavailable", "ServiceUnavailableException")                  \
+  X(TIMEOUT, 504, "Gateway Timeout", "RequestTimeoutException")
+
+typedef enum http__error {
+#define HTTP__ERROR_ENUM(name, status, reason, type) HTTP__E_##name,
+  HTTP__ERROR_MAP(HTTP__ERROR_ENUM)
+#undef HTTP__ERROR_ENUM
+  HTTP__ERROR_COUNT
+} http__error;
+
+/* Replies prepared once at start (Redis's shared.* objects): same body every time. */
+typedef enum http__canned {
+  HTTP__CANNED_NO_ROUTE,      /* 404 unknown path */
+  HTTP__CANNED_METHOD,        /* 405 */
+  HTTP__CANNED_UNAUTHORIZED,  /* 401 missing or wrong token */
+  HTTP__CANNED_SHUTTING_DOWN, /* 503 while draining */
+  HTTP__CANNED_EMPTY_BODY,    /* 400 prediction without a body */
+  HTTP__CANNED_COUNT
+} http__canned;
+
+/* Fills the canned bodies; called once before any thread serves. */
+void http__reply_init(void);
+http__error http__error_from_code(inferd_code code);
+int http__error_status(http__error e);
+
+/* Renders {"code": N, "type": "...", "message": "..."} into buf (the one renderer of
+ * every error body). The message is JSON-escaped, CR/LF become spaces. Returns the
+ * length (truncated to fit, always a complete JSON object for cap >= 128). */
+size_t http__render_error(char *buf, size_t cap, http__error e, const char *message);
+
+/* Each of these sends exactly one response and finishes the request. */
+void http__send_error(h2o_req_t *req, http__error e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void http__send_status(h2o_req_t *req, const inferd_status *status); /* error from a status */
+void http__send_canned(h2o_req_t *req, http__canned which);
+/* A JSON body (`body` in req->pool or static) with the given HTTP status. */
+void http__send_json(h2o_req_t *req, int status, const char *body, size_t len);
+/* A text body (Prometheus exposition). */
+void http__send_text(h2o_req_t *req, int status, const char *content_type, const char *body, size_t len);
+
+/* The filter that rewrites h2o's own plain-text errors (413 when a body exceeds
+ * max_request_size, 400 for a broken Content-Length) into the JSON error body. */
+void http__register_error_filter(h2o_pathconf_t *pathconf, size_t max_request_size);
+
+/* A growing string in a request's pool: JSON bodies are built here, no malloc. */
+typedef struct http__buf {
+  h2o_mem_pool_t *pool;
+  char *data;
+  size_t len, cap;
+} http__buf;
+void http__buf_init(http__buf *b, h2o_mem_pool_t *pool, size_t initial);
+void http__buf_append(http__buf *b, const char *s, size_t len);
+void http__buf_printf(http__buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void http__buf_json_string(http__buf *b, const char *s, size_t len); /* "quoted, escaped" */
+
+/* ---- token auth (http_auth.c) ---------------------------------------------------------- */
+
+typedef enum http__key_kind { HTTP__KEY_INFERENCE, HTTP__KEY_MANAGEMENT, HTTP__KEY_API, HTTP__KEY_COUNT } http__key_kind;
+
+typedef struct http__auth http__auth;
+/* Generates the three keys and writes the key file. enabled=false: no keys, every
+ * check passes. */
+inferd_code http__auth_new(bool enabled, const char *key_file, http__auth **out, inferd_status *status);
+void http__auth_free(http__auth *auth);
+/* True when the request's Authorization header is "Bearer <the current key of kind>"
+ * and that key has not expired. Any thread. Constant time in the key's length. */
+bool http__auth_check(http__auth *auth, const h2o_req_t *req, http__key_kind kind);
+/* GET /token?type=inference|management (authorized with the API key): new key of that
+ * kind, key file rewritten. Any thread. */
+inferd_code http__auth_regenerate(http__auth *auth, http__key_kind kind, inferd_status *status);
+
+/* ---- server and loops (http_server.c) ------------------------------------------------- */
+
+typedef struct http__listener {
+  const config_address *address;
+  unsigned apis;           /* bit (1u << http_api) for each API served here */
+  int port;                /* bound port (resolved when the configured one was 0) */
+  int *fds;                /* [thread_count] listening sockets, one per HTTP thread */
+  h2o_hostconf_t *hostconf;
+  h2o_hostconf_t *hosts[2]; /* NULL-terminated, for h2o_accept_ctx_t */
+  struct http__handler *handler;
+} http__listener;
+
+/* The handler of one listener's catch-all path: routes by the APIs served there. */
+typedef struct http__handler {
+  h2o_handler_t super;
+  unsigned apis;
+} http__handler;
+
+typedef struct http__loop {
+  h2o_context_t ctx; /* first: a request's conn->ctx points at its loop */
+  http_server *server;
+  int index;
+  h2o_evloop_t *evloop;
+  h2o_accept_ctx_t accept_ctx[HTTP_API_COUNT]; /* one per listener */
+  h2o_socket_t *sockets[HTTP_API_COUNT];
+  h2o_multithread_queue_t *queue;
+  h2o_multithread_receiver_t wake_receiver; /* an empty message: look at `stop` */
+  h2o_multithread_receiver_t done_receiver; /* predictions finished by workers */
+  h2o_multithread_receiver_t management_receiver; /* management replies */
+  atomic_bool stop;
+  pthread_t thread;
+  bool thread_started;
+  handler_image_ctx *image; /* this thread's preprocessing buffers */
+  struct http__job *free_jobs; /* recycled prediction jobs, this thread only */
+} http__loop;
+
+struct http_server {
+  const config_server *config;
+  char *key_file;
+  http__auth *auth;
+  h2o_globalconf_t globalconf;
+  int listener_count;
+  http__listener listeners[HTTP_API_COUNT];
+  int listener_of_api[HTTP_API_COUNT];
+  int thread_count;
+  http__loop *loops;      /* [thread_count] */
+  atomic_bool draining;   /* set by http_server_drain */
+  atomic_long in_flight;  /* predictions accepted and not yet answered */
+  pthread_mutex_t start_lock;
+  pthread_cond_t start_cond;
+  int loops_ready;        /* under start_lock */
+  metrics_registry *metrics;
+  const topo *topo;       /* borrowed; NULL: workers are not pinned */
+  struct http__registry *registry;
+  struct http__management *management;
+};
+
+static inline http__loop *http__loop_of(h2o_req_t *req) { return (http__loop *)req->conn->ctx; }
+
+/* ---- routing (http_routes.c) ------------------------------------------------------------ */
+
+/* Serves one request that arrived on a listener serving `apis`; always answers. */
+void http__route(http_server *server, h2o_req_t *req, unsigned apis);
+
+/* A request path cut at '/', and its query. Segments point into the request. */
+enum { HTTP__MAX_SEGMENTS = 8 };
+typedef struct http__path {
+  int count;
+  h2o_iovec_t segments[HTTP__MAX_SEGMENTS];
+  h2o_iovec_t query; /* after '?', or empty */
+} http__path;
+
+/* The value of query parameter `name`, percent-decoded into req->pool; false when absent. */
+bool http__query_param(h2o_req_t *req, const http__path *path, const char *name, h2o_iovec_t *value);
+bool http__segment_is(h2o_iovec_t segment, const char *text);
+
+/* ---- models (http_models.c) --------------------------------------------------------------- */
+
+/* One registered model version. Immutable after registration except where noted; the
+ * registry holds one reference, every request in flight for it one more. */
+typedef struct http__model {
+  char *name;
+  char *version;
+  char *url;                 /* modelUrl: what it was registered from, as given */
+  char *handler;             /* "image_classifier" */
+  bool loaded_at_startup;
+  atomic_bool is_default;    /* under the registry's lock for writers */
+  inferd_model *engine;
+  sched_model *sched;
+  handler_labels *labels;    /* NULL: class indices as names */
+  metrics_model *metrics;
+  struct http__placement *placement;
+  size_t input_elems;        /* floats of one request's input */
+  size_t output_elems;       /* floats of one request's output: the classes */
+  size_t answer_bytes;       /* bound of one top-5 answer's JSON */
+  int batch_size, max_batch_delay_ms, response_timeout_s, min_workers, max_workers;
+  atomic_int refs;
+  http_server *server;
+} http__model;
+
+typedef struct http__registry http__registry;
+
+inferd_code http__registry_new(http_server *server, http__registry **out, inferd_status *status);
+/* Drains and frees every model (no request may be in flight). */
+void http__registry_free(http__registry *registry);
+
+/* What a registration asks for; -1 (or NULL) for "from the config, else the defaults". */
+typedef struct http__register_params {
+  const char *path;          /* as given: relative to model_store, or absolute */
+  const char *name;          /* NULL: the archive's modelName */
+  int workers, batch_size, max_batch_delay_ms, response_timeout_s;
+  bool loaded_at_startup;
+  bool synchronous;          /* wait for the workers to be ready */
+} http__register_params;
+
+/* Loads and registers a model; blocks for the whole load (call off the HTTP threads).
+ * ALREADY_EXISTS when that name and version are registered. On success *out (may be
+ * NULL) is the registered model, borrowed. */
+inferd_code http__registry_register(http__registry *r, const http__register_params *params, http__model **out,
+                                    inferd_status *status);
+/* Takes a reference on name/version (version NULL or empty: the default version).
+ * NOT_FOUND with TorchServe's message when there is none. Any thread. */
+http__model *http__model_acquire(http__registry *r, const char *name, size_t name_len, const char *version,
+                                 size_t version_len, inferd_status *status);
+/* Drops a reference; the last one frees the model on the management thread. */
+void http__model_release(http__model *m);
+/* Removes name/version (NULL: the default version; refused while other versions exist
+ * and it is the default, as TorchServe does) from the registry and drains it; the model
+ * is freed once its last request has been answered. Blocks: management thread only. */
+inferd_code http__registry_unregister(http__registry *r, const char *name, const char *version, inferd_status *status);
+inferd_code http__registry_set_default(http__registry *r, const char *name, const char *version, inferd_status *status);
+/* Sets the workers of name/version (placement re-planned). Management thread only. */
+inferd_code http__registry_scale(http__registry *r, const char *name, const char *version, int workers,
+                                 bool synchronous, inferd_status *status);
+/* True when every model loaded at startup is ready and startup is over. */
+bool http__registry_ready(http__registry *r);
+void http__registry_startup_done(http__registry *r);
+/* Snapshots with a reference each (release each with http__model_release, free the
+ * array with free): every version (all=true) or only default versions, sorted by name
+ * then version, optionally only those named `name`. */
+int http__registry_list(http__registry *r, const char *name, bool all, http__model ***out);
+/* Frees a model whose last reference is gone (the management thread calls this). */
+void http__model_destroy(http__model *m);
+
+/* ---- predictions (http_predict.c) -------------------------------------------------------- */
+
+/* A prediction between its submit and its answer. Recycled per HTTP thread. */
+typedef struct http__job {
+  sched_request request;             /* what the scheduler sees; request.user == this */
+  h2o_multithread_message_t message; /* back to `loop` when done */
+  inferd_code code;                  /* from the done callback */
+  http__loop *loop;
+  h2o_req_t *req;                    /* NULL once the client is gone */
+  struct http__job **hook;           /* in req->pool: points back here until answered */
+  http__model *model;                /* one reference */
+  float *input;                      /* [input_capacity] */
+  float *output;                     /* [output_capacity] */
+  size_t input_capacity, output_capacity;
+  double received;                   /* core_now_seconds() when the request arrived */
+  struct http__job *next_free;
+} http__job;
+
+void http__predict(http_server *server, h2o_req_t *req, const http__path *path);
+void http__predict_loop_init(http__loop *loop);  /* on the loop thread */
+void http__predict_loop_free(http__loop *loop);  /* on the loop thread, at exit */
+
+/* ---- management (http_management.c) ----------------------------------------------------- */
+
+typedef struct http__management http__management;
+inferd_code http__management_new(http_server *server, http__management **out, inferd_status *status);
+/* Runs what is queued (model frees included), then stops the thread; later model
+ * frees run on the caller's thread. */
+void http__management_stop(http__management *management);
+void http__management_free(http__management *management);
+/* Serves a management API request (the HTTP thread; slow parts are queued). */
+void http__management_route(http_server *server, h2o_req_t *req, const http__path *path);
+void http__management_loop_init(http__loop *loop);
+/* Queues the destruction of a model whose references are gone (any thread). */
+void http__management_destroy_later(http__management *management, http__model *model);
+
+#endif /* INFERD_HTTP_INTERNAL_H */

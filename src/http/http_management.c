@@ -1,0 +1,606 @@
+/*
+ * http_management.c - TorchServe's management API (port 8081) and the management
+ * thread.
+ *
+ *   GET    /models[?limit=N&next_page_token=T]    list (default versions), paginated
+ *   GET    /models/{m}[/{v}|/all]                  describe: settings, queue, workers with
+ *                                                  ids, state, threads and pinned cores
+ *   POST   /models?url=F[&model_name&initial_workers&batch_size&max_batch_delay
+ *                    &response_timeout&synchronous]  register from model_store
+ *   PUT    /models/{m}[/{v}]?min_worker=N[&synchronous]    scale workers
+ *   DELETE /models/{m}[/{v}]                       unregister (drains its queue)
+ *   PUT    /models/{m}/{v}/set-default             default version
+ *   GET    /token?type=inference|management        new key (API key required)
+ * Register and unregister need --enable-model-api (enable_model_api=true); without it
+ * they get 405 MethodNotAllowedException, as TorchServe answers. Everything else needs
+ * the management key (http_auth.c). Bodies are TorchServe's: {"status": "..."} for
+ * changes, the describe array, {"models": [...], "nextPageToken": "..."}.
+ *
+ * Threading: reads (list, describe) and set-default run on the HTTP thread. Loading a
+ * model, scaling and unregistering block for up to seconds (engine load, warm-up,
+ * joining workers), so the HTTP thread queues them to the one management thread, which
+ * runs them in order and sends the reply back to the loop that owns the connection
+ * (h2o_multithread, as predictions do). That thread also frees models whose last
+ * reference was dropped, so no HTTP thread ever joins a worker.
+ */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "http/http_internal.h"
+
+enum { LIST_LIMIT_DEFAULT = 100, LIST_LIMIT_MAX = 1000 };
+
+typedef enum op { OP_REGISTER, OP_SCALE, OP_UNREGISTER, OP_DESTROY } op;
+
+typedef struct mgmt_job {
+  h2o_multithread_message_t message; /* the reply, back to `loop` */
+  http__loop *loop;
+  h2o_req_t *req;           /* NULL once the client is gone (loop thread only) */
+  struct mgmt_job **hook;   /* in req->pool */
+  op op;
+  char *path, *name, *version; /* owned */
+  int workers, batch_size, max_batch_delay_ms, response_timeout_s;
+  bool synchronous;
+  http__model *model;       /* OP_DESTROY */
+  int status;               /* the reply: HTTP status and body (owned) */
+  char *body;
+  size_t len;
+  struct mgmt_job *next;
+} mgmt_job;
+
+struct http__management {
+  http_server *server;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  mgmt_job *head, *tail;    /* under lock */
+  bool stop;                /* under lock */
+  bool stopped;             /* under lock: the thread is gone; destroy inline */
+  pthread_t thread;
+  bool started;
+};
+
+/* ---- replies ---------------------------------------------------------------------------- */
+
+static char *dump(json_t *json, size_t *len) {
+  char *text = json_dumps(json, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+  json_decref(json);
+  *len = text ? strlen(text) : 0;
+  return text;
+}
+
+static void send_json_owned(h2o_req_t *req, int status, char *text, size_t len) {
+  if (!text) {
+    http__send_error(req, HTTP__E_INTERNAL, "out of memory rendering the reply");
+    return;
+  }
+  char *body = h2o_mem_alloc_pool(&req->pool, len + 1);
+  memcpy(body, text, len);
+  body[len++] = '\n';
+  free(text);
+  http__send_json(req, status, body, len);
+}
+
+static char *status_text(const char *message, size_t *len) { return dump(json_pack("{s:s}", "status", message), len); }
+
+/* The reply of a failed operation, rendered by the one error renderer. */
+static void fail_reply(mgmt_job *job, const inferd_status *st) {
+  http__error e = http__error_from_code(st->code);
+  size_t cap = 160 + 6 * strlen(st->message);
+  job->body = malloc(cap);
+  job->status = http__error_status(e);
+  job->len = job->body ? http__render_error(job->body, cap, e, st->message) : 0;
+}
+
+static void ok_reply(mgmt_job *job, int status, const char *message) {
+  job->status = status;
+  job->body = status_text(message, &job->len);
+}
+
+/* ---- the management thread -------------------------------------------------------------- */
+
+static void run(http__management *g, mgmt_job *job) {
+  http__registry *r = g->server->registry;
+  inferd_status st;
+  char message[512];
+  inferd_code code;
+  switch (job->op) {
+  case OP_DESTROY:
+    http__model_destroy(job->model);
+    return;
+  case OP_REGISTER: {
+    http__register_params p = {.path = job->path, .name = job->name, .workers = job->workers,
+                               .batch_size = job->batch_size, .max_batch_delay_ms = job->max_batch_delay_ms,
+                               .response_timeout_s = job->response_timeout_s, .synchronous = job->synchronous};
+    http__model *m;
+    code = http__registry_register(r, &p, &m, &st);
+    if (code == INFERD_NOT_FOUND) core_status_prefix(&st, "Model not found in model store: %s", job->path);
+    if (code != INFERD_OK) {
+      fail_reply(job, &st);
+    } else if (m->min_workers == 0) {
+      snprintf(message, sizeof message,
+               "Model \"%s\" Version: %s registered with 0 initial workers. Use scale workers API to add workers "
+               "for the model.",
+               m->name, m->version);
+      ok_reply(job, 200, message);
+    } else if (job->synchronous) {
+      snprintf(message, sizeof message, "Model \"%s\" Version: %s registered with %d initial workers", m->name,
+               m->version, m->min_workers);
+      ok_reply(job, 200, message);
+    } else {
+      ok_reply(job, 202, "Processing worker updates...");
+    }
+    return;
+  }
+  case OP_SCALE:
+    code = http__registry_scale(r, job->name, job->version, job->workers, job->synchronous, &st);
+    if (code != INFERD_OK) {
+      fail_reply(job, &st);
+    } else if (job->synchronous) {
+      snprintf(message, sizeof message, "Workers scaled to %d for model: %s", job->workers, job->name);
+      ok_reply(job, 200, message);
+    } else {
+      ok_reply(job, 202, "Processing worker updates...");
+    }
+    return;
+  case OP_UNREGISTER:
+    code = http__registry_unregister(r, job->name, job->version, &st);
+    if (code != INFERD_OK) {
+      fail_reply(job, &st);
+    } else {
+      snprintf(message, sizeof message, "Model \"%s\" unregistered", job->name);
+      ok_reply(job, 200, message);
+    }
+    return;
+  }
+}
+
+static void job_free(mgmt_job *job) {
+  free(job->path);
+  free(job->name);
+  free(job->version);
+  free(job->body);
+  free(job);
+}
+
+static void *management_main(void *arg) {
+  http__management *g = arg;
+  pthread_mutex_lock(&g->lock);
+  for (;;) {
+    while (!g->head && !g->stop) pthread_cond_wait(&g->cond, &g->lock);
+    mgmt_job *job = g->head;
+    if (!job) break; /* stop, and nothing left */
+    g->head = job->next;
+    if (!g->head) g->tail = NULL;
+    pthread_mutex_unlock(&g->lock);
+    run(g, job);
+    if (job->op == OP_DESTROY || !job->loop) /* no client waits for it */
+      job_free(job);
+    else
+      h2o_multithread_send_message(&job->loop->management_receiver, &job->message);
+    pthread_mutex_lock(&g->lock);
+  }
+  g->stopped = true;
+  pthread_mutex_unlock(&g->lock);
+  return NULL;
+}
+
+static void enqueue(http__management *g, mgmt_job *job) {
+  pthread_mutex_lock(&g->lock);
+  bool inline_destroy = g->stopped && job->op == OP_DESTROY;
+  if (!inline_destroy) {
+    job->next = NULL;
+    if (g->tail)
+      g->tail->next = job;
+    else
+      g->head = job;
+    g->tail = job;
+    pthread_cond_signal(&g->cond);
+  }
+  pthread_mutex_unlock(&g->lock);
+  if (inline_destroy) {
+    http__model_destroy(job->model);
+    job_free(job);
+  }
+}
+
+void http__management_destroy_later(http__management *g, http__model *model) {
+  mgmt_job *job = calloc(1, sizeof *job);
+  if (!g || !job) { /* no thread (yet) or no memory: do it here */
+    free(job);
+    http__model_destroy(model);
+    return;
+  }
+  job->op = OP_DESTROY;
+  job->model = model;
+  enqueue(g, job);
+}
+
+inferd_code http__management_new(http_server *server, http__management **out, inferd_status *st) {
+  http__management *g = calloc(1, sizeof *g);
+  if (!g) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
+  g->server = server;
+  pthread_mutex_init(&g->lock, NULL);
+  pthread_cond_init(&g->cond, NULL);
+  if (pthread_create(&g->thread, NULL, management_main, g) != 0) {
+    pthread_mutex_destroy(&g->lock);
+    pthread_cond_destroy(&g->cond);
+    free(g);
+    return core_fail(st, INFERD_INTERNAL, "cannot start the management thread");
+  }
+  g->started = true;
+  *out = g;
+  return INFERD_OK;
+}
+
+void http__management_stop(http__management *g) {
+  if (!g || !g->started) return;
+  pthread_mutex_lock(&g->lock);
+  g->stop = true;
+  pthread_cond_signal(&g->cond);
+  pthread_mutex_unlock(&g->lock);
+  pthread_join(g->thread, NULL);
+  g->started = false;
+}
+
+void http__management_free(http__management *g) {
+  if (!g) return;
+  http__management_stop(g);
+  pthread_mutex_destroy(&g->lock);
+  pthread_cond_destroy(&g->cond);
+  free(g);
+}
+
+/* ---- replies back on the loop thread ---------------------------------------------------------- */
+
+static void on_job_dispose(void *p) {
+  mgmt_job *job = *(mgmt_job **)p;
+  if (job) job->req = NULL;
+}
+
+static void on_replies(h2o_multithread_receiver_t *receiver, h2o_linklist_t *messages) {
+  (void)receiver;
+  while (!h2o_linklist_is_empty(messages)) {
+    h2o_multithread_message_t *message = H2O_STRUCT_FROM_MEMBER(h2o_multithread_message_t, link, messages->next);
+    h2o_linklist_unlink(&message->link);
+    mgmt_job *job = H2O_STRUCT_FROM_MEMBER(mgmt_job, message, message);
+    if (job->req) {
+      *job->hook = NULL;
+      if (job->body && job->status >= 400) {
+        /* already rendered by http__render_error */
+        char *body = h2o_mem_alloc_pool(&job->req->pool, job->len);
+        memcpy(body, job->body, job->len);
+        http__send_json(job->req, job->status, body, job->len);
+      } else {
+        send_json_owned(job->req, job->status, job->body, job->len);
+        job->body = NULL;
+      }
+    }
+    job_free(job);
+  }
+}
+
+void http__management_loop_init(http__loop *loop) {
+  h2o_multithread_register_receiver(loop->queue, &loop->management_receiver, on_replies);
+}
+
+/* Queues job; the reply comes back to this request (or, for asynchronous scaling,
+ * goes out now and the job runs without a client). */
+static void submit(http_server *s, h2o_req_t *req, mgmt_job *job) {
+  job->loop = http__loop_of(req);
+  job->req = req;
+  job->hook = h2o_mem_alloc_shared(&req->pool, sizeof *job->hook, on_job_dispose);
+  *job->hook = job;
+  enqueue(s->management, job);
+}
+
+/* ---- the reads ---------------------------------------------------------------------------- */
+
+static json_t *describe(http__model *m) {
+  sched_model_info info;
+  sched_worker_info workers[SCHED_MAX_WORKERS];
+  int n = sched_model_describe(m->sched, &info, workers, SCHED_MAX_WORKERS);
+  if (n > SCHED_MAX_WORKERS) n = SCHED_MAX_WORKERS;
+  struct timeval tv;
+  gettimeofday(&tv, NULL);
+  double wall_now = (double)tv.tv_sec + tv.tv_usec / 1e6, mono_now = core_now_seconds();
+  json_t *list = json_array();
+  for (int i = 0; i < n; i++) {
+    const sched_worker_info *w = &workers[i];
+    char id[16], started[40];
+    snprintf(id, sizeof id, "%d", 9000 + w->id);
+    time_t wall = (time_t)(wall_now - (mono_now - w->start_time));
+    struct tm tm;
+    gmtime_r(&wall, &tm);
+    strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    json_t *worker = json_pack("{s:s, s:s, s:s, s:i, s:s, s:i, s:I, s:I, s:i, s:b, s:s}", "id", id, "startTime",
+                               started, "status", sched_worker_state_name(w->state), "slot", w->slot, "cores", w->cores,
+                               "threads", w->threads, "batches", (json_int_t)w->batches, "requests",
+                               (json_int_t)w->requests, "pid", (int)getpid(), "gpu", 0, "gpuUsage", "N/A");
+    if (worker && w->state == SCHED_WORKER_FAILED) json_object_set_new(worker, "error", json_string(w->error.message));
+    json_array_append_new(list, worker);
+  }
+  json_t *d = json_pack(
+      "{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:b, s:b, s:b, s:I}", "modelName", m->name,
+      "modelVersion", m->version, "modelUrl", m->url, "engine", "inferd", "runtime", "onnx", "handler", m->handler,
+      "minWorkers", m->min_workers, "maxWorkers", m->max_workers ? m->max_workers : m->min_workers, "batchSize",
+      info.batch_size, "maxBatchDelay", info.max_batch_delay_ms, "responseTimeout", m->response_timeout_s,
+      "loadedAtStartup", m->loaded_at_startup, "isDefault", atomic_load(&m->is_default), "ready", info.ready,
+      "memoryUsage", (json_int_t)inferd_model_weights_bytes(m->engine));
+  json_object_set_new(d, "jobQueueStatus", json_pack("{s:i, s:i, s:i}", "queueSize", info.job_queue_size,
+                                                     "remainingCapacity", info.job_queue_size - info.queue_depth,
+                                                     "pendingRequests", info.queue_depth));
+  json_object_set_new(d, "workers", list);
+  return d;
+}
+
+static void describe_models(http_server *s, h2o_req_t *req, const char *name, const char *version) {
+  bool all = version && strcmp(version, "all") == 0;
+  http__model **models = NULL;
+  int n = 0;
+  if (version && !all) {
+    inferd_status st;
+    http__model *m = http__model_acquire(s->registry, name, strlen(name), version, strlen(version), &st);
+    if (!m) {
+      http__send_status(req, &st);
+      return;
+    }
+    models = malloc(sizeof *models);
+    if (models) models[n++] = m;
+    else http__model_release(m);
+  } else {
+    n = http__registry_list(s->registry, name, all, &models);
+  }
+  if (n == 0) {
+    free(models);
+    http__send_error(req, HTTP__E_MODEL_NOT_FOUND, "Model not found: %s", name);
+    return;
+  }
+  json_t *array = json_array();
+  for (int i = 0; i < n; i++) {
+    json_array_append_new(array, describe(models[i]));
+    http__model_release(models[i]);
+  }
+  free(models);
+  size_t len;
+  char *text = dump(array, &len);
+  send_json_owned(req, 200, text, len);
+}
+
+static bool parse_int(h2o_iovec_t v, int lo, int hi, int *out) {
+  if (v.len == 0 || v.len > 10) return false;
+  long x = 0;
+  for (size_t i = 0; i < v.len; i++) {
+    if (v.base[i] < '0' || v.base[i] > '9') return false;
+    x = x * 10 + (v.base[i] - '0');
+  }
+  if (x < lo || x > hi) return false;
+  *out = (int)x;
+  return true;
+}
+
+static bool parse_bool(h2o_iovec_t v) { return h2o_lcstris(v.base, v.len, H2O_STRLIT("true")) || http__segment_is(v, "1"); }
+
+static void list_models(http_server *s, h2o_req_t *req, const http__path *path) {
+  h2o_iovec_t v;
+  int limit = LIST_LIMIT_DEFAULT, offset = 0;
+  if (http__query_param(req, path, "limit", &v) && !parse_int(v, 0, INT32_MAX, &limit)) {
+    http__send_error(req, HTTP__E_BAD_REQUEST, "limit must be a non-negative integer");
+    return;
+  }
+  if (limit == 0 || limit > LIST_LIMIT_MAX) limit = limit ? LIST_LIMIT_MAX : LIST_LIMIT_DEFAULT;
+  if (http__query_param(req, path, "next_page_token", &v) && !parse_int(v, 0, INT32_MAX, &offset)) {
+    http__send_error(req, HTTP__E_BAD_REQUEST, "next_page_token must come from a previous list");
+    return;
+  }
+  http__model **models;
+  int n = http__registry_list(s->registry, NULL, false, &models);
+  json_t *list = json_array();
+  for (int i = 0; i < n; i++) {
+    if (i >= offset && i < offset + limit)
+      json_array_append_new(list, json_pack("{s:s, s:s}", "modelName", models[i]->name, "modelUrl", models[i]->url));
+    http__model_release(models[i]);
+  }
+  free(models);
+  json_t *body = json_object();
+  if (offset + limit < n) {
+    char token[16];
+    snprintf(token, sizeof token, "%d", offset + limit);
+    json_object_set_new(body, "nextPageToken", json_string(token));
+  }
+  json_object_set_new(body, "models", list);
+  size_t len;
+  char *text = dump(body, &len);
+  send_json_owned(req, 200, text, len);
+}
+
+/* ---- routing ---------------------------------------------------------------------------------- */
+
+static bool method_is(h2o_req_t *req, const char *m) { return h2o_memis(req->method.base, req->method.len, m, strlen(m)); }
+
+static char *dup_iovec(h2o_iovec_t v) { return v.base ? strndup(v.base, v.len) : NULL; }
+
+static void token(http_server *s, h2o_req_t *req, const http__path *path) {
+  if (path->count != 1 || !method_is(req, "GET")) {
+    http__send_canned(req, path->count != 1 ? HTTP__CANNED_NO_ROUTE : HTTP__CANNED_METHOD);
+    return;
+  }
+  if (!http__auth_check(s->auth, req, HTTP__KEY_API)) {
+    http__send_canned(req, HTTP__CANNED_UNAUTHORIZED);
+    return;
+  }
+  h2o_iovec_t type;
+  http__key_kind kind = HTTP__KEY_COUNT;
+  if (http__query_param(req, path, "type", &type)) {
+    if (http__segment_is(type, "inference")) kind = HTTP__KEY_INFERENCE;
+    if (http__segment_is(type, "management")) kind = HTTP__KEY_MANAGEMENT;
+  }
+  inferd_status st;
+  if (http__auth_regenerate(s->auth, kind, &st) != INFERD_OK) {
+    http__send_status(req, &st);
+    return;
+  }
+  size_t len;
+  char *text = status_text("Key file updated", &len);
+  send_json_owned(req, 200, text, len);
+}
+
+static void register_model(http_server *s, h2o_req_t *req, const http__path *path) {
+  h2o_iovec_t url, v;
+  if (!http__query_param(req, path, "url", &url) || url.len == 0) {
+    http__send_error(req, HTTP__E_BAD_REQUEST, "Parameter url is required.");
+    return;
+  }
+  mgmt_job *job = calloc(1, sizeof *job);
+  if (!job) {
+    http__send_error(req, HTTP__E_UNAVAILABLE, "out of memory");
+    return;
+  }
+  job->op = OP_REGISTER;
+  job->path = dup_iovec(url);
+  job->workers = 0; /* TorchServe's initial_workers default */
+  job->batch_size = job->max_batch_delay_ms = job->response_timeout_s = -1;
+  const char *bad = NULL;
+  if (http__query_param(req, path, "model_name", &v)) job->name = dup_iovec(v);
+  if (http__query_param(req, path, "initial_workers", &v) && !parse_int(v, 0, SCHED_MAX_WORKERS, &job->workers))
+    bad = "initial_workers must be an integer in 0..256";
+  if (http__query_param(req, path, "batch_size", &v) && !parse_int(v, 1, SCHED_MAX_BATCH, &job->batch_size))
+    bad = "batch_size must be an integer in 1..1024";
+  if (http__query_param(req, path, "max_batch_delay", &v) && !parse_int(v, 0, 600000, &job->max_batch_delay_ms))
+    bad = "max_batch_delay must be an integer number of milliseconds";
+  if (http__query_param(req, path, "response_timeout", &v) && !parse_int(v, 1, 86400, &job->response_timeout_s))
+    bad = "response_timeout must be an integer number of seconds in 1..86400";
+  if (http__query_param(req, path, "synchronous", &v)) job->synchronous = parse_bool(v);
+  if (!bad && job->name && !config_valid_model_name(job->name)) bad = "model_name must match [A-Za-z0-9][A-Za-z0-9_.-]*";
+  if (bad || !job->path) {
+    http__send_error(req, HTTP__E_BAD_REQUEST, "%s", bad ? bad : "out of memory");
+    job_free(job);
+    return;
+  }
+  submit(s, req, job);
+}
+
+void http__management_route(http_server *s, h2o_req_t *req, const http__path *path) {
+  if (http__segment_is(path->segments[0], "token")) {
+    token(s, req, path);
+    return;
+  }
+  if (path->count > 4) {
+    http__send_canned(req, HTTP__CANNED_NO_ROUTE);
+    return;
+  }
+  if (!http__auth_check(s->auth, req, HTTP__KEY_MANAGEMENT)) {
+    http__send_canned(req, HTTP__CANNED_UNAUTHORIZED);
+    return;
+  }
+  bool model_api = s->config->enable_model_api;
+  if (path->count == 1) { /* /models */
+    if (method_is(req, "GET")) {
+      list_models(s, req, path);
+    } else if (method_is(req, "POST") && model_api) {
+      register_model(s, req, path);
+    } else {
+      http__send_canned(req, HTTP__CANNED_METHOD);
+    }
+    return;
+  }
+  /* /models/{m}[/{v}[/set-default]] */
+  char *name = h2o_mem_alloc_pool(&req->pool, path->segments[1].len + 1);
+  memcpy(name, path->segments[1].base, path->segments[1].len);
+  name[path->segments[1].len] = '\0';
+  char *version = NULL;
+  if (path->count >= 3) {
+    h2o_iovec_t seg = path->segments[2];
+    if (path->count == 3 && http__segment_is(seg, "set-default")) {
+      http__send_canned(req, HTTP__CANNED_NO_ROUTE); /* set-default needs a version */
+      return;
+    }
+    version = h2o_mem_alloc_pool(&req->pool, seg.len + 1);
+    memcpy(version, seg.base, seg.len);
+    version[seg.len] = '\0';
+  }
+  bool set_default = path->count == 4 && http__segment_is(path->segments[3], "set-default");
+  if (path->count == 4 && !set_default) {
+    http__send_canned(req, HTTP__CANNED_NO_ROUTE);
+    return;
+  }
+  if (set_default) {
+    if (!method_is(req, "PUT")) {
+      http__send_canned(req, HTTP__CANNED_METHOD);
+      return;
+    }
+    inferd_status st;
+    if (http__registry_set_default(s->registry, name, version, &st) != INFERD_OK) {
+      http__send_status(req, &st);
+      return;
+    }
+    char message[512];
+    snprintf(message, sizeof message, "Default version successfully updated for model \"%s\" to \"%s\"", name, version);
+    size_t len;
+    char *text = status_text(message, &len);
+    send_json_owned(req, 200, text, len);
+    return;
+  }
+  if (method_is(req, "GET")) {
+    describe_models(s, req, name, version);
+    return;
+  }
+  mgmt_job *job;
+  h2o_iovec_t v;
+  if (method_is(req, "PUT")) {
+    int workers = -1;
+    if (http__query_param(req, path, "min_worker", &v) && !parse_int(v, 0, SCHED_MAX_WORKERS, &workers)) {
+      http__send_error(req, HTTP__E_BAD_REQUEST, "min_worker must be an integer in 0..256");
+      return;
+    }
+    if (workers < 0 && http__query_param(req, path, "max_worker", &v) && !parse_int(v, 0, SCHED_MAX_WORKERS, &workers)) {
+      http__send_error(req, HTTP__E_BAD_REQUEST, "max_worker must be an integer in 0..256");
+      return;
+    }
+    if (workers < 0) {
+      http__send_error(req, HTTP__E_BAD_REQUEST, "Parameter min_worker is required to scale workers.");
+      return;
+    }
+    inferd_status st;
+    http__model *m = http__model_acquire(s->registry, name, strlen(name), version, version ? strlen(version) : 0, &st);
+    if (!m) {
+      http__send_status(req, &st);
+      return;
+    }
+    http__model_release(m);
+    if (!(job = calloc(1, sizeof *job)) || !(job->name = strdup(name)) || (version && !(job->version = strdup(version)))) {
+      if (job) job_free(job);
+      http__send_error(req, HTTP__E_UNAVAILABLE, "out of memory");
+      return;
+    }
+    job->op = OP_SCALE;
+    job->workers = workers;
+    job->synchronous = http__query_param(req, path, "synchronous", &v) && parse_bool(v);
+    if (!job->synchronous) {
+      /* TorchServe answers 202 at once and scales in the background. */
+      static const char accepted[] = "{\n  \"status\": \"Processing worker updates...\"\n}\n";
+      http__send_json(req, 202, accepted, sizeof accepted - 1);
+      enqueue(s->management, job); /* loop == NULL: no reply to send */
+      return;
+    }
+    submit(s, req, job);
+    return;
+  }
+  if (method_is(req, "DELETE")) {
+    if (!model_api) {
+      http__send_canned(req, HTTP__CANNED_METHOD);
+      return;
+    }
+    if (!(job = calloc(1, sizeof *job)) || !(job->name = strdup(name)) || (version && !(job->version = strdup(version)))) {
+      if (job) job_free(job);
+      http__send_error(req, HTTP__E_UNAVAILABLE, "out of memory");
+      return;
+    }
+    job->op = OP_UNREGISTER;
+    submit(s, req, job);
+    return;
+  }
+  http__send_canned(req, HTTP__CANNED_METHOD);
+}

@@ -1,0 +1,600 @@
+/*
+ * http_models.c - the registry of served models: what `load_models`, POST /models and
+ * DELETE /models change, and what every prediction looks up.
+ *
+ * DESIGN
+ *
+ * Loading one model (http__registry_register, on the thread that asked: `inferd serve`'s
+ * main thread at start, the management thread later):
+ *   model store path -> archive_open (.mar / directory / bare .onnx) -> name, version,
+ *   handler, index_to_name.json -> inferd_model_load_memory (the engine checks the whole
+ *   graph now) -> the archive's ONNX bytes are dropped -> a placement plan on the
+ *   machine's topology (topo_plan_new: workers x threads inside the usable physical
+ *   cores) -> metrics series -> sched_model_new, whose workers bind themselves to the
+ *   plan (bind_worker) and warm up. Settings come from the request, else from
+ *   models={...} in the config, else from the global keys (batch_size, max_batch_delay,
+ *   default_response_timeout, default_workers_per_model, job_queue_size).
+ * A bare .onnx file is served with the image_classifier handler; its labels are an
+ * index_to_name.json next to it when there is one (so models/ works as it is).
+ *
+ * Lookup and lifetime: the registry is an array of model pointers under a rwlock. A
+ * request takes a reference (an atomic count) under the read lock and drops it when
+ * answered; the registry holds one more. Unregistering removes the model from the
+ * array, drains its scheduler (queued requests are answered) and drops the registry's
+ * reference; whoever drops the last one hands the model to the management thread,
+ * which frees it (freeing joins worker threads: never on an HTTP thread).
+ *
+ * Default versions follow TorchServe: the first version registered under a name, or
+ * the one marked defaultVersion in models={...}, or the one set with set-default.
+ *
+ * Placement: each model has its own plan (its workers share the machine's cores with
+ * other models' workers, as TorchServe's do). Scaling makes a new plan for the new
+ * count; workers already running keep their cores, new ones bind to the new plan's
+ * slots. cpu_launcher_args (--use_logical_core, --node_id, --ncores_per_instance) apply
+ * when cpu_launcher_enable=true.
+ *
+ * Threading: lookups from any thread; registration, scaling and unregistration from
+ * one thread at a time (the main thread before serving, then the management thread).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "archive/archive.h"
+#include "http/http_internal.h"
+
+static const char IMAGE_CLASSIFIER[] = "image_classifier";
+
+/* ---- placement ------------------------------------------------------------------------- */
+
+typedef struct http__placement {
+  pthread_mutex_t lock; /* bind_worker runs on worker threads while scale swaps plans */
+  const topo *topo;     /* NULL: no pinning */
+  topo_plan_params params;
+  topo_plan *plan;      /* NULL until a plan is made (0 workers, or no topo) */
+  char model[160];      /* for logs */
+  bool warned;
+} http__placement;
+
+/* sched_bind_fn: called first thing on every new worker thread. */
+static inferd_code bind_worker(void *ctx, sched_binding *b, inferd_status *st) {
+  http__placement *p = ctx;
+  pthread_mutex_lock(&p->lock);
+  if (p->plan && p->plan->worker_count > 0) {
+    const topo_worker *tw = &p->plan->workers[b->slot % p->plan->worker_count];
+    b->threads = tw->thread_count;
+    snprintf(b->cores, sizeof b->cores, "%s", tw->cpu_list);
+    inferd_status bind_st;
+    if (topo_get_machine(p->topo)->bindable && topo_bind_current_thread(tw, &bind_st) != INFERD_OK && !p->warned) {
+      /* Unpinned workers still serve; say so once rather than failing the model. */
+      core_log(CORE_LOG_WARN, "model %s: worker %d runs unpinned: %s", p->model, b->worker_id, bind_st.message);
+      p->warned = true;
+    }
+  }
+  pthread_mutex_unlock(&p->lock);
+  (void)st;
+  return INFERD_OK;
+}
+
+/* Makes a plan for `workers` (0: automatic) and installs it; *count gets the plan's
+ * worker count (workers when there is no topology). */
+static inferd_code placement_plan(http__placement *p, int workers, int *count, inferd_status *st) {
+  if (!p->topo) {
+    *count = workers > 0 ? workers : 1;
+    return INFERD_OK;
+  }
+  topo_plan_params params = p->params;
+  params.workers = workers;
+  topo_plan *plan;
+  inferd_code code = topo_plan_new(p->topo, &params, &plan, st);
+  if (code != INFERD_OK) return code;
+  char summary[512];
+  core_log(CORE_LOG_INFO, "model %s: placement %s", p->model, topo_plan_summary(plan, summary, sizeof summary));
+  for (int i = 0; i < plan->warning_count; i++) core_log(CORE_LOG_WARN, "model %s: %s", p->model, plan->warnings[i]);
+  pthread_mutex_lock(&p->lock);
+  topo_plan *old = p->plan;
+  p->plan = plan;
+  pthread_mutex_unlock(&p->lock);
+  topo_plan_free(old); /* bind_worker copies what it needs under the lock */
+  *count = plan->worker_count;
+  return INFERD_OK;
+}
+
+static void placement_free(http__placement *p) {
+  if (!p) return;
+  topo_plan_free(p->plan);
+  pthread_mutex_destroy(&p->lock);
+  free(p);
+}
+
+/* ---- the registry ------------------------------------------------------------------------- */
+
+struct http__registry {
+  http_server *server;
+  pthread_rwlock_t lock;
+  http__model **models; /* [count], sorted by name then version */
+  int count, capacity;
+  atomic_bool startup_done;
+};
+
+inferd_code http__registry_new(http_server *server, http__registry **out, inferd_status *st) {
+  http__registry *r = calloc(1, sizeof *r);
+  if (!r) return core_fail(st, INFERD_NO_MEMORY, "model registry: out of memory");
+  r->server = server;
+  pthread_rwlock_init(&r->lock, NULL);
+  *out = r;
+  return INFERD_OK;
+}
+
+void http__model_destroy(http__model *m) {
+  if (!m) return;
+  if (m->sched) sched_model_free(m->sched); /* drains first; joins the workers */
+  if (m->metrics) metrics_model_unregister(m->server->metrics, m->metrics);
+  inferd_model_free(m->engine);
+  handler_labels_free(m->labels);
+  placement_free(m->placement);
+  free(m->name);
+  free(m->version);
+  free(m->url);
+  free(m->handler);
+  free(m);
+}
+
+void http__registry_free(http__registry *r) {
+  if (!r) return;
+  for (int i = 0; i < r->count; i++) http__model_destroy(r->models[i]);
+  free(r->models);
+  pthread_rwlock_destroy(&r->lock);
+  free(r);
+}
+
+void http__model_release(http__model *m) {
+  if (atomic_fetch_sub(&m->refs, 1) == 1) http__management_destroy_later(m->server->management, m);
+}
+
+static bool name_is(const char *s, const char *name, size_t len) { return strlen(s) == len && memcmp(s, name, len) == 0; }
+
+/* Under the lock: the model name/version (version NULL or "": the default), or NULL. */
+static http__model *find_locked(http__registry *r, const char *name, size_t name_len, const char *version,
+                                size_t version_len) {
+  for (int i = 0; i < r->count; i++) {
+    http__model *m = r->models[i];
+    if (!name_is(m->name, name, name_len)) continue;
+    if (version && version_len ? name_is(m->version, version, version_len) : atomic_load(&m->is_default)) return m;
+  }
+  return NULL;
+}
+
+static bool name_known_locked(http__registry *r, const char *name, size_t name_len) {
+  for (int i = 0; i < r->count; i++)
+    if (name_is(r->models[i]->name, name, name_len)) return true;
+  return false;
+}
+
+static inferd_code not_found(http__registry *r, const char *name, size_t name_len, const char *version,
+                             size_t version_len, inferd_status *st) {
+  int shown = (int)CORE_MIN(name_len, 200);
+  if (version && version_len && name_known_locked(r, name, name_len))
+    return core_fail(st, INFERD_NOT_FOUND, "Model version: %.*s does not exist for model: %.*s",
+                     (int)CORE_MIN(version_len, 64), version, shown, name);
+  return core_fail(st, INFERD_NOT_FOUND, "Model not found: %.*s", shown, name);
+}
+
+http__model *http__model_acquire(http__registry *r, const char *name, size_t name_len, const char *version,
+                                 size_t version_len, inferd_status *st) {
+  pthread_rwlock_rdlock(&r->lock);
+  http__model *m = find_locked(r, name, name_len, version, version_len);
+  if (m)
+    atomic_fetch_add(&m->refs, 1);
+  else
+    not_found(r, name, name_len, version, version_len, st);
+  pthread_rwlock_unlock(&r->lock);
+  return m;
+}
+
+bool http__registry_ready(http__registry *r) {
+  if (!atomic_load(&r->startup_done)) return false;
+  bool ready = true;
+  pthread_rwlock_rdlock(&r->lock);
+  for (int i = 0; i < r->count && ready; i++)
+    if (r->models[i]->loaded_at_startup) ready = sched_model_ready(r->models[i]->sched);
+  pthread_rwlock_unlock(&r->lock);
+  return ready;
+}
+
+void http__registry_startup_done(http__registry *r) { atomic_store(&r->startup_done, true); }
+
+static int compare_models(const void *a, const void *b) {
+  const http__model *x = *(http__model *const *)a, *y = *(http__model *const *)b;
+  int c = strcmp(x->name, y->name);
+  return c ? c : strcmp(x->version, y->version);
+}
+
+int http__registry_list(http__registry *r, const char *name, bool all, http__model ***out) {
+  pthread_rwlock_rdlock(&r->lock);
+  http__model **list = malloc((size_t)(r->count ? r->count : 1) * sizeof *list);
+  int n = 0;
+  for (int i = 0; list && i < r->count; i++) {
+    http__model *m = r->models[i];
+    if (name && strcmp(m->name, name) != 0) continue;
+    if (!all && !atomic_load(&m->is_default)) continue;
+    atomic_fetch_add(&m->refs, 1);
+    list[n++] = m;
+  }
+  pthread_rwlock_unlock(&r->lock);
+  *out = list;
+  return list ? n : 0;
+}
+
+/* ---- registration -------------------------------------------------------------------------- */
+
+/* sched_stats_fn: one batch ran (worker thread). */
+static void on_batch(void *ctx, const sched_batch_stats *b) {
+  http__model *m = ctx;
+  if (b->batch_size > 0) metrics_model_batch(m->metrics, b->batch_size);
+  uint64_t inference_us = (uint64_t)(b->inference_seconds * 1e6);
+  for (int i = 0; i < b->batch_size; i++) {
+    metrics_model_queue_time(m->metrics, (uint64_t)(b->queue_seconds[i] * 1e6));
+    metrics_model_inference_time(m->metrics, inference_us);
+  }
+  metrics_model_queue_depth_add(m->metrics, -(int64_t)(b->batch_size + b->expired + b->cancelled));
+}
+
+/* The file a registration names: absolute, or below model_store. Registrations over
+ * the API may not leave model_store. */
+static inferd_code resolve_path(const config_server *cfg, const char *given, bool from_api, char *out, size_t size,
+                                inferd_status *st) {
+  if (strstr(given, "://"))
+    return core_fail(st, INFERD_UNSUPPORTED,
+                     "models are not downloaded: copy '%s' into model_store and register it by file name", given);
+  if (from_api && (given[0] == '/' || strcmp(given, "..") == 0 || strncmp(given, "../", 3) == 0 ||
+                   strstr(given, "/../") || (strlen(given) >= 3 && strcmp(given + strlen(given) - 3, "/..") == 0)))
+    return core_fail(st, INFERD_INVALID_ARG, "url '%s' must name a file inside model_store", given);
+  if (given[0] == '/') {
+    if (snprintf(out, size, "%s", given) >= (int)size) return core_fail(st, INFERD_INVALID_ARG, "path too long");
+    return INFERD_OK;
+  }
+  if (!cfg->model_store)
+    return core_fail(st, INFERD_INVALID_ARG, "'%s' is relative but no model_store is set (--model-store DIR)", given);
+  if (snprintf(out, size, "%s/%s", cfg->model_store, given) >= (int)size)
+    return core_fail(st, INFERD_INVALID_ARG, "path too long");
+  return INFERD_OK;
+}
+
+/* The model must take one float image batch [N,3,224,224] (image_classifier). */
+static inferd_code check_image_model(const inferd_model *engine, const char *name, inferd_status *st) {
+  inferd_tensor_info in;
+  if (inferd_model_num_inputs(engine) != 1 || inferd_model_input(engine, 0, &in) != INFERD_OK)
+    return core_fail(st, INFERD_UNSUPPORTED, "model %s: image_classifier needs a model with one input", name);
+  if (in.dtype != INFERD_DTYPE_FLOAT || in.rank != 4 || in.dims[1] != HANDLER_IMAGE_CHANNELS ||
+      in.dims[2] != HANDLER_IMAGE_CROP || in.dims[3] != HANDLER_IMAGE_CROP) {
+    char shape[96];
+    return core_fail(st, INFERD_UNSUPPORTED,
+                     "model %s: image_classifier needs a float input [N,3,224,224], input '%s' is %s %s", name, in.name,
+                     core_dtype_name(in.dtype), core_shape_str(in.rank, in.dims, shape, sizeof shape));
+  }
+  return INFERD_OK;
+}
+
+/* Labels: index_to_name.json inside the archive, or next to a bare .onnx. */
+static inferd_code load_labels(const archive_model *ar, const char *path, handler_labels **out, inferd_status *st) {
+  *out = NULL;
+  size_t size;
+  const void *json = archive_file(ar, "index_to_name.json", &size);
+  if (json) return handler_labels_parse(json, size, "index_to_name.json", out, st);
+  if (archive_get_kind(ar) != ARCHIVE_ONNX) return INFERD_OK;
+  char sibling[4096];
+  const char *slash = strrchr(path, '/');
+  int dir_len = slash ? (int)(slash - path) : 1;
+  snprintf(sibling, sizeof sibling, "%.*s/index_to_name.json", dir_len, slash ? path : ".");
+  inferd_code code = handler_labels_load(sibling, out, st);
+  return code == INFERD_NOT_FOUND ? INFERD_OK : code;
+}
+
+static int pick(int requested, int from_config, int global) {
+  if (requested >= 0) return requested;
+  if (from_config >= 0) return from_config;
+  return global;
+}
+
+/* Inserts m (sorted), making it the default when it is its name's first version or
+ * the config says so. ALREADY_EXISTS when the name/version is taken. */
+static inferd_code insert(http__registry *r, http__model *m, bool config_default, inferd_status *st) {
+  pthread_rwlock_wrlock(&r->lock);
+  inferd_code code = INFERD_OK;
+  if (find_locked(r, m->name, strlen(m->name), m->version, strlen(m->version))) {
+    code = core_fail(st, INFERD_ALREADY_EXISTS, "Model version %s is already registered for model %s", m->version,
+                     m->name);
+  } else if (r->count == r->capacity) {
+    int capacity = r->capacity ? 2 * r->capacity : 8;
+    http__model **models = realloc(r->models, (size_t)capacity * sizeof *models);
+    if (!models)
+      code = core_fail(st, INFERD_NO_MEMORY, "model registry: out of memory");
+    else
+      r->models = models, r->capacity = capacity;
+  }
+  if (code == INFERD_OK) {
+    bool first = !name_known_locked(r, m->name, strlen(m->name));
+    if (config_default && !first)
+      for (int i = 0; i < r->count; i++)
+        if (strcmp(r->models[i]->name, m->name) == 0) atomic_store(&r->models[i]->is_default, false);
+    atomic_store(&m->is_default, first || config_default);
+    r->models[r->count++] = m;
+    qsort(r->models, (size_t)r->count, sizeof *r->models, compare_models);
+  }
+  pthread_rwlock_unlock(&r->lock);
+  return code;
+}
+
+inferd_code http__registry_register(http__registry *r, const http__register_params *p, http__model **out,
+                                    inferd_status *st) {
+  const config_server *cfg = r->server->config;
+  char path[4096];
+  inferd_code code = resolve_path(cfg, p->path, !p->loaded_at_startup, path, sizeof path, st);
+  if (code != INFERD_OK) return code;
+  double t0 = core_now_seconds();
+  archive_model *ar = NULL;
+  code = archive_open(path, NULL, &ar, st);
+  if (code != INFERD_OK) return code;
+
+  http__model *m = calloc(1, sizeof *m);
+  http__placement *placement = calloc(1, sizeof *placement);
+  const char *name = p->name ? p->name : archive_model_name(ar);
+  const char *handler = archive_handler(ar) ? archive_handler(ar) : IMAGE_CLASSIFIER;
+  if (!m || !placement) {
+    free(placement);
+    free(m);
+    archive_close(ar);
+    return core_fail(st, INFERD_NO_MEMORY, "out of memory");
+  }
+  m->server = r->server;
+  atomic_init(&m->refs, 1);
+  m->placement = placement;
+  pthread_mutex_init(&placement->lock, NULL);
+  m->name = strdup(name);
+  m->version = strdup(archive_model_version(ar));
+  m->url = strdup(p->path);
+  m->handler = strdup(handler);
+  m->loaded_at_startup = p->loaded_at_startup;
+  if (!m->name || !m->version || !m->url || !m->handler) code = core_fail(st, INFERD_NO_MEMORY, "out of memory");
+  if (code == INFERD_OK && !config_valid_model_name(m->name))
+    code = core_fail(st, INFERD_INVALID_ARG, "'%s' is not a valid model name ([A-Za-z0-9][A-Za-z0-9_.-]*)", m->name);
+  if (code == INFERD_OK && strcmp(handler, IMAGE_CLASSIFIER) != 0)
+    code = core_fail(st, INFERD_UNSUPPORTED, "model %s: handler '%s' is not built in (inferd has: image_classifier)",
+                     m->name, handler);
+  if (code == INFERD_OK) {
+    pthread_rwlock_rdlock(&r->lock);
+    if (find_locked(r, m->name, strlen(m->name), m->version, strlen(m->version)))
+      code = core_fail(st, INFERD_ALREADY_EXISTS, "Model version %s is already registered for model %s", m->version,
+                       m->name);
+    pthread_rwlock_unlock(&r->lock);
+  }
+
+  const config_model *cm = code == INFERD_OK ? config_find_model(cfg, m->name, m->version) : NULL;
+  m->batch_size = pick(p->batch_size, cm ? cm->batch_size : -1, cfg->batch_size);
+  m->max_batch_delay_ms = pick(p->max_batch_delay_ms, cm ? cm->max_batch_delay_ms : -1, cfg->max_batch_delay);
+  m->response_timeout_s = pick(p->response_timeout_s, cm ? cm->response_timeout_s : -1, cfg->default_response_timeout);
+  int workers = pick(p->workers, cm ? cm->min_workers : -1, cfg->default_workers_per_model);
+  m->max_workers = cm && cm->max_workers > 0 ? cm->max_workers : 0;
+  if (m->batch_size < 1) m->batch_size = 1;
+
+  if (code == INFERD_OK) code = load_labels(ar, path, &m->labels, st);
+  if (code == INFERD_OK) {
+    size_t size = 0;
+    const void *onnx = archive_onnx(ar, &size);
+    inferd_model_params mp = {.max_batch = m->batch_size};
+    code = inferd_model_load_memory(onnx, size, &mp, &m->engine, st);
+    if (code != INFERD_OK) core_status_prefix(st, "model %s (%s)", m->name, p->path);
+  }
+  archive_close(ar); /* the engine holds its own weights now */
+  if (code == INFERD_OK) code = check_image_model(m->engine, m->name, st);
+
+  /* Placement: the plan decides the worker count when it is automatic (0). */
+  int sched_workers = workers;
+  if (code == INFERD_OK) {
+    const config_launcher *launcher = &cfg->cpu_launcher_args;
+    placement->topo = r->server->topo;
+    placement->params = TOPO_PLAN_PARAMS_DEFAULT;
+    if (cfg->cpu_launcher_enable) {
+      placement->params.use_logical_core = launcher->use_logical_core;
+      placement->params.node_id = launcher->node_id;
+      placement->params.threads_per_worker = launcher->ncores_per_instance;
+      if (workers == 0 && launcher->ninstances > 0) workers = launcher->ninstances;
+    }
+    snprintf(placement->model, sizeof placement->model, "%s/%s", m->name, m->version);
+    bool none = p->workers == 0; /* asked for no workers (initial_workers=0) */
+    if (!none) code = placement_plan(placement, workers, &sched_workers, st);
+    else sched_workers = 0;
+  }
+  if (code == INFERD_OK) {
+    metrics_model_params mp = {.name = m->name, .version = m->version, .max_batch_size = m->batch_size};
+    code = metrics_model_register(r->server->metrics, &mp, &m->metrics, st);
+  }
+  if (code == INFERD_OK) {
+    sched_model_params sp = {
+        .name = placement->model,
+        .batch_size = m->batch_size,
+        .max_batch_delay_ms = m->max_batch_delay_ms,
+        .response_timeout_ms = m->response_timeout_s * 1000,
+        .job_queue_size = cfg->job_queue_size,
+        .workers = sched_workers,
+        .worker = {.threads = placement->plan ? placement->plan->threads_per_worker : 0,
+                   .bind = bind_worker,
+                   .bind_ctx = placement},
+        .on_batch = on_batch,
+        .stats_ctx = m,
+    };
+    code = sched_model_new(m->engine, &sp, &m->sched, st);
+  }
+  if (code == INFERD_OK) {
+    m->min_workers = sched_workers;
+    m->input_elems = sched_model_input_elems(m->sched);
+    m->output_elems = sched_model_output_elems(m->sched);
+    m->answer_bytes = handler_classify_json_size(m->labels, HANDLER_TOPK);
+    metrics_model_set_workers(m->metrics, sched_workers);
+    metrics_model_set_memory(m->metrics, inferd_model_weights_bytes(m->engine));
+    code = insert(r, m, cm && cm->default_version, st);
+  }
+  if (code != INFERD_OK) {
+    http__model_destroy(m);
+    return code;
+  }
+  core_log(CORE_LOG_INFO, "model %s version %s (%s) loaded in %.2f s: batch_size %d, max_batch_delay %d ms, "
+           "response_timeout %d s, %d worker%s",
+           m->name, m->version, p->path, core_now_seconds() - t0, m->batch_size, m->max_batch_delay_ms,
+           m->response_timeout_s, sched_workers, sched_workers == 1 ? "" : "s");
+  if (p->synchronous && sched_workers > 0) {
+    code = sched_model_wait_ready(m->sched, -1, st);
+    if (code != INFERD_OK) {
+      core_status_prefix(st, "model %s", m->name);
+      inferd_status ignored;
+      http__registry_unregister(r, m->name, m->version, &ignored);
+      return code;
+    }
+  }
+  if (out) *out = m;
+  return INFERD_OK;
+}
+
+/* ---- unregister, default version, scale ----------------------------------------------------- */
+
+inferd_code http__registry_unregister(http__registry *r, const char *name, const char *version, inferd_status *st) {
+  size_t name_len = strlen(name), version_len = version ? strlen(version) : 0;
+  pthread_rwlock_wrlock(&r->lock);
+  http__model *m = find_locked(r, name, name_len, version, version_len);
+  inferd_code code = INFERD_OK;
+  if (!m) {
+    code = not_found(r, name, name_len, version, version_len, st);
+  } else {
+    int versions = 0;
+    for (int i = 0; i < r->count; i++) versions += strcmp(r->models[i]->name, name) == 0;
+    if (atomic_load(&m->is_default) && versions > 1)
+      code = core_fail(st, INFERD_INVALID_ARG,
+                       "Cannot remove default version %s of model %s while other versions exist: set another "
+                       "default version first",
+                       m->version, m->name);
+  }
+  if (code == INFERD_OK) {
+    int i = 0;
+    while (r->models[i] != m) i++;
+    memmove(r->models + i, r->models + i + 1, (size_t)(r->count - i - 1) * sizeof *r->models);
+    r->count--;
+  }
+  pthread_rwlock_unlock(&r->lock);
+  if (code != INFERD_OK) return code;
+  core_log(CORE_LOG_INFO, "model %s version %s unregistered; draining its queue", m->name, m->version);
+  sched_model_drain(m->sched); /* queued requests are answered; new ones can no longer find it */
+  http__model_release(m);
+  return INFERD_OK;
+}
+
+inferd_code http__registry_set_default(http__registry *r, const char *name, const char *version, inferd_status *st) {
+  size_t name_len = strlen(name), version_len = strlen(version);
+  pthread_rwlock_wrlock(&r->lock);
+  http__model *m = find_locked(r, name, name_len, version, version_len);
+  inferd_code code = m ? INFERD_OK : not_found(r, name, name_len, version, version_len, st);
+  if (m)
+    for (int i = 0; i < r->count; i++)
+      if (strcmp(r->models[i]->name, name) == 0) atomic_store(&r->models[i]->is_default, r->models[i] == m);
+  pthread_rwlock_unlock(&r->lock);
+  return code;
+}
+
+inferd_code http__registry_scale(http__registry *r, const char *name, const char *version, int workers,
+                                 bool synchronous, inferd_status *st) {
+  http__model *m = http__model_acquire(r, name, strlen(name), version, version ? strlen(version) : 0, st);
+  if (!m) return st->code;
+  inferd_code code = INFERD_OK;
+  int count = workers;
+  if (workers > 0) code = placement_plan(m->placement, workers, &count, st);
+  if (code == INFERD_OK) code = sched_model_scale(m->sched, workers, st);
+  if (code == INFERD_OK) {
+    m->min_workers = workers;
+    metrics_model_set_workers(m->metrics, workers);
+    core_log(CORE_LOG_INFO, "model %s version %s scaled to %d worker%s", m->name, m->version, workers,
+             workers == 1 ? "" : "s");
+    if (synchronous && workers > 0) code = sched_model_wait_ready(m->sched, -1, st);
+  }
+  http__model_release(m);
+  return code;
+}
+
+/* ---- load_models at start ---------------------------------------------------------------------- */
+
+static int compare_strings(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Every model in model_store: *.mar, *.onnx, and directories with MAR-INF/MANIFEST.json. */
+static inferd_code list_store(const char *store, char ***out, int *count, inferd_status *st) {
+  DIR *dir = opendir(store);
+  if (!dir) return core_fail(st, INFERD_NOT_FOUND, "model_store %s: %s", store, strerror(errno));
+  char **names = NULL;
+  int n = 0, cap = 0;
+  struct dirent *e;
+  while ((e = readdir(dir)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    size_t len = strlen(e->d_name);
+    bool take = (len > 4 && strcmp(e->d_name + len - 4, ".mar") == 0) ||
+                (len > 5 && strcmp(e->d_name + len - 5, ".onnx") == 0);
+    if (!take) {
+      char manifest[4096];
+      struct stat sb;
+      snprintf(manifest, sizeof manifest, "%s/%s/MAR-INF/MANIFEST.json", store, e->d_name);
+      take = stat(manifest, &sb) == 0 && S_ISREG(sb.st_mode);
+    }
+    if (!take) continue;
+    if (n == cap) {
+      cap = cap ? 2 * cap : 16;
+      char **grown = realloc(names, (size_t)cap * sizeof *names);
+      if (!grown) break;
+      names = grown;
+    }
+    if ((names[n] = strdup(e->d_name)) != NULL) n++;
+  }
+  closedir(dir);
+  qsort(names, (size_t)n, sizeof *names, compare_strings);
+  *out = names;
+  *count = n;
+  return INFERD_OK;
+}
+
+inferd_code http_server_load_models(http_server *s, inferd_status *st) {
+  const config_server *cfg = s->config;
+  http__registry *r = s->registry;
+  char **all = NULL;
+  int count = cfg->load_models.count;
+  inferd_code code = INFERD_OK;
+  if (cfg->load_models.all) {
+    if (!cfg->model_store) return core_fail(st, INFERD_INVALID_ARG, "load_models=all needs model_store");
+    code = list_store(cfg->model_store, &all, &count, st);
+    if (code != INFERD_OK) return code;
+  }
+  http__model **loaded = calloc((size_t)(count ? count : 1), sizeof *loaded);
+  if (!loaded) code = core_fail(st, INFERD_NO_MEMORY, "out of memory");
+  double t0 = core_now_seconds();
+  /* Register all first (their workers warm up in parallel), then wait for each. */
+  for (int i = 0; i < count && code == INFERD_OK; i++) {
+    http__register_params p = {
+        .path = all ? all[i] : cfg->load_models.items[i].path,
+        .name = all ? NULL : cfg->load_models.items[i].name,
+        .workers = -1, .batch_size = -1, .max_batch_delay_ms = -1, .response_timeout_s = -1,
+        .loaded_at_startup = true,
+    };
+    code = http__registry_register(r, &p, &loaded[i], st);
+  }
+  for (int i = 0; i < count && code == INFERD_OK; i++) {
+    code = sched_model_wait_ready(loaded[i]->sched, -1, st);
+    if (code != INFERD_OK) core_status_prefix(st, "model %s", loaded[i]->name);
+  }
+  if (code == INFERD_OK) {
+    http__registry_startup_done(r);
+    if (count) core_log(CORE_LOG_INFO, "%d model%s ready in %.2f s", count, count == 1 ? "" : "s", core_now_seconds() - t0);
+  }
+  for (int i = 0; all && i < count; i++) free(all[i]);
+  free(all);
+  free(loaded);
+  return code;
+}

@@ -1,0 +1,259 @@
+/*
+ * http_predict.c - POST /predictions/{model}[/{version}]: TorchServe's image_classifier
+ * over HTTP.
+ *
+ * The path of one prediction (DESIGN.md §1), all on the HTTP thread that owns the
+ * connection except step 4:
+ *   1. look the model up and take a reference (404 when unknown);
+ *   2. find the image: the raw body, or form field `data` (else `file`, else `body`)
+ *      of a multipart/form-data body (400 when empty or malformed; h2o already refused
+ *      bodies above max_request_size with 413);
+ *   3. take a job from this thread's free list, decode and preprocess the image into
+ *      the job's input slot (handler_image_preprocess; 400 for a bad image), and submit
+ *      it to the model's scheduler (503 + Retry-After at once when its queue is full or
+ *      it is draining). The request now waits; the loop serves other connections;
+ *   4. a worker runs the batch and calls on_done on its own thread, which only sends
+ *      the job to the owning loop with h2o_multithread_send_message;
+ *   5. on_jobs_done, back on the loop thread, renders the top-5 JSON
+ *      (handler_classify_json) into the request's pool and sends it; or the error:
+ *      TIMEOUT -> 504 (response_timeout), UNAVAILABLE -> 503, an engine error -> 500.
+ * Every accepted request gets exactly one response, from exactly one of steps 1-3
+ * or 5.
+ *
+ * A client that goes away while its job is queued: h2o disposes the request, the
+ * dispose hook in the request's pool clears job->req and cancels the job (the
+ * scheduler skips it if it has not run); the job still comes back through step 5 and
+ * is recycled there without an answer.
+ *
+ * Memory: jobs (with their input and output slots: 602 KB for a 224x224 image) are
+ * recycled per HTTP thread; after warm-up a prediction allocates only from h2o's
+ * request pool. The number of jobs alive is bounded by the requests in flight, which
+ * the models' job_queue_size and batch sizes bound.
+ *
+ * Threading: everything here runs on the loop thread that owns the request, except
+ * on_done (worker threads), which touches only the job's code and message.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "http/http_internal.h"
+
+static const char *const FORM_FIELDS[] = {"data", "file", "body"};
+
+/* ---- jobs ---------------------------------------------------------------------------------- */
+
+static bool grow(float **slot, size_t *capacity, size_t floats) {
+  if (*capacity >= floats) return true;
+  free(*slot);
+  *slot = NULL;
+  *capacity = 0;
+  void *p;
+  if (posix_memalign(&p, 64, floats * sizeof(float)) != 0) return false;
+  *slot = p;
+  *capacity = floats;
+  return true;
+}
+
+static http__job *job_get(http__loop *loop, const http__model *m) {
+  http__job *job = loop->free_jobs;
+  if (job)
+    loop->free_jobs = job->next_free;
+  else if (!(job = calloc(1, sizeof *job)))
+    return NULL;
+  if (!grow(&job->input, &job->input_capacity, m->input_elems) ||
+      !grow(&job->output, &job->output_capacity, m->output_elems)) {
+    job->next_free = loop->free_jobs;
+    loop->free_jobs = job;
+    return NULL;
+  }
+  job->loop = loop;
+  job->next_free = NULL;
+  return job;
+}
+
+static void job_put(http__loop *loop, http__job *job) {
+  job->req = NULL;
+  job->hook = NULL;
+  job->model = NULL;
+  job->next_free = loop->free_jobs;
+  loop->free_jobs = job;
+}
+
+/* h2o disposes the request (client gone, HTTP/2 stream reset) before we answered. */
+static void on_request_dispose(void *p) {
+  http__job *job = *(http__job **)p;
+  if (!job) return; /* answered already */
+  job->req = NULL;
+  sched_request_cancel(&job->request);
+}
+
+/* Worker thread: hand the job back to the loop that owns its connection. */
+static void on_done(sched_request *request, inferd_code code, void *user) {
+  (void)request;
+  http__job *job = user;
+  job->code = code;
+  h2o_multithread_send_message(&job->loop->done_receiver, &job->message);
+}
+
+/* ---- answering ---------------------------------------------------------------------------------- */
+
+static void answer(http__job *job) {
+  h2o_req_t *req = job->req;
+  http__model *m = job->model;
+  *job->hook = NULL; /* the dispose hook must not touch a recycled job */
+  int status;
+  if (job->code == INFERD_OK) {
+    char *body = h2o_mem_alloc_pool(&req->pool, m->answer_bytes);
+    size_t len = 0;
+    inferd_status st;
+    if (handler_classify_json(job->output, (int)m->output_elems, HANDLER_TOPK, m->labels, body, m->answer_bytes, &len,
+                              &st) == INFERD_OK) {
+      status = 200; /* TorchServe's bytes: json.dumps(indent=2), no newline */
+      http__send_json(req, status, body, len);
+    } else {
+      status = 500;
+      http__send_error(req, HTTP__E_INTERNAL, "model %s: %s", m->name, st.message);
+    }
+  } else if (job->code == INFERD_TIMEOUT) {
+    status = 504;
+    http__send_error(req, HTTP__E_TIMEOUT, "Model \"%s\" did not answer within its response timeout (%d s)", m->name,
+                     m->response_timeout_s);
+  } else if (job->code == INFERD_UNAVAILABLE) {
+    status = 503;
+    http__send_error(req, HTTP__E_UNAVAILABLE, "Model \"%s\" has no worker left to serve the request: %s", m->name,
+                     job->request.status.message);
+  } else {
+    status = 500;
+    http__send_error(req, HTTP__E_INTERNAL, "Model \"%s\" failed on this request: %s", m->name,
+                     job->request.status.message);
+  }
+  metrics_model_response(m->metrics, status);
+}
+
+static void on_jobs_done(h2o_multithread_receiver_t *receiver, h2o_linklist_t *messages) {
+  http__loop *loop = H2O_STRUCT_FROM_MEMBER(http__loop, done_receiver, receiver);
+  while (!h2o_linklist_is_empty(messages)) {
+    h2o_multithread_message_t *message = H2O_STRUCT_FROM_MEMBER(h2o_multithread_message_t, link, messages->next);
+    h2o_linklist_unlink(&message->link);
+    http__job *job = H2O_STRUCT_FROM_MEMBER(http__job, message, message);
+    if (job->req) answer(job);
+    http__model_release(job->model);
+    atomic_fetch_sub(&loop->server->in_flight, 1);
+    job_put(loop, job);
+  }
+}
+
+void http__predict_loop_init(http__loop *loop) {
+  loop->image = handler_image_ctx_new(NULL);
+  h2o_multithread_register_receiver(loop->queue, &loop->done_receiver, on_jobs_done);
+}
+
+void http__predict_loop_free(http__loop *loop) {
+  h2o_multithread_unregister_receiver(loop->queue, &loop->done_receiver);
+  while (loop->free_jobs) {
+    http__job *job = loop->free_jobs;
+    loop->free_jobs = job->next_free;
+    free(job->input);
+    free(job->output);
+    free(job);
+  }
+  handler_image_ctx_free(loop->image);
+  loop->image = NULL;
+}
+
+/* ---- the request ---------------------------------------------------------------------------------- */
+
+/* The image bytes: the raw body, or a form field of a multipart body. */
+static bool find_image(h2o_req_t *req, h2o_iovec_t *image, inferd_status *st) {
+  *image = req->entity;
+  ssize_t i = h2o_find_header(&req->headers, H2O_TOKEN_CONTENT_TYPE, -1);
+  if (i < 0) return true;
+  h2o_iovec_t type = req->headers.entries[i].value;
+  const char *boundary;
+  size_t boundary_len = http_multipart_boundary(type.base, type.len, &boundary);
+  if (boundary_len == 0) {
+    if (type.len >= 10 && h2o_lcstris(type.base, 10, H2O_STRLIT("multipart/"))) {
+      core_fail(st, INFERD_INVALID_ARG, "multipart body without a valid boundary in its Content-Type");
+      return false;
+    }
+    return true; /* any other type: the body is the image */
+  }
+  http_multipart_part part;
+  if (http_multipart_find(req->entity.base, req->entity.len, boundary, boundary_len, FORM_FIELDS,
+                          (int)CORE_ARRAY_LEN(FORM_FIELDS), &part, st) != INFERD_OK) {
+    st->code = INFERD_INVALID_ARG;
+    return false;
+  }
+  *image = h2o_iovec_init(part.data, part.size);
+  return true;
+}
+
+void http__predict(http_server *s, h2o_req_t *req, const http__path *path) {
+  http__loop *loop = http__loop_of(req);
+  if (atomic_load(&s->draining)) {
+    http__send_canned(req, HTTP__CANNED_SHUTTING_DOWN);
+    return;
+  }
+  h2o_iovec_t name = path->segments[1];
+  h2o_iovec_t version = path->count == 3 ? path->segments[2] : h2o_iovec_init("", 0);
+  inferd_status st;
+  http__model *m = http__model_acquire(s->registry, name.base, name.len, version.base, version.len, &st);
+  if (!m) {
+    http__send_status(req, &st);
+    return;
+  }
+  h2o_iovec_t image;
+  int status = 0;
+  if (req->entity.base == NULL || req->entity.len == 0) {
+    http__send_canned(req, HTTP__CANNED_EMPTY_BODY);
+    status = 400;
+  } else if (!find_image(req, &image, &st)) {
+    http__send_status(req, &st);
+    status = http__error_status(http__error_from_code(st.code));
+  } else if (image.len == 0) {
+    http__send_canned(req, HTTP__CANNED_EMPTY_BODY);
+    status = 400;
+  }
+  if (status) {
+    metrics_model_response(m->metrics, status);
+    http__model_release(m);
+    return;
+  }
+  http__job *job = loop->image ? job_get(loop, m) : NULL;
+  if (!job) {
+    http__send_error(req, HTTP__E_UNAVAILABLE, "out of memory for a request of model %s", m->name);
+    metrics_model_response(m->metrics, 503);
+    http__model_release(m);
+    return;
+  }
+  job->received = core_now_seconds();
+  inferd_code code = handler_image_preprocess(loop->image, image.base, image.len, job->input, NULL, &st);
+  if (code == INFERD_OK) {
+    job->model = m;
+    job->request.input = job->input;
+    job->request.output = job->output;
+    job->request.deadline = 0; /* the model's response_timeout after enqueue */
+    job->request.done = on_done;
+    job->request.user = job;
+    atomic_store(&job->request.cancelled, false);
+    job->message = (h2o_multithread_message_t){{NULL, NULL}};
+    code = sched_submit(m->sched, &job->request);
+    if (code != INFERD_OK) {
+      core_fail(&st, code, "Model \"%s\" Version %s has no room for this request (%s): retry later", m->name,
+                m->version, job->request.status.message);
+    }
+  }
+  if (code != INFERD_OK) {
+    http__send_status(req, &st);
+    metrics_model_response(m->metrics, http__error_status(http__error_from_code(code)));
+    http__model_release(m);
+    job_put(loop, job);
+    return;
+  }
+  /* Queued: the scheduler owns the job until on_done; the model reference goes with it. */
+  metrics_model_queue_depth_add(m->metrics, 1);
+  atomic_fetch_add(&s->in_flight, 1);
+  job->req = req;
+  job->hook = h2o_mem_alloc_shared(&req->pool, sizeof *job->hook, on_request_dispose);
+  *job->hook = job;
+}

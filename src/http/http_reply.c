@@ -1,0 +1,317 @@
+/*
+ * http_reply.c - every response inferd's HTTP layer sends goes out through here.
+ *
+ * Design (Redis's single error emitter):
+ *   - http__error_from_code is the only place where an inferd_code becomes an HTTP
+ *     status; HTTP__ERROR_MAP (http_internal.h) is the only table of statuses,
+ *     reason phrases and TorchServe error types.
+ *   - http__render_error is the only code that writes an error body:
+ *       {"code": 404, "type": "ModelNotFoundException", "message": "Model not found: x"}
+ *     pretty-printed as TorchServe does. User text in messages is JSON-escaped and
+ *     CR/LF become spaces, so a message is always one line of valid JSON.
+ *   - Common errors with fixed text are rendered once at start into static buffers and
+ *     sent without copying (canned replies).
+ *   - h2o answers some malformed requests itself (413 when Content-Length or a chunked
+ *     body exceeds max_request_size, 400 for a broken Content-Length) with plain text;
+ *     an output filter on every path rewrites those bodies through the same renderer.
+ *
+ * Memory: bodies are built in the request's h2o pool (http__buf) or are static; no
+ * malloc per request. 503 replies carry Retry-After: 1 (TorchServe clients retry).
+ *
+ * Threading: http__reply_init runs once before the HTTP threads start; everything else
+ * runs on the HTTP thread that owns the request.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "http/http_internal.h"
+
+static const struct {
+  int status;
+  const char *reason, *type;
+} errors[HTTP__ERROR_COUNT] = {
+#define HTTP__ERROR_ROW(name, status, reason, type) {status, reason, type},
+    HTTP__ERROR_MAP(HTTP__ERROR_ROW)
+#undef HTTP__ERROR_ROW
+};
+
+http__error http__error_from_code(inferd_code code) {
+  switch (code) {
+  case INFERD_INVALID_ARG: return HTTP__E_BAD_REQUEST;
+  case INFERD_NOT_FOUND: return HTTP__E_MODEL_NOT_FOUND;
+  case INFERD_UNAVAILABLE: return HTTP__E_UNAVAILABLE;
+  case INFERD_UNSUPPORTED: return HTTP__E_BAD_REQUEST; /* e.g. an image format we do not decode */
+  case INFERD_ALREADY_EXISTS: return HTTP__E_CONFLICT;
+  case INFERD_TIMEOUT: return HTTP__E_TIMEOUT;
+  case INFERD_TOO_LARGE: return HTTP__E_TOO_LARGE;
+  case INFERD_NO_MEMORY: return HTTP__E_UNAVAILABLE; /* transient: try again */
+  case INFERD_OK:
+  case INFERD_INTERNAL:
+  default: return HTTP__E_INTERNAL;
+  }
+}
+
+int http__error_status(http__error e) { return errors[e].status; }
+
+/* ---- the renderer ------------------------------------------------------------------- */
+
+/* Appends s as JSON string content (no quotes) into buf[*len..cap-reserve). */
+static void escape_into(char *buf, size_t *len, size_t limit, const char *s, size_t n) {
+  static const char hex[] = "0123456789abcdef";
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    char tmp[6];
+    size_t k;
+    if (c == '"' || c == '\\') {
+      tmp[0] = '\\', tmp[1] = (char)c, k = 2;
+    } else if (c == '\r' || c == '\n' || c == '\t') {
+      tmp[0] = ' ', k = 1;
+    } else if (c < 0x20 || c == 0x7f) {
+      memcpy(tmp, "\\u00", 4), tmp[4] = hex[c >> 4], tmp[5] = hex[c & 15], k = 6;
+    } else {
+      tmp[0] = (char)c, k = 1;
+    }
+    if (*len + k > limit) return;
+    memcpy(buf + *len, tmp, k);
+    *len += k;
+  }
+}
+
+size_t http__render_error(char *buf, size_t cap, http__error e, const char *message) {
+  static const char tail[] = "\"\n}\n";
+  int n = snprintf(buf, cap, "{\n  \"code\": %d,\n  \"type\": \"%s\",\n  \"message\": \"", errors[e].status,
+                   errors[e].type);
+  if (n < 0 || (size_t)n + sizeof tail > cap) return 0;
+  size_t len = (size_t)n;
+  escape_into(buf, &len, cap - sizeof tail, message, strlen(message));
+  memcpy(buf + len, tail, sizeof tail); /* with its NUL */
+  return len + sizeof tail - 1;
+}
+
+/* ---- canned replies ------------------------------------------------------------------ */
+
+enum { CANNED_MAX = 256 };
+static struct {
+  http__error error;
+  const char *message;
+  char body[CANNED_MAX];
+  size_t len;
+} canned[HTTP__CANNED_COUNT] = {
+    [HTTP__CANNED_NO_ROUTE] = {HTTP__E_NO_ROUTE, "Requested resource is not found, please refer to API document."},
+    [HTTP__CANNED_METHOD] = {HTTP__E_METHOD, "Requested method is not allowed, please refer to API document."},
+    [HTTP__CANNED_UNAUTHORIZED] = {HTTP__E_UNAUTHORIZED,
+                                   "Token Authorization failed. Token either incorrect, expired, or not provided "
+                                   "correctly: send 'Authorization: Bearer <key>' with the key from key_file.json"},
+    [HTTP__CANNED_SHUTTING_DOWN] = {HTTP__E_UNAVAILABLE, "The server is shutting down and accepts no new requests."},
+    [HTTP__CANNED_EMPTY_BODY] = {HTTP__E_BAD_REQUEST,
+                                 "Request body is empty: send the image as the body or as form field 'data'"},
+};
+
+void http__reply_init(void) {
+  for (int i = 0; i < HTTP__CANNED_COUNT; i++)
+    canned[i].len = http__render_error(canned[i].body, sizeof canned[i].body, canned[i].error, canned[i].message);
+}
+
+/* ---- sending ------------------------------------------------------------------------------ */
+
+static h2o_generator_t static_generator = {NULL, NULL};
+
+static void send_body(h2o_req_t *req, int status, const char *reason, const char *content_type, const char *body,
+                      size_t len) {
+  metrics_response(http__loop_of(req)->server->metrics, status);
+  req->res.status = status;
+  req->res.reason = reason;
+  req->res.content_length = len;
+  h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL, content_type, strlen(content_type));
+  if (status == 503) h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL, H2O_STRLIT("1"));
+  if (status == 401)
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_WWW_AUTHENTICATE, NULL, H2O_STRLIT("Bearer realm=\"inferd\""));
+  h2o_iovec_t chunk = h2o_iovec_init(body, len);
+  h2o_start_response(req, &static_generator);
+  h2o_send(req, &chunk, 1, H2O_SEND_STATE_FINAL);
+}
+
+static const char *reason_of_status(int status) {
+  switch (status) {
+  case 200: return "OK";
+  case 201: return "Created";
+  case 202: return "Accepted";
+  default:
+    for (int i = 0; i < HTTP__ERROR_COUNT; i++)
+      if (errors[i].status == status) return errors[i].reason;
+    return "Error";
+  }
+}
+
+void http__send_json(h2o_req_t *req, int status, const char *body, size_t len) {
+  send_body(req, status, reason_of_status(status), "application/json", body, len);
+}
+
+void http__send_text(h2o_req_t *req, int status, const char *content_type, const char *body, size_t len) {
+  send_body(req, status, reason_of_status(status), content_type, body, len);
+}
+
+void http__send_canned(h2o_req_t *req, http__canned which) {
+  http__error e = canned[which].error;
+  send_body(req, errors[e].status, errors[e].reason, "application/json", canned[which].body, canned[which].len);
+}
+
+static void send_error_message(h2o_req_t *req, http__error e, const char *message) {
+  size_t cap = 160 + 6 * strlen(message);
+  char *body = h2o_mem_alloc_pool(&req->pool, cap);
+  size_t len = http__render_error(body, cap, e, message);
+  send_body(req, errors[e].status, errors[e].reason, "application/json", body, len);
+}
+
+void http__send_error(h2o_req_t *req, http__error e, const char *fmt, ...) {
+  char message[INFERD_STATUS_MESSAGE_MAX + 128];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(message, sizeof message, fmt, ap);
+  va_end(ap);
+  send_error_message(req, e, message);
+}
+
+void http__send_status(h2o_req_t *req, const inferd_status *status) {
+  send_error_message(req, http__error_from_code(status->code), status->message);
+}
+
+/* ---- JSON bodies in the request pool ---------------------------------------------------- */
+
+void http__buf_init(http__buf *b, h2o_mem_pool_t *pool, size_t initial) {
+  b->pool = pool;
+  b->cap = initial < 64 ? 64 : initial;
+  b->data = h2o_mem_alloc_pool(pool, b->cap);
+  b->len = 0;
+}
+
+static void buf_reserve(http__buf *b, size_t extra) {
+  if (b->len + extra + 1 <= b->cap) return;
+  size_t cap = b->cap * 2;
+  while (cap < b->len + extra + 1) cap *= 2;
+  char *data = h2o_mem_alloc_pool(b->pool, cap); /* the old block stays in the pool */
+  memcpy(data, b->data, b->len);
+  b->data = data;
+  b->cap = cap;
+}
+
+void http__buf_append(http__buf *b, const char *s, size_t len) {
+  buf_reserve(b, len);
+  memcpy(b->data + b->len, s, len);
+  b->len += len;
+  b->data[b->len] = '\0';
+}
+
+void http__buf_printf(http__buf *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  if ((size_t)n >= b->cap - b->len) {
+    buf_reserve(b, (size_t)n);
+    va_start(ap, fmt);
+    vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+  }
+  b->len += (size_t)n;
+}
+
+void http__buf_json_string(http__buf *b, const char *s, size_t len) {
+  buf_reserve(b, 6 * len + 2);
+  b->data[b->len++] = '"';
+  static const char hex[] = "0123456789abcdef";
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c == '"' || c == '\\') {
+      b->data[b->len++] = '\\';
+      b->data[b->len++] = (char)c;
+    } else if (c < 0x20 || c == 0x7f) {
+      memcpy(b->data + b->len, "\\u00", 4);
+      b->data[b->len + 4] = hex[c >> 4];
+      b->data[b->len + 5] = hex[c & 15];
+      b->len += 6;
+    } else {
+      b->data[b->len++] = (char)c;
+    }
+  }
+  b->data[b->len++] = '"';
+  b->data[b->len] = '\0';
+}
+
+/* ---- rewriting h2o's own error bodies ------------------------------------------------------ */
+
+typedef struct error_filter {
+  h2o_filter_t super;
+  size_t max_request_size; /* bytes, for the 413 message */
+} error_filter;
+
+typedef struct error_ostream {
+  h2o_ostream_t super;
+  h2o_iovec_t body;
+  bool sent;
+} error_ostream;
+
+static void error_ostream_send(h2o_ostream_t *self_, h2o_req_t *req, h2o_iovec_t *bufs, size_t bufcnt,
+                               h2o_send_state_t state) {
+  error_ostream *self = (error_ostream *)self_;
+  (void)bufs, (void)bufcnt;
+  /* h2o's plain-text body is dropped; ours goes out once, with the first call. */
+  if (!self->sent) {
+    self->sent = true;
+    h2o_ostream_send_next(&self->super, req, &self->body, 1, state);
+  } else {
+    h2o_ostream_send_next(&self->super, req, NULL, 0, state);
+  }
+}
+
+static bool response_is_json(h2o_req_t *req) {
+  ssize_t i = h2o_find_header(&req->res.headers, H2O_TOKEN_CONTENT_TYPE, -1);
+  return i >= 0 && h2o_memis(req->res.headers.entries[i].value.base, req->res.headers.entries[i].value.len,
+                             H2O_STRLIT("application/json"));
+}
+
+static void error_filter_setup(h2o_filter_t *self, h2o_req_t *req, h2o_ostream_t **slot) {
+  if (req->res.status >= 400 && !response_is_json(req)) {
+    http__error e;
+    const char *message;
+    char too_large[128];
+    switch (req->res.status) {
+    case 413:
+      e = HTTP__E_TOO_LARGE;
+      snprintf(too_large, sizeof too_large, "Request body is larger than max_request_size (%zu bytes)",
+               ((error_filter *)self)->max_request_size);
+      message = too_large;
+      break;
+    case 404: e = HTTP__E_NO_ROUTE, message = "Requested resource is not found, please refer to API document."; break;
+    case 405: e = HTTP__E_METHOD, message = "Requested method is not allowed, please refer to API document."; break;
+    case 503: e = HTTP__E_UNAVAILABLE, message = "Service unavailable"; break;
+    case 500: e = HTTP__E_INTERNAL, message = "Internal server error"; break;
+    default: e = HTTP__E_BAD_REQUEST, message = "Malformed HTTP request (bad Content-Length or Transfer-Encoding)"; break;
+    }
+    char *body = h2o_mem_alloc_pool(&req->pool, 256);
+    size_t len = http__render_error(body, 256, e, message);
+    metrics_response(http__loop_of(req)->server->metrics, errors[e].status);
+    req->res.status = errors[e].status;
+    req->res.reason = errors[e].reason;
+    req->res.content_length = len;
+    ssize_t i = h2o_find_header(&req->res.headers, H2O_TOKEN_CONTENT_TYPE, -1);
+    if (i >= 0)
+      req->res.headers.entries[i].value = h2o_iovec_init(H2O_STRLIT("application/json"));
+    else
+      h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL, H2O_STRLIT("application/json"));
+    error_ostream *os = (error_ostream *)h2o_add_ostream(req, sizeof(*os), slot);
+    os->super.do_send = error_ostream_send;
+    os->body = h2o_iovec_init(body, len);
+    os->sent = false;
+    slot = &os->super.next;
+  }
+  h2o_setup_next_ostream(req, slot);
+}
+
+void http__register_error_filter(h2o_pathconf_t *pathconf, size_t max_request_size) {
+  error_filter *f = (error_filter *)h2o_create_filter(pathconf, sizeof(*f));
+  f->super.on_setup_ostream = error_filter_setup;
+  f->max_request_size = max_request_size;
+}

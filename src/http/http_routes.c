@@ -1,0 +1,297 @@
+/*
+ * http_routes.c - which code answers which request, for the three APIs.
+ *
+ *   inference port (8080)                      key
+ *     GET|POST /ping                           none   200 {"status": "Healthy"} / 503
+ *     POST|PUT /predictions/{m}[/{v}]          inference   http_predict.c
+ *     GET /v2, /v2/health/live|ready           none   (health: none; /v2: inference)
+ *     GET /v2/models/{m}[/versions/{v}][/ready]  inference   KServe v2 metadata, readiness
+ *   management port (8081)
+ *     /models..., GET /token                   management / API   http_management.c
+ *   metrics port (8082)
+ *     GET /metrics                             none   Prometheus text (metrics_render)
+ * A listener that serves several APIs (equal addresses) tries them in this order.
+ * Anything else is 404 ResourceNotFoundException; a known path with another method is
+ * 405. Paths are cut at '/' (empty segments ignored, so "/ping/" is "/ping"); model
+ * names need no decoding (config_valid_model_name allows no escapes).
+ *
+ * /ping is "Healthy" only when every model of load_models is loaded and has its
+ * workers running (http__registry_ready) and the server is not draining.
+ *
+ * Threading: everything here runs on the HTTP thread that owns the request.
+ */
+#include <string.h>
+
+#include "http/http_internal.h"
+
+bool http__segment_is(h2o_iovec_t segment, const char *text) {
+  return h2o_memis(segment.base, segment.len, text, strlen(text));
+}
+
+static bool method_is(h2o_req_t *req, const char *method) {
+  return h2o_memis(req->method.base, req->method.len, method, strlen(method));
+}
+
+static bool parse_path(h2o_req_t *req, http__path *path) {
+  size_t end = req->query_at != SIZE_MAX ? req->query_at : req->path.len;
+  path->count = 0;
+  path->query = req->query_at != SIZE_MAX ? h2o_iovec_init(req->path.base + req->query_at + 1,
+                                                           req->path.len - req->query_at - 1)
+                                          : h2o_iovec_init("", 0);
+  const char *p = req->path.base, *stop = req->path.base + end;
+  while (p < stop) {
+    while (p < stop && *p == '/') p++;
+    if (p == stop) break;
+    const char *start = p;
+    while (p < stop && *p != '/') p++;
+    if (path->count == HTTP__MAX_SEGMENTS) return false;
+    path->segments[path->count++] = h2o_iovec_init(start, (size_t)(p - start));
+  }
+  return true;
+}
+
+static int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+bool http__query_param(h2o_req_t *req, const http__path *path, const char *name, h2o_iovec_t *value) {
+  size_t name_len = strlen(name);
+  const char *p = path->query.base, *end = path->query.base + path->query.len;
+  while (p < end) {
+    const char *amp = memchr(p, '&', (size_t)(end - p));
+    const char *item_end = amp ? amp : end;
+    const char *eq = memchr(p, '=', (size_t)(item_end - p));
+    const char *key_end = eq ? eq : item_end;
+    if ((size_t)(key_end - p) == name_len && memcmp(p, name, name_len) == 0) {
+      const char *v = eq ? eq + 1 : item_end;
+      size_t n = (size_t)(item_end - v);
+      char *out = h2o_mem_alloc_pool(&req->pool, n + 1);
+      size_t o = 0;
+      for (size_t i = 0; i < n; i++) {
+        if (v[i] == '+') {
+          out[o++] = ' ';
+        } else if (v[i] == '%' && i + 2 < n && hex_value(v[i + 1]) >= 0 && hex_value(v[i + 2]) >= 0) {
+          out[o++] = (char)(hex_value(v[i + 1]) * 16 + hex_value(v[i + 2]));
+          i += 2;
+        } else {
+          out[o++] = v[i];
+        }
+      }
+      out[o] = '\0';
+      *value = h2o_iovec_init(out, o);
+      return true;
+    }
+    p = amp ? amp + 1 : end;
+  }
+  return false;
+}
+
+/* ---- inference API: health -------------------------------------------------------------- */
+
+static bool server_ready(http_server *s) {
+  return !atomic_load(&s->draining) && http__registry_ready(s->registry);
+}
+
+static void ping(http_server *s, h2o_req_t *req) {
+  static const char healthy[] = "{\n  \"status\": \"Healthy\"\n}\n";
+  static const char unhealthy[] = "{\n  \"status\": \"Unhealthy\"\n}\n";
+  if (server_ready(s))
+    http__send_json(req, 200, healthy, sizeof healthy - 1);
+  else
+    http__send_json(req, 503, unhealthy, sizeof unhealthy - 1);
+}
+
+/* ---- inference API: KServe v2 (Open Inference Protocol) metadata and readiness ----------- */
+
+static void json_shape(http__buf *b, const inferd_tensor_info *t) {
+  http__buf_append(b, "[", 1);
+  for (int d = 0; d < t->rank; d++) http__buf_printf(b, "%s%lld", d ? ", " : "", (long long)t->dims[d]);
+  http__buf_append(b, "]", 1);
+}
+
+static const char *v2_datatype(inferd_dtype dtype) {
+  switch (dtype) {
+  case INFERD_DTYPE_FLOAT: return "FP32";
+  case INFERD_DTYPE_UINT8: return "UINT8";
+  case INFERD_DTYPE_INT8: return "INT8";
+  case INFERD_DTYPE_INT32: return "INT32";
+  case INFERD_DTYPE_INT64: return "INT64";
+  case INFERD_DTYPE_BOOL: return "BOOL";
+  default: return "BYTES";
+  }
+}
+
+static void v2_tensors(http__buf *b, const inferd_model *engine, bool inputs) {
+  int count = inputs ? inferd_model_num_inputs(engine) : inferd_model_num_outputs(engine);
+  http__buf_append(b, "[", 1);
+  for (int i = 0; i < count; i++) {
+    inferd_tensor_info t;
+    if ((inputs ? inferd_model_input(engine, i, &t) : inferd_model_output(engine, i, &t)) != INFERD_OK) continue;
+    http__buf_printf(b, "%s{\"name\": ", i ? ", " : "");
+    http__buf_json_string(b, t.name, strlen(t.name));
+    http__buf_printf(b, ", \"datatype\": \"%s\", \"shape\": ", v2_datatype(t.dtype));
+    json_shape(b, &t);
+    http__buf_append(b, "}", 1);
+  }
+  http__buf_append(b, "]", 1);
+}
+
+/* /v2/models/{m}[/versions/{v}][/ready] */
+static void v2_model(http_server *s, h2o_req_t *req, const http__path *path) {
+  h2o_iovec_t name = path->segments[2], version = h2o_iovec_init("", 0);
+  int next = 3;
+  if (path->count >= 5 && http__segment_is(path->segments[3], "versions")) {
+    version = path->segments[4];
+    next = 5;
+  }
+  bool ready_call = path->count == next + 1 && http__segment_is(path->segments[next], "ready");
+  if (path->count != next && !ready_call) {
+    if (path->count == next + 1 && http__segment_is(path->segments[next], "infer")) {
+      http__send_error(req, HTTP__E_UNSUPPORTED,
+                       "KServe v2 infer is not implemented yet: POST the image to /predictions/%.*s",
+                       (int)name.len, name.base);
+      return;
+    }
+    http__send_canned(req, HTTP__CANNED_NO_ROUTE);
+    return;
+  }
+  if (!method_is(req, "GET")) {
+    http__send_canned(req, HTTP__CANNED_METHOD);
+    return;
+  }
+  inferd_status st;
+  http__model *m = http__model_acquire(s->registry, name.base, name.len, version.base, version.len, &st);
+  if (!m) {
+    http__send_status(req, &st);
+    return;
+  }
+  http__buf b;
+  http__buf_init(&b, &req->pool, 512);
+  if (ready_call) {
+    bool ready = !atomic_load(&s->draining) && sched_model_ready(m->sched);
+    http__buf_append(&b, "{\"name\": ", 9);
+    http__buf_json_string(&b, m->name, strlen(m->name));
+    http__buf_printf(&b, ", \"ready\": %s}\n", ready ? "true" : "false");
+    http__send_json(req, ready ? 200 : 503, b.data, b.len);
+  } else {
+    http__buf_append(&b, "{\"name\": ", 9);
+    http__buf_json_string(&b, m->name, strlen(m->name));
+    http__buf_append(&b, ", \"versions\": [", 15);
+    http__buf_json_string(&b, m->version, strlen(m->version));
+    http__buf_append(&b, "], \"platform\": \"onnx\", \"inputs\": ", 33);
+    v2_tensors(&b, m->engine, true);
+    http__buf_append(&b, ", \"outputs\": ", 13);
+    v2_tensors(&b, m->engine, false);
+    http__buf_append(&b, "}\n", 2);
+    http__send_json(req, 200, b.data, b.len);
+  }
+  http__model_release(m);
+}
+
+static void v2(http_server *s, h2o_req_t *req, const http__path *path) {
+  if (path->count == 3 && http__segment_is(path->segments[1], "health")) {
+    if (!method_is(req, "GET")) {
+      http__send_canned(req, HTTP__CANNED_METHOD);
+    } else if (http__segment_is(path->segments[2], "live")) {
+      static const char live[] = "{\"live\": true}\n";
+      http__send_json(req, 200, live, sizeof live - 1);
+    } else if (http__segment_is(path->segments[2], "ready")) {
+      static const char yes[] = "{\"ready\": true}\n", no[] = "{\"ready\": false}\n";
+      if (server_ready(s))
+        http__send_json(req, 200, yes, sizeof yes - 1);
+      else
+        http__send_json(req, 503, no, sizeof no - 1);
+    } else {
+      http__send_canned(req, HTTP__CANNED_NO_ROUTE);
+    }
+    return;
+  }
+  if (!http__auth_check(s->auth, req, HTTP__KEY_INFERENCE)) {
+    http__send_canned(req, HTTP__CANNED_UNAUTHORIZED);
+    return;
+  }
+  if (path->count == 1) {
+    static const char meta[] = "{\"name\": \"inferd\", \"version\": \"0.1.0\", \"extensions\": []}\n";
+    if (method_is(req, "GET"))
+      http__send_json(req, 200, meta, sizeof meta - 1);
+    else
+      http__send_canned(req, HTTP__CANNED_METHOD);
+    return;
+  }
+  if (path->count >= 3 && http__segment_is(path->segments[1], "models")) {
+    v2_model(s, req, path);
+    return;
+  }
+  http__send_canned(req, HTTP__CANNED_NO_ROUTE);
+}
+
+/* ---- metrics API ----------------------------------------------------------------------- */
+
+static void metrics(http_server *s, h2o_req_t *req) {
+  if (!method_is(req, "GET")) {
+    http__send_canned(req, HTTP__CANNED_METHOD);
+    return;
+  }
+  metrics_buffer out = {0};
+  inferd_status st;
+  if (metrics_render(s->metrics, &out, &st) != INFERD_OK) {
+    metrics_buffer_free(&out);
+    http__send_status(req, &st);
+    return;
+  }
+  char *body = h2o_mem_alloc_pool(&req->pool, out.length + 1);
+  memcpy(body, out.data ? out.data : "", out.length);
+  size_t len = out.length;
+  metrics_buffer_free(&out);
+  http__send_text(req, 200, METRICS_CONTENT_TYPE, body, len);
+}
+
+/* ---- dispatch -------------------------------------------------------------------------- */
+
+void http__route(http_server *s, h2o_req_t *req, unsigned apis) {
+  http__path path;
+  if (!parse_path(req, &path) || path.count == 0) {
+    http__send_canned(req, HTTP__CANNED_NO_ROUTE);
+    return;
+  }
+  h2o_iovec_t first = path.segments[0];
+  if (apis & (1u << HTTP_API_INFERENCE)) {
+    if (path.count == 1 && http__segment_is(first, "ping")) {
+      if (method_is(req, "GET") || method_is(req, "POST"))
+        ping(s, req);
+      else
+        http__send_canned(req, HTTP__CANNED_METHOD);
+      return;
+    }
+    if (http__segment_is(first, "predictions") && (path.count == 2 || path.count == 3)) {
+      if (!method_is(req, "POST") && !method_is(req, "PUT")) {
+        http__send_canned(req, HTTP__CANNED_METHOD);
+      } else if (!http__auth_check(s->auth, req, HTTP__KEY_INFERENCE)) {
+        http__send_canned(req, HTTP__CANNED_UNAUTHORIZED);
+      } else {
+        http__predict(s, req, &path);
+      }
+      return;
+    }
+    if (http__segment_is(first, "v2")) {
+      v2(s, req, &path);
+      return;
+    }
+  }
+  if (apis & (1u << HTTP_API_MANAGEMENT)) {
+    if (http__segment_is(first, "models") || http__segment_is(first, "token")) {
+      http__management_route(s, req, &path);
+      return;
+    }
+  }
+  if (apis & (1u << HTTP_API_METRICS)) {
+    if (path.count == 1 && http__segment_is(first, "metrics")) {
+      metrics(s, req);
+      return;
+    }
+  }
+  http__send_canned(req, HTTP__CANNED_NO_ROUTE);
+}
