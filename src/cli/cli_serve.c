@@ -1,0 +1,238 @@
+/*
+ * cli_serve.c - `inferd serve`: the model server, with TorchServe's command line.
+ *
+ *   inferd serve [--ts-config FILE] [--model-store DIR] [--models NAME=FILE ... | all]
+ *                [--disable-token-auth] [--enable-model-api] [--foreground | --start | --stop]
+ *
+ * Configuration is one table (src/config): defaults, then config.properties
+ * ($TS_CONFIG_FILE, --ts-config, or ./config.properties), then the flags; `--help`
+ * lists every key.
+ *
+ * Foreground or background: inferd stays in the foreground unless --start is given
+ * (TorchServe's `torchserve --start` backgrounds by default; inferd's default is what
+ * a terminal, systemd, a container and a test all want). --start forks a server that
+ * logs to logs/inferd.log, writes its pid to the pid file ($INFERD_PID_FILE, else
+ * /tmp/.inferd.pid) and returns once it listens (exit 0) or has failed (exit 1);
+ * --stop sends that server SIGTERM and waits until it has exited. A foreground server
+ * writes no pid file (stop it with SIGTERM or Ctrl-C), so several can run at once.
+ *
+ * Start-up, in order: the machine's topology (hwloc; workers are unpinned when it
+ * cannot be read), the HTTP server (sockets bound, HTTP threads running, key_file.json
+ * written; /ping says 503 "Unhealthy" meanwhile), then every model of load_models,
+ * loaded and warmed up with its workers placed by the topology plan (logged per
+ * model); /ping turns 200 "Healthy" when all are ready. A model of load_models that
+ * fails to load stops the server with exit status 1 (or 2 when the model or the config
+ * is at fault): a server that cannot serve what it was told to serve should not look
+ * healthy to a load balancer.
+ *
+ * Stop: SIGTERM or SIGINT drains - new predictions and /ping get 503, requests
+ * already accepted are answered (for at most default_response_timeout + 5 s), then
+ * the server exits with status 0. Signals are blocked in every thread and taken by
+ * the main thread with sigwait, so no handler runs inside a library.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "config/config.h"
+#include "http/http.h"
+#include "topo/topo.h"
+
+static const char LOG_DIR[] = "logs", LOG_FILE[] = "logs/inferd.log";
+
+static const char *pid_file(void) {
+  const char *p = getenv("INFERD_PID_FILE");
+  return p && *p ? p : "/tmp/.inferd.pid";
+}
+
+static void serve_usage(FILE *f) {
+  fprintf(f,
+          "usage: inferd serve [--ts-config FILE] [--model-store DIR] [--models NAME=FILE ... | all]\n"
+          "                    [--disable-token-auth] [--enable-model-api] [--foreground | --start | --stop]\n\n"
+          "Serves models with TorchServe's APIs: inference (/ping, /predictions/{model}), management\n"
+          "(/models) and metrics (/metrics). Stays in the foreground unless --start is given.\n\n"
+          "Configuration keys (config.properties) and flags:\n");
+  config_help(f);
+}
+
+static long read_pid(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  long pid = -1;
+  if (fscanf(f, "%ld", &pid) != 1) pid = -1;
+  fclose(f);
+  return pid;
+}
+
+/* --stop: SIGTERM to the server of the pid file, then wait (bounded) for it to go. */
+static int stop_server(void) {
+  const char *path = pid_file();
+  long pid = read_pid(path);
+  if (pid <= 0 || kill((pid_t)pid, 0) != 0) {
+    fprintf(stderr, "inferd serve: no server is running (no live pid in %s)\n", path);
+    if (pid > 0) unlink(path);
+    return 1;
+  }
+  if (kill((pid_t)pid, SIGTERM) != 0) {
+    fprintf(stderr, "inferd serve: cannot stop pid %ld: %s\n", pid, strerror(errno));
+    return 1;
+  }
+  for (int i = 0; i < 1800 && kill((pid_t)pid, 0) == 0; i++) { /* at most 3 minutes */
+    struct timespec ts = {0, 100 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  if (kill((pid_t)pid, 0) == 0) {
+    fprintf(stderr, "inferd serve: pid %ld is still draining after 3 minutes\n", pid);
+    return 1;
+  }
+  unlink(path);
+  printf("inferd has stopped.\n");
+  return 0;
+}
+
+/* --start: fork a server in its own session; return when it listens or has failed.
+ * Returns -1 in the child (which goes on to serve) with *notify_fd set; the exit
+ * status in the parent. */
+static int start_background(int *notify_fd) {
+  const char *path = pid_file();
+  long pid = read_pid(path);
+  if (pid > 0 && kill((pid_t)pid, 0) == 0) {
+    fprintf(stderr, "inferd serve: a server is already running (pid %ld, %s); stop it with --stop\n", pid, path);
+    return 1;
+  }
+  mkdir(LOG_DIR, 0755);
+  int log = open(LOG_FILE, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log < 0) {
+    fprintf(stderr, "inferd serve: cannot write %s: %s\n", LOG_FILE, strerror(errno));
+    return 1;
+  }
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    close(log);
+    fprintf(stderr, "inferd serve: pipe: %s\n", strerror(errno));
+    return 1;
+  }
+  fflush(NULL);
+  pid_t child = fork();
+  if (child < 0) {
+    fprintf(stderr, "inferd serve: fork: %s\n", strerror(errno));
+    return 1;
+  }
+  if (child == 0) {
+    close(fds[0]);
+    setsid();
+    int null = open("/dev/null", O_RDONLY);
+    if (null >= 0) dup2(null, 0), close(null);
+    dup2(log, 1);
+    dup2(log, 2);
+    close(log);
+    *notify_fd = fds[1];
+    return -1;
+  }
+  close(log);
+  close(fds[1]);
+  char ok = 0;
+  ssize_t n;
+  while ((n = read(fds[0], &ok, 1)) < 0 && errno == EINTR) {
+  }
+  close(fds[0]);
+  if (n == 1 && ok == '1') {
+    printf("inferd serve: started (pid %ld); log in %s; stop with `inferd serve --stop`\n", (long)child, LOG_FILE);
+    return 0;
+  }
+  int status;
+  waitpid(child, &status, WNOHANG);
+  fprintf(stderr, "inferd serve: the server failed to start; see %s\n", LOG_FILE);
+  return 1;
+}
+
+static int fail(const inferd_status *st) {
+  core_log(CORE_LOG_ERROR, "%s", st->message);
+  fprintf(stderr, "inferd serve: %s\n", st->message);
+  return cli_exit_status(st->code);
+}
+
+int cli_serve(int argc, char **argv) {
+  config_server cfg;
+  inferd_status st;
+  inferd_code code = config_load(NULL, argc, argv, &cfg, &st);
+  if (code != INFERD_OK) {
+    fprintf(stderr, "inferd serve: %s\n", st.message);
+    return cli_exit_status(code);
+  }
+  if (cfg.help) {
+    serve_usage(stdout);
+    config_free(&cfg);
+    return 0;
+  }
+  if (cfg.stop) {
+    config_free(&cfg);
+    return stop_server();
+  }
+  int notify_fd = -1;
+  if (cfg.start) {
+    int status = start_background(&notify_fd);
+    if (status >= 0) {
+      config_free(&cfg);
+      return status;
+    }
+  }
+
+  /* From here on signals are taken by sigwait; every thread inherits this mask. */
+  signal(SIGPIPE, SIG_IGN);
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+
+  topo *machine = NULL;
+  if (topo_new(NULL, &machine, &st) != INFERD_OK) {
+    core_log(CORE_LOG_WARN, "cannot read the CPU topology (%s): workers will not be pinned", st.message);
+    machine = NULL;
+  } else {
+    const topo_machine *tm = topo_get_machine(machine);
+    core_log(CORE_LOG_INFO, "machine: %d package%s, %d NUMA node%s, %d usable physical cores (CPUs %s), quota %s",
+             tm->package_count, tm->package_count == 1 ? "" : "s", tm->node_count, tm->node_count == 1 ? "" : "s",
+             tm->usable_core_count, tm->usable_cpus, tm->quota_cap ? tm->quota_source : "none");
+  }
+
+  http_server_params params = {.config = &cfg, .key_file = NULL, .topo = machine};
+  http_server *server = NULL;
+  int exit_status = 0;
+  code = http_server_new(&params, &server, &st);
+  if (code == INFERD_OK) code = http_server_start(server, &st);
+  if (code == INFERD_OK && cfg.start) {
+    FILE *f = fopen(pid_file(), "w");
+    if (f) fprintf(f, "%ld\n", (long)getpid()), fclose(f);
+    (void)!write(notify_fd, "1", 1);
+    close(notify_fd);
+  }
+  if (code == INFERD_OK) code = http_server_load_models(server, &st);
+  if (code != INFERD_OK) {
+    exit_status = fail(&st);
+  } else {
+    core_log(CORE_LOG_INFO, "inferd is ready: inference port %d, management port %d, metrics port %d",
+             http_server_port(server, HTTP_API_INFERENCE), http_server_port(server, HTTP_API_MANAGEMENT),
+             http_server_port(server, HTTP_API_METRICS));
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    core_log(CORE_LOG_INFO, "%s: draining (new requests get 503, queued ones are answered)",
+             sig == SIGINT ? "SIGINT" : "SIGTERM");
+    http_server_drain(server, (cfg.default_response_timeout + 5) * 1000);
+  }
+  http_server_free(server);
+  topo_free(machine);
+  if (cfg.start) unlink(pid_file());
+  config_free(&cfg);
+  if (exit_status == 0) core_log(CORE_LOG_INFO, "inferd has stopped");
+  return exit_status;
+}
