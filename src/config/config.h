@@ -146,7 +146,9 @@ inferd_code config_finish(config_server *cfg, inferd_status *status);
 /* The whole load: defaults, the file, the command line, TS_* variables, config_finish.
  * The file is `file` when not NULL, else as TorchServe finds it: $TS_CONFIG_FILE, then
  * --ts-config, then ./config.properties if it exists (none is fine: defaults). Warnings
- * are kept in cfg->warnings and also logged. On failure cfg is freed. */
+ * are kept in cfg->warnings and also logged. With --help only the flags are read (a
+ * broken file must not hide the help). On failure cfg is freed. argv[0] is the
+ * command's name ("serve"). */
 inferd_code config_load(const char *file, int argc, char **argv, config_server *cfg,
                         inferd_status *status);
 

@@ -495,9 +495,12 @@ inferd_code config_load(const char *file, int argc, char **argv, config_server *
   /* a first pass over the flags: they must be valid, and one may name the file */
   config_defaults(cfg);
   rc = config_parse_args(cfg, argc, argv, status);
+  if (rc != INFERD_OK || cfg->help) { /* --help must work whatever the file says */
+    if (rc != INFERD_OK) config_free(cfg);
+    return rc;
+  }
   char *from_flag = cfg->ts_config ? strdup(cfg->ts_config) : NULL;
   config_free(cfg);
-  if (rc != INFERD_OK) return rc;
 
   const char *path = file ? file : getenv("TS_CONFIG_FILE");
   if (!path || !*path) path = from_flag;

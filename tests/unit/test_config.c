@@ -527,6 +527,12 @@ static void load_precedence(void **state) {
   snprintf(want, sizeof want, "%s:3: job_queue_size:", bad_copy);
   if (!strstr(st.message, want)) fail_msg("message '%s' lacks '%s'", st.message, want);
 
+  /* --help is answered whatever the file holds */
+  char *help[] = {"serve", "--help"};
+  assert_int_equal(config_load(bad_copy, 2, help, &cfg, &st), INFERD_OK);
+  assert_true(cfg.help);
+  config_free(&cfg);
+
   /* no file anywhere: defaults */
   char cwd[512];
   assert_non_null(getcwd(cwd, sizeof cwd));
