@@ -113,8 +113,9 @@ typedef enum archive_format {
 typedef struct archive_write_params {
   const char *model_name;      /* required; archive_valid_model_name */
   const char *serialized_file; /* required: path of the .onnx file */
-  const char *handler;         /* required: a built-in handler's name, or the path of a
-                                  handler file, which is copied into the archive */
+  const char *handler;         /* required: a built-in handler's name (a plain word), or
+                                  the path of a handler file (with a '/' or a '.'),
+                                  which is copied into the archive */
   const char *version;         /* NULL: "1.0" */
   const char *const *extra_files; /* paths: files go to the archive's root, a directory's
                                      files keep their paths below it */

@@ -143,14 +143,15 @@ static inferd_code plan_entries(const archive_write_params *w, plan *p, inferd_s
     return core_fail(st, INFERD_INVALID_ARG, "serialized file '%s' is not an .onnx file", w->serialized_file);
   inferd_code rc = add_entry(p, onnx, w->serialized_file, st);
 
-  /* a handler that names a file travels in the archive, as torch-model-archiver's
-   * custom handlers do; anything else is a built-in handler's name */
+  /* a handler with a '/' or a '.' in it is a file ("./my_handler.so"), which travels
+   * in the archive as torch-model-archiver's custom handlers do; a plain word is a
+   * built-in handler's name ("image_classifier"), whatever files lie around */
   p->handler_name = w->handler;
-  if (rc == INFERD_OK && stat(w->handler, &sb) == 0 && S_ISREG(sb.st_mode)) {
+  if (rc == INFERD_OK && (strchr(w->handler, '/') || strchr(w->handler, '.'))) {
+    if (stat(w->handler, &sb) != 0 || !S_ISREG(sb.st_mode))
+      return core_fail(st, INFERD_NOT_FOUND, "handler file '%s' does not exist", w->handler);
     p->handler_name = base_name(w->handler);
     rc = add_entry(p, p->handler_name, w->handler, st);
-  } else if (rc == INFERD_OK && strchr(w->handler, '/')) {
-    rc = core_fail(st, INFERD_NOT_FOUND, "handler file '%s' does not exist", w->handler);
   }
 
   for (int i = 0; i < w->extra_file_count && rc == INFERD_OK; i++) {

@@ -392,6 +392,8 @@ static void write_errors(void **state) {
        INFERD_INVALID_ARG, "no handler"},
       {{.model_name = "m", .serialized_file = tmp_path("m.onnx"), .handler = "./nope.so", .export_path = out},
        INFERD_NOT_FOUND, "handler file './nope.so'"},
+      {{.model_name = "m", .serialized_file = tmp_path("m.onnx"), .handler = "nope.so", .export_path = out},
+       INFERD_NOT_FOUND, "handler file 'nope.so'"},
       {{.model_name = "m", .serialized_file = tmp_path("m.onnx"), .handler = "h", .export_path = tmp_path("nodir")},
        INFERD_NOT_FOUND, "export path"},
       {{.model_name = "m", .serialized_file = tmp_path("m.onnx"), .handler = "h", .export_path = out,
