@@ -1,0 +1,93 @@
+# serve_lib.sh - shared by the tests/e2e/serve_*.sh tests: start the real `inferd serve`
+# on 127.0.0.1 with free ports in a work directory, wait until /ping is 200, stop it.
+# Source it; it defines:
+#   serve_ports                  sets INFERENCE_PORT, MANAGEMENT_PORT, METRICS_PORT (free now)
+#   serve_start WORK ARGS...     starts `inferd serve ARGS` in WORK (cwd: key_file.json
+#                                lands there), log in WORK/server.log; sets SERVER_PID
+#   serve_wait_ready [SECONDS]   polls /ping until 200 (default 120 s) or the server dies;
+#                                every earlier answer must be 503 Unhealthy
+#   serve_stop [SECONDS]         SIGTERM, waits (default 60 s), SIGKILL after; sets SERVER_STATUS
+#   serve_keys WORK              sets INFERENCE_KEY, MANAGEMENT_KEY, API_KEY from key_file.json
+# The caller must `trap serve_cleanup EXIT` so that the server dies in every path.
+
+SERVER_PID=
+SERVER_STATUS=
+PING_BODY=$(mktemp)
+
+serve_ports() {
+  set -- $(/usr/bin/python3 - <<'PY'
+import socket
+socks = []
+for _ in range(3):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    socks.append(s)
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+PY
+)
+  INFERENCE_PORT=$1 MANAGEMENT_PORT=$2 METRICS_PORT=$3
+}
+
+serve_start() {
+  local work=$1
+  shift
+  (cd "$work" && exec "$INFERD" serve "$@" >server.log 2>&1) &
+  SERVER_PID=$!
+}
+
+# Also checks that /ping is truthful meanwhile: every answer before the first 200 must
+# be 503 {"status": "Unhealthy"}; SAW_UNHEALTHY=1 when one was seen.
+serve_wait_ready() {
+  local limit=${1:-120} i code
+  SAW_UNHEALTHY=0
+  for i in $(seq 1 $((limit * 20))); do
+    if ! kill -0 "$SERVER_PID" 2>/dev/null; then
+      echo "FAIL: the server exited before it was ready" >&2
+      return 1
+    fi
+    code=$(curl -s -o "$PING_BODY" -w '%{http_code}' "http://127.0.0.1:$INFERENCE_PORT/ping") || code=000
+    case $code in
+    200) return 0 ;;
+    503)
+      grep -q '"Unhealthy"' "$PING_BODY" || { echo "FAIL: 503 /ping without Unhealthy" >&2; return 1; }
+      SAW_UNHEALTHY=1 ;;
+    000) ;; # not listening yet
+    *) echo "FAIL: /ping answered $code while starting" >&2; return 1 ;;
+    esac
+    sleep 0.05
+  done
+  echo "FAIL: /ping not 200 after $limit s" >&2
+  return 1
+}
+
+serve_stop() {
+  local limit=${1:-60} i
+  SERVER_STATUS=
+  [ -n "$SERVER_PID" ] || return 0
+  kill -TERM "$SERVER_PID" 2>/dev/null || true
+  for i in $(seq 1 $((limit * 10))); do
+    kill -0 "$SERVER_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$SERVER_PID" 2>/dev/null; then
+    echo "FAIL: the server did not exit within $limit s of SIGTERM; killing it" >&2
+    kill -KILL "$SERVER_PID" 2>/dev/null || true
+  fi
+  wait "$SERVER_PID" 2>/dev/null && SERVER_STATUS=0 || SERVER_STATUS=$?
+  SERVER_PID=
+}
+
+serve_cleanup() {
+  rm -f "$PING_BODY"
+  if [ -n "$SERVER_PID" ]; then
+    kill -KILL "$SERVER_PID" 2>/dev/null || true
+    wait "$SERVER_PID" 2>/dev/null || true
+  fi
+}
+
+serve_keys() {
+  local file=$1/key_file.json
+  INFERENCE_KEY=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["inference"]["key"])' "$file")
+  MANAGEMENT_KEY=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["management"]["key"])' "$file")
+  API_KEY=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["API"]["key"])' "$file")
+}
