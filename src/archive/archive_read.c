@@ -376,7 +376,7 @@ static inferd_code open_zip(zip_t *z, const limits *lim, archive_model *m, infer
       break;
     }
     extra_bytes += e->size;
-    void *data;
+    void *data = NULL; /* gcc -O2 -Wmaybe-uninitialized cannot see read_entry_malloc set it */
     if ((rc = read_entry_malloc(z, e, &data, st)) != INFERD_OK) break;
     if ((rc = add_file(m, e->name, data, (size_t)e->size, st)) != INFERD_OK) free(data);
   }
