@@ -587,10 +587,13 @@ static inferd_code resize_crop(handler_image_ctx *ctx, handler_image_info *info,
     if (v->identity) {
       row0 = (int)v->first;
       last = row0 + CROP;
-    } else {
+    } else { /* the rows the vertical pass reads (starts rise with y; min/max to be sure) */
       row0 = v->start[0];
-      last = v->start[CROP - 1] + v->taps[CROP - 1];
-      for (int y = 0; y < CROP; y++) last = CORE_MAX(last, v->start[y] + v->taps[y]);
+      last = v->start[0] + v->taps[0];
+      for (int y = 1; y < CROP; y++) {
+        row0 = CORE_MIN(row0, v->start[y]);
+        last = CORE_MAX(last, v->start[y] + v->taps[y]);
+      }
     }
     if (!grow((void **)&ctx->rows, &ctx->rows_cap, (size_t)(last - row0) * ROW_BYTES))
       return core_fail(st, INFERD_NO_MEMORY, "image: out of memory for %d resampled rows", last - row0);
