@@ -16,11 +16,11 @@
  * mutated headers, palettes and compressed data reach the decoder; the other half
  * keeps the checksums as they are.
  *
- * Two contexts, chosen by the input's size parity: one with the defaults, one that
- * releases its buffers after every image (retain_bytes 1) and never DCT-scales
- * (exact_jpeg), so both the reuse and the release paths and both JPEG paths run. A
- * context is reused across inputs, as a server thread reuses it across requests:
- * state left behind by a bad image must not break the next one.
+ * Every input runs through two contexts, and both must give the same answer, bit for
+ * bit: one with the defaults (SIMD resampling where the CPU has it, buffers kept), one
+ * with plain C resampling that releases its buffers after every image (retain_bytes
+ * 1). Contexts are reused across inputs, as a server thread reuses its own across
+ * requests: state left behind by a bad image must not change the next answer.
  *
  * Seeds: tests/fuzz/corpus/image/seed-*, small images (under 4 KB: libFuzzer's default
  * -max_len is the largest seed) made once from skimage's chelsea.png scaled to 24x16:
@@ -39,6 +39,7 @@
 #include "handler/handler.h"
 
 static handler_image_ctx *contexts[2];
+static float tensors[2][HANDLER_IMAGE_TENSOR_FLOATS];
 static float values[3][256]; /* what Normalize can give, per channel */
 
 static void fail(const char *what) {
@@ -48,9 +49,9 @@ static void fail(const char *what) {
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc, (void)argv;
-  handler_image_params release = {.retain_bytes = 1, .exact_jpeg = 1};
+  handler_image_params plain = {.retain_bytes = 1, .plain_c = 1};
   contexts[0] = handler_image_ctx_new(NULL);
-  contexts[1] = handler_image_ctx_new(&release);
+  contexts[1] = handler_image_ctx_new(&plain);
   if (!contexts[0] || !contexts[1]) fail("no context");
   /* the normalized value of each byte, from a crop of one value */
   static uint8_t rgb[HANDLER_IMAGE_CROP_BYTES];
@@ -106,24 +107,17 @@ static int all_normalized(const float *tensor) {
   return !bad;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  static float tensor[HANDLER_IMAGE_TENSOR_FLOATS];
-  handler_image_ctx *ctx = contexts[size & 1];
+/* Runs one context; returns its code after checking what it says. */
+static inferd_code run(int which, const uint8_t *data, size_t size) {
+  float *tensor = tensors[which];
   handler_image_info info;
   inferd_status st = {0};
-  uint8_t *copy = NULL;
-  if ((size >> 1) & 1 && handler_image_detect(data, size) == HANDLER_IMAGE_PNG && (copy = malloc(size))) {
-    memcpy(copy, data, size); /* an exact-size heap copy: ASan still sees overreads */
-    fix_png_crcs(copy, size);
-    data = copy;
-  }
-  inferd_code rc = handler_image_preprocess(ctx, data, size, tensor, &info, &st);
-  free(copy);
+  inferd_code rc = handler_image_preprocess(contexts[which], data, size, tensor, &info, &st);
   if (rc != INFERD_OK) {
     if (rc != INFERD_INVALID_ARG && rc != INFERD_NO_MEMORY) fail("refused with an unexpected code");
     if (st.code != rc || strncmp(st.message, "image: ", 7) != 0 || strchr(st.message, '\n'))
       fail("refusal without a one-line 'image: ' message");
-    return 0;
+    return rc;
   }
   if (info.format != HANDLER_IMAGE_JPEG && info.format != HANDLER_IMAGE_PNG) fail("accepted an unknown format");
   if (info.width <= 0 || info.height <= 0 || (int64_t)info.width * info.height > HANDLER_IMAGE_MAX_PIXELS)
@@ -134,5 +128,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int64_t shorter = info.resized_width < info.resized_height ? info.resized_width : info.resized_height;
   if (shorter != HANDLER_IMAGE_RESIZE) fail("Resize(256) did not give a shorter side of 256");
   if (!all_normalized(tensor)) fail("a value Normalize cannot give");
+  return rc;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  uint8_t *copy = NULL;
+  if ((size >> 1) & 1 && handler_image_detect(data, size) == HANDLER_IMAGE_PNG && (copy = malloc(size))) {
+    memcpy(copy, data, size); /* an exact-size heap copy: ASan still sees overreads */
+    fix_png_crcs(copy, size);
+    data = copy;
+  }
+  inferd_code a = run(0, data, size), b = run(1, data, size);
+  free(copy);
+  if (a != b && a != INFERD_NO_MEMORY && b != INFERD_NO_MEMORY) fail("the two contexts disagree on the outcome");
+  if (a == INFERD_OK && b == INFERD_OK && memcmp(tensors[0], tensors[1], sizeof tensors[0]) != 0)
+    fail("SIMD and plain C preprocessing differ");
   return 0;
 }
