@@ -383,12 +383,14 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
   if (m->batch_size < 1) m->batch_size = 1;
 
   if (code == INFERD_OK) code = load_labels(ar, path, &m->labels, st);
+  double t_archive = core_now_seconds() - t0, t_engine = 0;
   if (code == INFERD_OK) {
     size_t size = 0;
     const void *onnx = archive_onnx(ar, &size);
     inferd_model_params mp = {.max_batch = m->batch_size};
     code = inferd_model_load_memory(onnx, size, &mp, &m->engine, st);
     if (code != INFERD_OK) core_status_prefix(st, "model %s (%s)", m->name, p->path);
+    t_engine = core_now_seconds() - t0 - t_archive;
   }
   archive_close(ar); /* the engine holds its own weights now */
   if (code == INFERD_OK) code = check_image_model(m->engine, m->name, st);
@@ -443,10 +445,10 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
     http__model_destroy(m);
     return code;
   }
-  core_log(CORE_LOG_INFO, "model %s version %s (%s) loaded in %.2f s: batch_size %d, max_batch_delay %d ms, "
-           "response_timeout %d s, %d worker%s",
-           m->name, m->version, p->path, core_now_seconds() - t0, m->batch_size, m->max_batch_delay_ms,
-           m->response_timeout_s, sched_workers, sched_workers == 1 ? "" : "s");
+  core_log(CORE_LOG_INFO, "model %s version %s (%s) loaded in %.2f s (archive %.2f s, engine %.2f s): batch_size %d, "
+           "max_batch_delay %d ms, response_timeout %d s, %d worker%s",
+           m->name, m->version, p->path, core_now_seconds() - t0, t_archive, t_engine, m->batch_size,
+           m->max_batch_delay_ms, m->response_timeout_s, sched_workers, sched_workers == 1 ? "" : "s");
   if (p->synchronous && sched_workers > 0) {
     code = sched_model_wait_ready(m->sched, -1, st);
     if (code != INFERD_OK) {
