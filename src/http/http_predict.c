@@ -188,6 +188,22 @@ static bool find_image(h2o_req_t *req, h2o_iovec_t *image, inferd_status *st) {
   return true;
 }
 
+/* Why the scheduler refused, in TorchServe's words where it has them. */
+static void refusal_message(http__model *m, const inferd_status *why, inferd_status *st) {
+  sched_model_info info;
+  sched_model_describe(m->sched, &info, NULL, 0);
+  if (info.draining)
+    core_fail(st, INFERD_UNAVAILABLE, "Model \"%s\" Version %s is being unregistered", m->name, m->version);
+  else if (info.workers == 0)
+    core_fail(st, INFERD_UNAVAILABLE,
+              "Model \"%s\" Version %s has no worker to serve inference request. Please use scale workers API to "
+              "add workers.",
+              m->name, m->version);
+  else
+    core_fail(st, INFERD_UNAVAILABLE, "Model \"%s\" Version %s is busy: %s; retry later", m->name, m->version,
+              why->message);
+}
+
 void http__predict(http_server *s, h2o_req_t *req, const http__path *path) {
   http__loop *loop = http__loop_of(req);
   if (atomic_load(&s->draining)) {
@@ -238,10 +254,8 @@ void http__predict(http_server *s, h2o_req_t *req, const http__path *path) {
     atomic_store(&job->request.cancelled, false);
     job->message = (h2o_multithread_message_t){{NULL, NULL}};
     code = sched_submit(m->sched, &job->request);
-    if (code != INFERD_OK) {
-      core_fail(&st, code, "Model \"%s\" Version %s has no room for this request (%s): retry later", m->name,
-                m->version, job->request.status.message);
-    }
+    if (code == INFERD_UNAVAILABLE) refusal_message(m, &job->request.status, &st);
+    else if (code != INFERD_OK) st = job->request.status;
   }
   if (code != INFERD_OK) {
     http__send_status(req, &st);
