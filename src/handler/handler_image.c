@@ -29,18 +29,19 @@
  *     table of the 256 values per channel, written channel-major into the caller's slot.
  *
  * Scaled JPEG decoding. A JPEG whose shorter side is at least 1536 is decoded with
- * TurboJPEG's DCT scaling, at the smallest factor M/8 <= 1/2 that keeps the shorter side
- * >= 768 (3 x 256), then resized as above with the filter mapped onto the scaled pixels
- * (the image keeps its true extent w * M/8, and torchvision's output size from the true
- * w x h, so the geometry is PIL's). Measured on this machine (tests/unit/handler_test.c
- * prints the figures): entropy decoding dominates, so a 4000x3000 JPEG decodes in 20 ms
- * at 1/8, 26 ms at 3/8 and 39 ms at full size, while resampling the full-size image
- * costs another ~20 ms and the 3/8 one ~3 ms. Going further down costs parity for
- * little time: libjpeg's reduction is sharper than PIL's triangle filter, and scaling
- * "to the smallest factor still >= 256" gave up to 14/255 per element on a smooth
- * upscaled photo and 62/255 on a real 512x512 one at 1/2. With the 768 floor the
+ * TurboJPEG's DCT scaling, at the smallest factor M/8 <= 1/2 that keeps the shorter
+ * side >= 768 (3 x 256), then resized as above with the filter mapped onto the scaled
+ * pixels (the image keeps its true extent w * M/8, and torchvision's output size from
+ * the true w x h, so the geometry is PIL's). Measured here (best of runs;
+ * tests/unit/handler_test.c prints the figures): entropy decoding dominates, so a
+ * 4000x3000 JPEG decodes in 20 ms at 1/8, 26 ms at 3/8 and 39 ms at full size, and
+ * resampling adds ~8 ms at full size, ~3 ms at 3/8. Scaling further buys little time
+ * and costs parity: libjpeg's reduction is sharper than PIL's triangle filter, and
+ * "the smallest factor still >= 256" gave up to 14/255 per element on a smooth
+ * upscaled photo and 62/255 on a real 512x512 one (at 1/2). With the 768 floor the
  * difference is <= 1/255 on smooth photos and reaches 4/255 only at hard edges (a
- * mosaic of real photos: 0.1% of the elements above 2/255), top-5 classes unchanged.
+ * mosaic of real photos: 0.08% of the elements above 2/255); top-5 classes are
+ * unchanged on the photos, and on the mosaic only a near tie at rank 5 swaps.
  * params.exact_jpeg turns scaling off (then every JPEG is bit-equal to PIL's).
  *
  * Refused (INVALID_ARG, one line starting "image: "): empty input, an unknown format,
