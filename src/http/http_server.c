@@ -147,8 +147,11 @@ static void address_text(const config_address *a, char *buf, size_t size) {
     snprintf(buf, size, "%s://%s:%d", a->scheme, a->host, a->port);
 }
 
+/* Port 0 means "any free port": two such addresses are two listeners. */
 static bool same_address(const config_address *a, const config_address *b) {
-  return strcmp(a->scheme, b->scheme) == 0 && strcmp(a->host, b->host) == 0 && a->port == b->port;
+  bool unix_socket = strcmp(a->scheme, "unix") == 0;
+  return strcmp(a->scheme, b->scheme) == 0 && strcmp(a->host, b->host) == 0 && a->port == b->port &&
+         (a->port != 0 || unix_socket);
 }
 
 static int tcp_socket(const struct addrinfo *ai, bool reuseport) {
