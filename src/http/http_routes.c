@@ -2,7 +2,7 @@
  * http_routes.c - which code answers which request, for the three APIs.
  *
  *   inference port (8080)                      key
- *     GET|POST /ping                           none   200 {"status": "Healthy"} / 503
+ *     GET|POST|HEAD /ping                      none   200 {"status": "Healthy"} / 503
  *     POST|PUT /predictions/{m}[/{v}]          inference   http_predict.c
  *     GET /v2, /v2/health/live|ready           none   (health: none; /v2: inference)
  *     GET /v2/models/{m}[/versions/{v}][/ready]  inference   KServe v2 metadata, readiness
@@ -193,7 +193,7 @@ static void v2_model(http_server *s, h2o_req_t *req, const http__path *path) {
 
 static void v2(http_server *s, h2o_req_t *req, const http__path *path) {
   if (path->count == 3 && http__segment_is(path->segments[1], "health")) {
-    if (!method_is(req, "GET")) {
+    if (!method_is(req, "GET") && !method_is(req, "HEAD")) {
       http__send_canned(req, HTTP__CANNED_METHOD);
     } else if (http__segment_is(path->segments[2], "live")) {
       static const char live[] = "{\"live\": true}\n";
@@ -260,7 +260,7 @@ void http__route(http_server *s, h2o_req_t *req, unsigned apis) {
   h2o_iovec_t first = path.segments[0];
   if (apis & (1u << HTTP_API_INFERENCE)) {
     if (path.count == 1 && http__segment_is(first, "ping")) {
-      if (method_is(req, "GET") || method_is(req, "POST"))
+      if (method_is(req, "GET") || method_is(req, "POST") || method_is(req, "HEAD"))
         ping(s, req);
       else
         http__send_canned(req, HTTP__CANNED_METHOD);
