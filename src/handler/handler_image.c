@@ -101,7 +101,7 @@ typedef struct resample_axis {
   int start[CROP];      /* first input of output i */
   int taps[CROP];       /* inputs of output i */
   int32_t *weights;     /* [CROP][ksize], fixed point, PRECISION_BITS */
-  size_t weights_cap;   /* int32s allocated */
+  size_t weights_cap;   /* bytes allocated for weights */
   uint64_t last_use;    /* LRU clock */
   int valid;
 } resample_axis;
