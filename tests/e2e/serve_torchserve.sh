@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# serve_torchserve.sh - a TorchServe user's setup, unchanged: the config.properties of
+# issue 3 (only the three addresses are added, on free ports, so that tests can run side
+# by side) and resnet-152.mar made by `inferd archive` from the torchvision resnet152
+# export of tests/fixtures, in model_store/.
+#   - Python requests.post(url, data=jpeg_bytes, octet-stream) gets 200 and 5 labels;
+#     curl -T and curl -F data=@ get the same answer;
+#   - describe shows what the config asked: 2 workers ready, batchSize 8, maxBatchDelay
+#     100, responseTimeout 200;
+#   - start-up time to /ping 200 is printed (a figure, not a pass/fail: it depends on
+#     the machine's load);
+#   - workers share one copy of the weights: RSS of the ready server with 4 workers is
+#     below RSS with 1 worker plus half the weights' size (both measured the same way,
+#     after the workers' warm-up).
+#
+#   serve_torchserve.sh INFERD SOURCE_DIR FIXTURES_DIR WORK_DIR
+set -euo pipefail
+INFERD=$1 SRC=$2 FIX=$3 WORK=$4
+. "$SRC/tests/e2e/serve_lib.sh"
+trap serve_cleanup EXIT
+rm -rf "$WORK"
+mkdir -p "$WORK/model_store"
+failures=0
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+}
+
+/usr/bin/python3 -c '
+import sys
+from PIL import Image
+Image.open("/usr/lib/python3/dist-packages/skimage/data/coffee.png").convert("RGB").save(sys.argv[1], quality=90)
+' "$WORK/coffee.jpg"
+"$INFERD" archive --model-name resnet-152 --serialized-file "$FIX/resnet152.onnx" --handler image_classifier \
+  --extra-files "$SRC/models/index_to_name.json" --export-path "$WORK/model_store" >/dev/null
+
+# config.properties exactly as the issue gives it, then the addresses.
+write_config() { # write_config WORKERS FILE
+  serve_ports
+  cat >"$2" <<EOF
+model_store=model_store
+load_models=resnet-152.mar
+models={"resnet-152": {"1.0": {"marName": "resnet-152.mar", "batchSize": 8, "maxBatchDelay": 100, "responseTimeout": 200}}}
+default_workers_per_model=$1
+job_queue_size=100
+number_of_netty_threads=4
+inference_address=http://127.0.0.1:$INFERENCE_PORT
+management_address=http://127.0.0.1:$MANAGEMENT_PORT
+metrics_address=http://127.0.0.1:$METRICS_PORT
+EOF
+}
+
+rss_kb() { sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$SERVER_PID/status"; }
+
+# ---- the issue's config (2 workers) ----
+write_config 2 "$WORK/config.properties"
+start=$(date +%s.%N)
+serve_start "$WORK" --foreground # finds ./config.properties as TorchServe does
+serve_wait_ready 180
+ready=$(date +%s.%N)
+echo "ok   ready (/ping 200) $(echo "$ready - $start" | bc) s after start"
+serve_keys "$WORK"
+I="http://127.0.0.1:$INFERENCE_PORT"
+/usr/bin/python3 - "$WORK" "$I" "$INFERENCE_KEY" <<'PY' || fail "requests.post / curl answers"
+import json, os, subprocess, sys
+import requests
+work, url, key = sys.argv[1:]
+jpeg = open(os.path.join(work, "coffee.jpg"), "rb").read()
+r = requests.post(url + "/predictions/resnet-152", data=jpeg,
+                  headers={"Content-Type": "application/octet-stream", "Authorization": "Bearer " + key}, timeout=120)
+assert r.status_code == 200, (r.status_code, r.text)
+answer = json.loads(r.text)
+assert len(answer) == 5 and all(isinstance(v, float) for v in answer.values()), answer
+auth = ["-H", "Authorization: Bearer " + key]
+raw = subprocess.run(["curl", "-s", "--max-time", "120", *auth, "-T", os.path.join(work, "coffee.jpg"),
+                      url + "/predictions/resnet-152"], capture_output=True, text=True, check=True).stdout
+form = subprocess.run(["curl", "-s", "--max-time", "120", *auth, "-F", "data=@" + os.path.join(work, "coffee.jpg"),
+                       url + "/predictions/resnet-152"], capture_output=True, text=True, check=True).stdout
+assert raw == r.text and form == r.text, (raw, form, r.text)
+print("ok   requests.post, curl -T and curl -F data=@ give the same 5 labels")
+PY
+curl -s -H "Authorization: Bearer $MANAGEMENT_KEY" "http://127.0.0.1:$MANAGEMENT_PORT/models/resnet-152" >"$WORK/describe.json"
+/usr/bin/python3 - "$WORK/describe.json" <<'PY' || fail "describe does not show the config"
+import json, sys
+d = json.load(open(sys.argv[1]))[0]
+ready = [w for w in d["workers"] if w["status"] in ("READY", "BUSY")]
+assert len(ready) == 2 and d["batchSize"] == 8 and d["maxBatchDelay"] == 100 and d["responseTimeout"] == 200, d
+print("ok   describe: 2 workers (cores %s), batchSize 8, maxBatchDelay 100, responseTimeout 200"
+      % ", ".join(w["cores"] or "-" for w in ready))
+PY
+weights_kb=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["memoryUsage"] // 1024)' "$WORK/describe.json")
+serve_stop 120
+[ "$SERVER_STATUS" = 0 ] || fail "SIGTERM: exit status $SERVER_STATUS"
+
+# ---- one copy of the weights: 1 worker vs 4 workers ----
+for workers in 1 4; do
+  write_config $workers "$WORK/config.properties"
+  serve_start "$WORK" --foreground
+  serve_wait_ready 180
+  sleep 0.5 # let the last warm-up settle
+  eval "rss_$workers=$(rss_kb)"
+  serve_stop 120
+  [ "$SERVER_STATUS" = 0 ] || fail "$workers workers: exit status $SERVER_STATUS"
+done
+echo "RSS when ready: 1 worker $((rss_1 / 1024)) MB, 4 workers $((rss_4 / 1024)) MB; weights $((weights_kb / 1024)) MB"
+if [ "$rss_4" -lt $((rss_1 + weights_kb / 2)) ]; then
+  echo "ok   4 workers add $(((rss_4 - rss_1) / 1024)) MB: less than half the weights (one shared copy)"
+else
+  fail "4 workers add $(((rss_4 - rss_1) / 1024)) MB, not less than half the weights ($((weights_kb / 2048)) MB)"
+fi
+
+if [ "$failures" -ne 0 ]; then
+  tail -n 30 "$WORK/server.log" >&2
+  echo "serve_torchserve: $failures failure(s)" >&2
+  exit 1
+fi
+echo "serve_torchserve: all passed"
