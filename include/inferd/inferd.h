@@ -84,6 +84,9 @@ typedef struct inferd_session inferd_session;
 typedef struct inferd_model_params {
   int max_cached_plans; /* plans (batch sizes) kept compiled per model; 0 = default 8 */
   int max_batch;        /* largest batch a run may ask for; 0 = default 1024 */
+  size_t max_scratch_bytes; /* largest scratch (activations + kernel scratchpad) one plan
+                               may need; 0 = default 8 GiB. A model whose intermediates
+                               are larger is refused with INFERD_TOO_LARGE. */
 } inferd_model_params;
 
 /* Loads an ONNX model. `params` may be NULL for defaults. On success *out owns the

@@ -63,7 +63,8 @@ enum { CORE_ARENA_BIG = 64 << 10 }; /* weights from here up can be released one 
 size_t core_dtype_size(inferd_dtype dtype); /* 0 for unsupported */
 const char *core_dtype_name(inferd_dtype dtype);
 
-/* Number of elements of a shape; -1 on overflow or a negative dim. */
+/* Number of elements of a shape; -1 on a negative dim or when the product of the
+ * non-zero dims overflows (even if another dim is 0: such a shape is refused). */
 int64_t core_shape_count(int rank, const int64_t *dims);
 /* Writes "[1,3,224,224]" into buf. */
 const char *core_shape_str(int rank, const int64_t *dims, char *buf, size_t size);

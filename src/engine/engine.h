@@ -188,6 +188,7 @@ struct inferd_model {
     uint64_t used;
   } cache[PLAN_CACHE_MAX];
   int max_plans, max_batch;
+  size_t max_scratch; /* bytes of activations + scratchpad a plan may need */
   uint64_t clock;
   weight_copy **weights; /* [graph->n_values]: reordered copies of each constant */
   bool *weight_only;     /* [graph->n_values]: read only as a primitive's weights */

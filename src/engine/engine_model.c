@@ -138,6 +138,7 @@ static inferd_code finish_load(ir_graph *g, const inferd_model_params *params, i
   pthread_mutex_init(&m->lock, NULL);
   m->max_plans = params && params->max_cached_plans > 0 ? CORE_MIN(params->max_cached_plans, PLAN_CACHE_MAX) : 8;
   m->max_batch = params && params->max_batch > 0 ? params->max_batch : 1024;
+  m->max_scratch = params && params->max_scratch_bytes ? params->max_scratch_bytes : (size_t)8 << 30;
   inferd_code rc = INFERD_OK;
   m->extra = calloc((size_t)g->n_nodes + 1, sizeof *m->extra);
   m->weight_arena = core_arena_new(8 << 20);
@@ -336,8 +337,9 @@ static inferd_code instance_bind(inferd_session *s, plan *p, plan_instance *in, 
   in->ptrs = calloc((size_t)slots + 1, sizeof *in->ptrs);
   in->io = calloc((size_t)slots + 1, sizeof *in->io);
   if (!in->arena || !in->mems || !in->args || !in->ptrs || !in->io) {
+    core_fail(st, INFERD_NO_MEMORY, "out of memory for a %zu-byte scratch arena", in->arena_size);
     instance_free(s, in);
-    return core_fail(st, INFERD_NO_MEMORY, "out of memory for a %zu-byte scratch arena", in->arena_size);
+    return INFERD_NO_MEMORY;
   }
   void *scratchpad = (char *)in->arena + p->arena_bytes;
   dnnl_engine_t eng = s->model->engine;
@@ -395,10 +397,8 @@ static inferd_code session_instance(inferd_session *s, int batch, plan_instance 
   if (rc != INFERD_OK) return rc;
   if (s->n_inst == SESSION_MAX_PLANS) instance_free(s, &s->inst[--s->n_inst]);
   plan_instance *in = &s->inst[s->n_inst];
-  if ((rc = instance_bind(s, p, in, st)) != INFERD_OK) {
-    plan_release(m, p);
-    return rc;
-  }
+  /* on failure instance_bind has released the plan with the instance */
+  if ((rc = instance_bind(s, p, in, st)) != INFERD_OK) return rc;
   s->n_inst++;
   *out = in;
   return INFERD_OK;

@@ -351,7 +351,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   inferd_status st = {0};
   inferd_model *model = NULL;
-  inferd_code rc = inferd_model_load_memory(data, size, NULL, &model, &st);
+  /* a model whose intermediates need more than 1 GB is refused at load (TOO_LARGE):
+   * one iteration must not allocate gigabytes */
+  inferd_model_params params = {.max_scratch_bytes = (size_t)1 << 30};
+  inferd_code rc = inferd_model_load_memory(data, size, &params, &model, &st);
   if (rc != INFERD_OK) {
     /* a refusal must say something, on one line */
     if (model != NULL || st.code != rc || !st.message[0] || strchr(st.message, '\n')) {
