@@ -1,0 +1,280 @@
+#!/usr/bin/env bash
+# bench/peers.sh: inferd's engine against what users would pick instead, same run, same ONNX
+# file, same thread count: Debian's PyTorch (best of eager NCHW / eager channels_last / frozen
+# TorchScript, measured by bench/engine_torch.py) and ONNX Runtime (the npm package
+# onnxruntime-node, CPU execution provider, run by bench/peers_ort.js).
+#
+# For each model x batch x threads (default resnet50,resnet152,mobilenet_v2 x 1,8 x 1,2) it
+# runs, one after another (never two at once):
+#   build/inferd run MODEL.onnx --bench --batch B --threads T --seconds S --json
+#   /usr/bin/python3 bench/engine_torch.py --model MODEL --batch B --threads T --seconds S --json
+#   node bench/peers_ort.js --model MODEL.onnx --batch B --threads T --seconds S
+# and prints a Markdown table of images/s with the ratios inferd/PyTorch and inferd/ORT per row.
+# The table also goes to bench/results/peers.md with the date, the CPU and the command. Only
+# the ratios mean something: absolute numbers move with the machine and its load.
+#
+# Usage: bench/peers.sh [--seconds S] [--build DIR] [--no-build]
+#                       [--models a,b] [--batches 1,8] [--threads 1,2] [--ort-version V]
+#   --seconds S   timed seconds of each measurement (default 10). A row is inferd once,
+#                 PyTorch three variants and ORT once, ~5*S s plus warm-ups and loading;
+#                 the 12 default rows take about 15 minutes on an idle 2-core machine at the
+#                 default S (plus a first build, ONNX exports and the npm install, ~1-2
+#                 minutes). --seconds 1 is a quick smoke test (~3-4 minutes).
+#   --build DIR   inferd's CMake build directory (default build/); built as bench/engine.sh does
+#   --no-build    never run cmake; DIR/inferd must exist
+#   --models, --batches, --threads   override the grid (torchvision model names; lists)
+#   --ort-version V   onnxruntime-node version (default 1.30.0; its npm package carries the
+#                 prebuilt linux-x64 CPU library, and it loads on Node 20)
+#
+# ONNX Runtime is installed once with npm, outside the source tree, into
+#   ${XDG_CACHE_HOME:-$HOME/.cache}/inferd-bench/ort-V
+# with ONNXRUNTIME_NODE_INSTALL=skip, so its install script downloads no GPU add-ons (the CPU
+# binary is inside the npm package). This is the only network access (the npm registry).
+# Needs: the packages of scripts/install-deps.sh (python3-torch, python3-torchvision,
+# python3-onnx, ...) and nodejs + npm (Debian). The exported models are shared with
+# bench/engine.sh in bench/results/tmp/ (ignored by git); this run's raw JSON and logs go to
+# bench/results/tmp/peers-last/.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PY=/usr/bin/python3
+TORCH_BENCH="$ROOT/bench/engine_torch.py"
+ORT_BENCH="$ROOT/bench/peers_ort.js"
+RESULTS="$ROOT/bench/results"
+TMP="$RESULTS/tmp"
+RUN="$TMP/peers-last"
+
+SECS=10
+BUILD="$ROOT/build"
+NO_BUILD=0
+MODELS=resnet50,resnet152,mobilenet_v2
+BATCHES=1,8
+THREAD_COUNTS=1,2
+ORT_VERSION=1.30.0
+
+die() { echo "peers.sh: $*" >&2; exit 1; }
+usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
+
+COMMAND="bench/peers.sh${*:+ $*}"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --seconds) [ $# -ge 2 ] || die "--seconds needs a value"; SECS=$2; shift 2 ;;
+    --build)   [ $# -ge 2 ] || die "--build needs a directory"; BUILD=$2; shift 2 ;;
+    --no-build) NO_BUILD=1; shift ;;
+    --models)  [ $# -ge 2 ] || die "--models needs a value"; MODELS=$2; shift 2 ;;
+    --batches) [ $# -ge 2 ] || die "--batches needs a value"; BATCHES=$2; shift 2 ;;
+    --threads) [ $# -ge 2 ] || die "--threads needs a value"; THREAD_COUNTS=$2; shift 2 ;;
+    --ort-version) [ $# -ge 2 ] || die "--ort-version needs a value"; ORT_VERSION=$2; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) die "unknown argument '$1' (see --help)" ;;
+  esac
+done
+if ! [[ $SECS =~ ^[0-9]+([.][0-9]+)?$ ]] || ! awk "BEGIN { exit !($SECS > 0) }"; then
+  die "--seconds must be a positive number, not '$SECS'"
+fi
+[[ $BATCHES =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "--batches must be like 1,8, not '$BATCHES'"
+[[ $THREAD_COUNTS =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "--threads must be like 1,2, not '$THREAD_COUNTS'"
+[[ $MODELS =~ ^[a-z0-9_]+(,[a-z0-9_]+)*$ ]] || die "--models must be like resnet50,mobilenet_v2, not '$MODELS'"
+[[ $ORT_VERSION =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "--ort-version must be like 1.30.0, not '$ORT_VERSION'"
+case "$BUILD" in /*) ;; *) BUILD="$PWD/$BUILD" ;; esac
+INFERD="$BUILD/inferd"
+IFS=, read -r -a MODEL_LIST <<<"$MODELS"
+IFS=, read -r -a BATCH_LIST <<<"$BATCHES"
+IFS=, read -r -a THREAD_LIST <<<"$THREAD_COUNTS"
+
+# ---- prerequisites -------------------------------------------------------------------
+[ -x "$PY" ] || die "$PY not found: run scripts/install-deps.sh"
+"$PY" -c 'import torch, torchvision, onnx' 2>/dev/null \
+  || die "$PY cannot import torch, torchvision and onnx: run scripts/install-deps.sh"
+command -v node >/dev/null || die "node not found: apt-get install nodejs npm"
+command -v npm >/dev/null || die "npm not found: apt-get install npm"
+
+if [ "$NO_BUILD" = 1 ]; then
+  [ -x "$INFERD" ] || die "--no-build: $INFERD does not exist"
+elif [ -f "$BUILD/CMakeCache.txt" ]; then
+  type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
+  case "$type" in
+    Release|RelWithDebInfo|"") ;;
+    *) echo "peers.sh: warning: $BUILD is a '$type' build; numbers from it say little" >&2 ;;
+  esac
+  echo "peers.sh: bringing $BUILD up to date" >&2
+  cmake --build "$BUILD" -j2 --target inferd >&2 || die "building inferd in $BUILD failed"
+elif [ ! -e "$INFERD" ]; then
+  command -v cmake >/dev/null || die "cmake not found: run scripts/install-deps.sh"
+  echo "peers.sh: building inferd (Release) in $BUILD" >&2
+  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >&2 || die "configuring $BUILD failed"
+  cmake --build "$BUILD" -j2 --target inferd >&2 || die "building inferd in $BUILD failed"
+fi
+[ -x "$INFERD" ] || die "$INFERD is missing or not executable after the build"
+
+# ONNX Runtime: onnxruntime-node from npm, once, outside the source tree.
+ORT_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/inferd-bench/ort-$ORT_VERSION"
+ort_ok() {
+  NODE_PATH="$ORT_DIR/node_modules" node -e 'require("onnxruntime-node")' >/dev/null 2>&1
+}
+if ! ort_ok; then
+  echo "peers.sh: installing onnxruntime-node@$ORT_VERSION into $ORT_DIR" >&2
+  mkdir -p "$ORT_DIR"
+  [ -f "$ORT_DIR/package.json" ] || echo '{ "private": true, "description": "inferd bench/peers.sh: ONNX Runtime peer" }' >"$ORT_DIR/package.json"
+  # ONNXRUNTIME_NODE_INSTALL=skip: the install script fetches no GPU (CUDA/TensorRT) add-ons.
+  (cd "$ORT_DIR" && ONNXRUNTIME_NODE_INSTALL=skip npm install --no-audit --no-fund \
+      "onnxruntime-node@$ORT_VERSION" >&2) || die "npm install onnxruntime-node@$ORT_VERSION failed"
+  ort_ok || die "onnxruntime-node@$ORT_VERSION installed in $ORT_DIR but does not load in $(node --version)"
+fi
+export NODE_PATH="$ORT_DIR/node_modules"
+
+# Other work on these cores distorts every side (OpenMP teams spin on a shared core).
+load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo 0)
+if awk "BEGIN { exit !($load > 0.5) }"; then
+  echo "peers.sh: warning: load average $load; other work is running, the numbers will be noisy" >&2
+fi
+
+# ---- models: exported once from the same seeded torchvision network -------------------
+mkdir -p "$TMP"
+[ -f "$TMP/.gitignore" ] || printf '# made by bench/engine.sh: cached models and raw results\n*\n' >"$TMP/.gitignore"
+rm -rf "$RUN"
+mkdir -p "$RUN"
+
+export_model() {  # same cache and staleness rule as bench/engine.sh
+  local m=$1 onnx="$TMP/$1.onnx"
+  if [ -s "$onnx" ] && [ "$onnx" -nt "$TORCH_BENCH" ]; then
+    return 0
+  fi
+  echo "peers.sh: exporting $m to ${onnx#"$ROOT"/}" >&2
+  "$PY" "$TORCH_BENCH" --model "$m" --export-onnx "$onnx" >&2 || die "exporting $m failed"
+}
+for m in "${MODEL_LIST[@]}"; do export_model "$m"; done
+
+# ---- measurements: strictly one after another ----------------------------------------
+run_logged() {  # run_logged OUT LOG WHAT cmd...: stdout to OUT, stderr to LOG, clear error
+  local out=$1 log=$2 what=$3; shift 3
+  if ! "$@" >"$out" 2>"$log"; then
+    echo "peers.sh: $what failed: $*" >&2
+    tail -n 20 "$log" | sed 's/^/  | /' >&2
+    exit 1
+  fi
+}
+
+n=$(( ${#MODEL_LIST[@]} * ${#BATCH_LIST[@]} * ${#THREAD_LIST[@]} ))
+i=0
+for m in "${MODEL_LIST[@]}"; do
+  for b in "${BATCH_LIST[@]}"; do
+    for t in "${THREAD_LIST[@]}"; do
+      i=$((i + 1))
+      base="$RUN/$m.b$b.t$t"
+      echo "peers.sh: [$i/$n] $m batch $b threads $t: inferd" >&2
+      run_logged "$base.inferd.json" "$base.inferd.log" "inferd ($m, batch $b, $t threads)" \
+        "$INFERD" run "$TMP/$m.onnx" --bench --batch "$b" --threads "$t" --seconds "$SECS" --json
+      echo "peers.sh: [$i/$n] $m batch $b threads $t: PyTorch" >&2
+      run_logged "$base.torch.json" "$base.torch.log" "engine_torch.py ($m, batch $b, $t threads)" \
+        "$PY" "$TORCH_BENCH" --model "$m" --batch "$b" --threads "$t" --seconds "$SECS" --json
+      echo "peers.sh: [$i/$n] $m batch $b threads $t: ONNX Runtime" >&2
+      run_logged "$base.ort.json" "$base.ort.log" "peers_ort.js ($m, batch $b, $t threads)" \
+        node "$ORT_BENCH" --model "$TMP/$m.onnx" --batch "$b" --threads "$t" --seconds "$SECS"
+    done
+  done
+done
+
+# ---- table ---------------------------------------------------------------------------
+cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1)
+if commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null); then
+  git -C "$ROOT" diff --quiet HEAD -- 2>/dev/null || commit="$commit + local changes"
+else
+  commit="(no commit yet)"
+fi
+
+table=$("$PY" - "$RUN" "$MODELS" "$BATCHES" "$THREAD_COUNTS" <<'EOF'
+import json, sys
+
+run, models, batches, threads = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(","), sys.argv[4].split(",")
+
+def load(path, what):
+    with open(path) as f:
+        text = f.read().strip()
+    try:
+        obj = json.loads(text)
+    except ValueError as e:
+        sys.exit("peers.sh: %s did not print exactly one JSON object (%s); it printed:\n%s"
+                 % (what, e, text[:400]))
+    if not isinstance(obj, dict):
+        sys.exit("peers.sh: %s printed JSON that is not an object: %s" % (what, text[:400]))
+    return obj
+
+def number(obj, key, what):
+    v = obj.get(key)
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0:
+        sys.exit("peers.sh: %s: field '%s' missing or not a positive number (got %r)" % (what, key, v))
+    return float(v)
+
+rows, notes, best = [], [], {}
+for m in models:
+    for b in batches:
+        for t in threads:
+            base = "%s/%s.b%s.t%s" % (run, m, b, t)
+            wi = "inferd run %s --batch %s --threads %s --json" % (m, b, t)
+            wt = "engine_torch.py --model %s --batch %s --threads %s --json" % (m, b, t)
+            wo = "peers_ort.js --model %s --batch %s --threads %s" % (m, b, t)
+            inf, tor, ort = load(base + ".inferd.json", wi), load(base + ".torch.json", wt), load(base + ".ort.json", wo)
+            for obj, what in ((inf, wi), (ort, wo)):
+                if obj.get("batch") is not None and int(obj["batch"]) != int(b):
+                    sys.exit("peers.sh: %s reports batch %r" % (what, obj["batch"]))
+            ti = number(inf, "throughput", wi)
+            tt = number(tor["best"], "throughput", wt)
+            to = number(ort, "throughput", wo)
+            variant = tor["best"]["variant"]
+            rows.append("| %s | %s | %s | %.2f | %.2f (%s) | %.2f | %.2f | %.2f |"
+                        % (m, b, t, ti, tt, variant, to, ti / tt, ti / to))
+            k = (m, t)
+            cur = best.setdefault(k, [0.0, 0.0, 0.0])
+            cur[0], cur[1], cur[2] = max(cur[0], ti), max(cur[1], tt), max(cur[2], to)
+            for key, msg in sorted(tor.get("errors", {}).items()):
+                notes.append("%s batch %s threads %s, PyTorch %s failed: %s" % (m, b, t, key, msg))
+
+print("| model | batch | threads | inferd img/s | PyTorch best img/s (variant) | ORT img/s "
+      "| inferd/PyTorch | inferd/ORT |")
+print("|---|---:|---:|---:|---|---:|---:|---:|")
+print("\n".join(rows))
+if len(batches) > 1:
+    print()
+    print("Best of batch %s on each side:" % " and ".join(batches))
+    print()
+    print("| model | threads | inferd img/s | PyTorch img/s | ORT img/s | inferd/PyTorch | inferd/ORT |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for m in models:
+        for t in threads:
+            ti, tt, to = best[(m, t)]
+            print("| %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f |" % (m, t, ti, tt, to, ti / tt, ti / to))
+if notes:
+    print()
+    for n in notes:
+        print("- " + n)
+EOF
+) || exit 1
+
+torch_version=$("$PY" -c 'import torch; print(torch.__version__)')
+header="CPU: ${cpu:-unknown} ($(nproc) logical CPUs); ${SECS} s per measurement; \
+PyTorch ${torch_version} (best of eager, channels_last, frozen TorchScript); \
+ONNX Runtime ${ORT_VERSION} (onnxruntime-node, CPU EP, graph optimization 'all', sequential, \
+inter-op 1 thread); Node $(node --version); inferd ${commit}."
+
+echo
+echo "$header"
+echo
+echo "$table"
+
+{
+  echo "# inferd engine vs PyTorch vs ONNX Runtime, CPU fp32"
+  echo
+  echo "Date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo
+  echo "Command: \`$COMMAND\`"
+  echo
+  echo "$header"
+  echo "Same ONNX file and thread count on every side; only the ratios are meant to be compared:"
+  echo "all sides ran one after another in the same run."
+  echo
+  echo "$table"
+} >"$RESULTS/peers.md.tmp"
+mv "$RESULTS/peers.md.tmp" "$RESULTS/peers.md"
+echo
+echo "peers.sh: wrote ${RESULTS#"$ROOT"/}/peers.md" >&2
