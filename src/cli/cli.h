@@ -12,6 +12,7 @@ int cli_run(int argc, char **argv);
 int cli_archive(int argc, char **argv);
 int cli_topo(int argc, char **argv);
 int cli_serve(int argc, char **argv);
+int cli_bench(int argc, char **argv);
 
 /* Exit status for a failed call: 2 when the input was at fault, 1 otherwise. */
 int cli_exit_status(inferd_code code);

@@ -14,6 +14,7 @@ static const struct {
     {"serve", cli_serve, "serve models over HTTP with TorchServe's APIs (inference, management, metrics)"},
     {"run", cli_run, "run one model on a .npy batch, or benchmark it (--bench)"},
     {"archive", cli_archive, "make a TorchServe model archive (.mar) from an ONNX model"},
+    {"bench", cli_bench, "load-test a server, or run N independent classification jobs (the decentralized baseline)"},
     {"topo", cli_topo, "show the machine's cores and NUMA nodes and the workers' placement plan"},
 };
 

@@ -1,0 +1,88 @@
+/*
+ * bench.h - `inferd bench`: the decentralized-vs-centralized experiment (DESIGN.md §7).
+ *
+ *   server mode: N POSTs of one image from C concurrent keep-alive clients (libcurl's
+ *                multi interface, one multi handle per process, C easy handles reused),
+ *                optionally spread over P forked processes whose results are piped back.
+ *   local mode:  N independent jobs, at most C at once, each a fresh process (this same
+ *                binary re-executed as `inferd bench --mode job`) that loads the model,
+ *                preprocesses the image, runs it with one thread and prints its top-5.
+ *
+ * While either runs, a sampling thread reads /proc/stat and /proc/meminfo every 100 ms
+ * for the machine's peak CPU % and memory %, and draws a progress bar on stderr when
+ * stderr is a terminal.
+ *
+ * Threading: every function here is called from the thread that runs the benchmark;
+ * the sampler is internal. Nothing is thread-safe beyond that.
+ */
+#ifndef INFERD_BENCH_H
+#define INFERD_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum {
+  BENCH_STATUS_SLOTS = 600, /* HTTP statuses 0..599 (0 = no answer) or exit statuses 0..255 */
+  BENCH_MAX_HEADERS = 16,
+  BENCH_JOB_OUTPUT_MAX = 4096, /* bytes of a local job's stdout kept (its top-5) */
+};
+
+typedef enum bench_mode { BENCH_MODE_SERVER, BENCH_MODE_LOCAL } bench_mode;
+
+typedef struct bench_params {
+  bench_mode mode;
+  const char *url;                          /* server mode */
+  const char *file;                         /* the image sent or classified */
+  const char *model, *labels;               /* local mode; labels may be NULL */
+  const char *headers[BENCH_MAX_HEADERS];   /* extra request headers, "Name: value" */
+  int header_count;
+  int64_t requests;                         /* N */
+  int concurrency;                          /* C */
+  int processes;                            /* P (server mode), default 1 */
+  double timeout_seconds;                   /* per request or job, default 60 */
+  const char *self_exe;                     /* what local mode re-executes: /proc/self/exe */
+} bench_params;
+
+/* One job of local mode. */
+typedef struct bench_job {
+  int exit_status; /* 0 success; 128 + signal when killed */
+  double ms;       /* wall time from fork to exit, milliseconds */
+  char output[BENCH_JOB_OUTPUT_MAX]; /* its stdout, NUL-terminated (truncated if longer) */
+} bench_job;
+
+typedef struct bench_result {
+  int64_t done;                          /* requests or jobs finished */
+  int64_t status_count[BENCH_STATUS_SLOTS]; /* by HTTP status (0 = connection failure or
+                                               timeout), or by exit status in local mode */
+  double *latency_ms;                    /* [done], owned; freed by bench_result_free */
+  bench_job *jobs;                       /* [done] in local mode, else NULL; owned */
+  double seconds;                        /* wall time of the whole run */
+  double peak_cpu_percent, peak_memory_percent; /* of the machine */
+} bench_result;
+
+/* Run the benchmark; *result is filled (free with bench_result_free) and 0 returned,
+ * or -1 with a one-line reason in `err` when it could not run at all (not for failed
+ * requests: those are counted). */
+int bench_server_run(const bench_params *params, bench_result *result, char *err, size_t err_size);
+int bench_local_run(const bench_params *params, bench_result *result, char *err, size_t err_size);
+void bench_result_free(bench_result *result);
+
+/* The hidden `inferd bench --mode job`: classify `file` with `model` on one thread and
+ * print the top-5 JSON on stdout. Returns the exit status (0, 2 bad input, 1 other). */
+int bench_job_main(const char *model, const char *file, const char *labels);
+
+/* Printing: text for people or one JSON object (jansson). */
+void bench_report(const bench_params *params, const bench_result *result, int json);
+
+/* ---- internal, shared by the files of src/bench/ ---------------------------------- */
+
+/* The sampler: peak CPU and memory of the machine every 100 ms, plus a progress bar of
+ * *progress out of `total` on stderr when it is a terminal. `progress` is read only. */
+typedef struct bench__sampler bench__sampler;
+bench__sampler *bench__sampler_start(const volatile int64_t *progress, int64_t total);
+/* Stops the thread and writes the peaks. */
+void bench__sampler_stop(bench__sampler *sampler, double *peak_cpu, double *peak_memory);
+
+double bench__now(void); /* seconds, CLOCK_MONOTONIC */
+
+#endif /* INFERD_BENCH_H */

@@ -1,0 +1,269 @@
+/*
+ * bench_local.c - `inferd bench --mode local`: the decentralized baseline. N independent
+ * jobs, at most C at once, each a fresh process: this same binary re-executed as the
+ * hidden `inferd bench --mode job --model M --file F [--labels L]`, which loads the
+ * model, preprocesses the image with the image_classifier handler, runs it on one
+ * thread and prints its top-5 as TorchServe's JSON answer. That is what every job of
+ * the experiment does without a server: its start-up and model load are in its time.
+ *
+ * Design: the parent forks + execs jobs until C run, then polls with waitpid(WNOHANG)
+ * every 2 ms; a job's stdout comes back through a pipe (read as it arrives, at most
+ * BENCH_JOB_OUTPUT_MAX bytes kept); a job still running after --timeout is killed and
+ * counted with its exit status 128 + SIGKILL.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench/bench.h"
+#include "core/core.h"
+#include "handler/handler.h"
+
+/* ---- the job ------------------------------------------------------------------ */
+
+static int job_fail(const inferd_status *st) {
+  fprintf(stderr, "inferd: %s\n", st->message);
+  switch (st->code) {
+  case INFERD_INVALID_ARG:
+  case INFERD_NOT_FOUND:
+  case INFERD_UNSUPPORTED:
+  case INFERD_TOO_LARGE: return 2;
+  default: return 1;
+  }
+}
+
+int bench_job_main(const char *model_path, const char *file, const char *labels_path) {
+  inferd_status st = {0};
+  inferd_model *model = NULL;
+  inferd_session *session = NULL;
+  handler_image_ctx *image = NULL;
+  handler_labels *labels = NULL;
+  const void *data = NULL;
+  size_t size = 0;
+  float *input = NULL, *logits = NULL;
+  char *answer = NULL;
+  int rc = 0;
+
+  char default_labels[4096];
+  if (!labels_path) {
+    char copy[4096];
+    snprintf(copy, sizeof copy, "%s", model_path);
+    snprintf(default_labels, sizeof default_labels, "%s/index_to_name.json", dirname(copy));
+    if (access(default_labels, R_OK) == 0) labels_path = default_labels;
+  }
+  if (labels_path && handler_labels_load(labels_path, &labels, &st) != INFERD_OK) goto fail;
+  if (inferd_model_load(model_path, NULL, &model, &st) != INFERD_OK) goto fail;
+  inferd_tensor_info in;
+  inferd_model_input(model, 0, &in);
+  if (inferd_model_num_inputs(model) != 1 || in.rank != 4 || in.dims[1] != 3 || in.dims[2] != HANDLER_IMAGE_CROP ||
+      in.dims[3] != HANDLER_IMAGE_CROP) {
+    core_fail(&st, INFERD_UNSUPPORTED, "model '%s': the image classifier wants one [N,3,224,224] input", model_path);
+    goto fail;
+  }
+  inferd_session_params sp = {.threads = 1};
+  if (inferd_session_new(model, &sp, &session, &st) != INFERD_OK) goto fail;
+  int rank = 0;
+  int64_t dims[INFERD_MAX_RANK];
+  if (inferd_session_output_shape(session, 1, 0, &rank, dims, &st) != INFERD_OK) goto fail;
+  int64_t classes = core_shape_count(rank, dims);
+  image = handler_image_ctx_new(NULL);
+  input = malloc(HANDLER_IMAGE_TENSOR_FLOATS * sizeof(float));
+  logits = malloc((size_t)classes * sizeof(float) + 1);
+  if (!image || !input || !logits) {
+    core_fail(&st, INFERD_NO_MEMORY, "out of memory");
+    goto fail;
+  }
+  if (core_file_map(file, &data, &size, &st) != INFERD_OK) goto fail;
+  if (handler_image_preprocess(image, data, size, input, NULL, &st) != INFERD_OK) goto fail;
+  const float *ins[1] = {input};
+  float *outs[1] = {logits};
+  if (inferd_session_run(session, 1, ins, outs, &st) != INFERD_OK) goto fail;
+  size_t answer_size = handler_classify_json_size(labels, HANDLER_TOPK);
+  answer = malloc(answer_size);
+  if (!answer) {
+    core_fail(&st, INFERD_NO_MEMORY, "out of memory");
+    goto fail;
+  }
+  if (handler_classify_json(logits, (int)classes, HANDLER_TOPK, labels, answer, answer_size, NULL, &st) !=
+      INFERD_OK)
+    goto fail;
+  printf("%s\n", answer);
+  fflush(stdout);
+  goto out;
+fail:
+  rc = job_fail(&st);
+out:
+  free(answer);
+  if (data) core_file_unmap(data, size);
+  free(logits);
+  free(input);
+  handler_image_ctx_free(image);
+  inferd_session_free(session);
+  inferd_model_free(model);
+  handler_labels_free(labels);
+  return rc;
+}
+
+/* ---- the parent --------------------------------------------------------------- */
+
+typedef struct running_job {
+  pid_t pid;
+  int out_fd;      /* read end of the job's stdout; -1 at EOF */
+  int64_t index;   /* into result->jobs */
+  size_t out_len;
+  double started;  /* seconds */
+  int killed;
+} running_job;
+
+static pid_t spawn_job(const bench_params *p, int *out_fd) {
+  int pipefd[2];
+  if (pipe(pipefd) != 0) return -1;
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(pipefd[0]);
+    close(pipefd[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    dup2(pipefd[1], STDOUT_FILENO);
+    close(pipefd[0]);
+    close(pipefd[1]);
+    const char *argv[12];
+    int n = 0;
+    argv[n++] = p->self_exe;
+    argv[n++] = "bench";
+    argv[n++] = "--mode";
+    argv[n++] = "job";
+    argv[n++] = "--model";
+    argv[n++] = p->model;
+    argv[n++] = "--file";
+    argv[n++] = p->file;
+    if (p->labels) {
+      argv[n++] = "--labels";
+      argv[n++] = p->labels;
+    }
+    argv[n] = NULL;
+    execv(p->self_exe, (char *const *)argv);
+    _exit(127);
+  }
+  close(pipefd[1]);
+  fcntl(pipefd[0], F_SETFL, O_NONBLOCK);
+  fcntl(pipefd[0], F_SETFD, FD_CLOEXEC);
+  *out_fd = pipefd[0];
+  return pid;
+}
+
+/* Reads what the job has written so far; closes the pipe at EOF. */
+static void drain(running_job *j, bench_job *job) {
+  while (j->out_fd >= 0) {
+    char scratch[1024];
+    char *dst = scratch;
+    size_t room = sizeof scratch;
+    if (j->out_len < BENCH_JOB_OUTPUT_MAX - 1) {
+      dst = job->output + j->out_len;
+      room = BENCH_JOB_OUTPUT_MAX - 1 - j->out_len;
+    }
+    ssize_t n = read(j->out_fd, dst, room);
+    if (n > 0) {
+      if (dst != scratch) j->out_len += (size_t)n;
+      continue;
+    }
+    if (n < 0 && (errno == EINTR)) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    close(j->out_fd);
+    j->out_fd = -1;
+  }
+}
+
+int bench_local_run(const bench_params *p, bench_result *r, char *err, size_t err_size) {
+  memset(r, 0, sizeof *r);
+  if (access(p->model, R_OK) != 0) {
+    snprintf(err, err_size, "cannot read --model '%s': %s", p->model, strerror(errno));
+    return -1;
+  }
+  if (access(p->file, R_OK) != 0) {
+    snprintf(err, err_size, "cannot read --file '%s': %s", p->file, strerror(errno));
+    return -1;
+  }
+  int concurrency = p->concurrency;
+  if (concurrency > p->requests) concurrency = (int)p->requests;
+  r->latency_ms = calloc((size_t)p->requests, sizeof(double));
+  r->jobs = calloc((size_t)p->requests, sizeof(bench_job));
+  running_job *running = calloc((size_t)concurrency, sizeof *running);
+  if (!r->latency_ms || !r->jobs || !running) {
+    snprintf(err, err_size, "out of memory");
+    free(running);
+    bench_result_free(r);
+    return -1;
+  }
+  int64_t progress = 0, started = 0;
+  int active = 0;
+  double start = bench__now();
+  bench__sampler *sampler = bench__sampler_start(&progress, p->requests);
+  int rc = 0;
+  while (r->done < p->requests) {
+    while (active < concurrency && started < p->requests) {
+      running_job *j = &running[active];
+      memset(j, 0, sizeof *j);
+      j->started = bench__now();
+      j->pid = spawn_job(p, &j->out_fd);
+      if (j->pid < 0) {
+        snprintf(err, err_size, "cannot start a job: %s", strerror(errno));
+        rc = -1;
+        goto stop;
+      }
+      j->index = started++;
+      active++;
+    }
+    for (int i = 0; i < active; i++) drain(&running[i], &r->jobs[running[i].index]);
+    int status;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      for (int i = 0; i < active; i++) {
+        running_job *j = &running[i];
+        if (j->pid != pid) continue;
+        bench_job *job = &r->jobs[j->index];
+        drain(j, job); /* the job exited: what it wrote is all in the pipe */
+        if (j->out_fd >= 0) close(j->out_fd);
+        job->output[j->out_len] = '\0';
+        job->exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        job->ms = (bench__now() - j->started) * 1000.0;
+        r->latency_ms[r->done++] = job->ms;
+        r->status_count[job->exit_status]++;
+        __atomic_add_fetch(&progress, 1, __ATOMIC_RELAXED);
+        running[i] = running[--active];
+        break;
+      }
+      continue;
+    }
+    double now = bench__now();
+    for (int i = 0; i < active; i++)
+      if (!running[i].killed && now - running[i].started > p->timeout_seconds) {
+        kill(running[i].pid, SIGKILL);
+        running[i].killed = 1;
+      }
+    struct timespec tick = {0, 2 * 1000 * 1000}; /* 2 ms */
+    nanosleep(&tick, NULL);
+  }
+stop:
+  for (int i = 0; i < active; i++) { /* only after a failure to start a job */
+    kill(running[i].pid, SIGKILL);
+    waitpid(running[i].pid, NULL, 0);
+    if (running[i].out_fd >= 0) close(running[i].out_fd);
+  }
+  r->seconds = bench__now() - start;
+  bench__sampler_stop(sampler, &r->peak_cpu_percent, &r->peak_memory_percent);
+  free(running);
+  if (rc != 0) bench_result_free(r);
+  return rc;
+}

@@ -1,0 +1,129 @@
+/*
+ * bench_report.c - what `inferd bench` prints: total time, throughput (requests/s and
+ * images/s: one image per request), latency p50/p90/p99/max, counts by HTTP status (or
+ * job exit status), errors, peak CPU % and memory % of the machine; as text, or as one
+ * JSON object built with jansson (--json). Local mode adds each job's top-5.
+ *
+ * Percentiles are nearest-rank over every sample (no histogram): the sample at
+ * ceil(q * n) in sorted order.
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/bench.h"
+
+typedef struct latency_summary {
+  double p50, p90, p99, max, mean; /* milliseconds */
+} latency_summary;
+
+static int compare_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double nearest_rank(const double *sorted, int64_t n, double q) {
+  if (n == 0) return 0;
+  int64_t rank = (int64_t)ceil(q * (double)n);
+  if (rank < 1) rank = 1;
+  if (rank > n) rank = n;
+  return sorted[rank - 1];
+}
+
+static latency_summary summarize(const bench_result *r) {
+  latency_summary s = {0};
+  if (r->done == 0) return s;
+  double *sorted = malloc((size_t)r->done * sizeof(double));
+  if (!sorted) return s;
+  memcpy(sorted, r->latency_ms, (size_t)r->done * sizeof(double));
+  qsort(sorted, (size_t)r->done, sizeof(double), compare_double);
+  double sum = 0;
+  for (int64_t i = 0; i < r->done; i++) sum += sorted[i];
+  s.p50 = nearest_rank(sorted, r->done, 0.50);
+  s.p90 = nearest_rank(sorted, r->done, 0.90);
+  s.p99 = nearest_rank(sorted, r->done, 0.99);
+  s.max = sorted[r->done - 1];
+  s.mean = sum / (double)r->done;
+  free(sorted);
+  return s;
+}
+
+/* A success is HTTP 200 in server mode, exit status 0 in local mode. */
+static int64_t successes(const bench_params *p, const bench_result *r) {
+  return r->status_count[p->mode == BENCH_MODE_SERVER ? 200 : 0];
+}
+
+void bench_report(const bench_params *p, const bench_result *r, int json) {
+  latency_summary s = summarize(r);
+  int server = p->mode == BENCH_MODE_SERVER;
+  int64_t ok = successes(p, r);
+  int64_t errors = r->done - ok;
+  double rate = r->seconds > 0 ? (double)r->done / r->seconds : 0;
+  double image_rate = r->seconds > 0 ? (double)ok / r->seconds : 0;
+  if (json) {
+    json_t *o = json_object();
+    json_object_set_new(o, "mode", json_string(server ? "server" : "local"));
+    json_object_set_new(o, "requests", json_integer(p->requests));
+    json_object_set_new(o, "concurrency", json_integer(p->concurrency));
+    if (server) json_object_set_new(o, "processes", json_integer(p->processes));
+    json_object_set_new(o, "completed", json_integer(r->done));
+    json_object_set_new(o, "ok", json_integer(ok));
+    json_object_set_new(o, "errors", json_integer(errors));
+    json_object_set_new(o, "total_seconds", json_real(r->seconds));
+    json_object_set_new(o, "requests_per_second", json_real(rate));
+    json_object_set_new(o, "images_per_second", json_real(image_rate));
+    json_t *l = json_object();
+    json_object_set_new(l, "p50", json_real(s.p50));
+    json_object_set_new(l, "p90", json_real(s.p90));
+    json_object_set_new(l, "p99", json_real(s.p99));
+    json_object_set_new(l, "max", json_real(s.max));
+    json_object_set_new(l, "mean", json_real(s.mean));
+    json_object_set_new(o, "latency_ms", l);
+    json_t *st = json_object();
+    for (int i = 0; i < BENCH_STATUS_SLOTS; i++)
+      if (r->status_count[i]) {
+        char key[16];
+        snprintf(key, sizeof key, "%d", i);
+        json_object_set_new(st, key, json_integer(r->status_count[i]));
+      }
+    json_object_set_new(o, server ? "status" : "exit_status", st);
+    json_object_set_new(o, "peak_cpu_percent", json_real(r->peak_cpu_percent));
+    json_object_set_new(o, "peak_memory_percent", json_real(r->peak_memory_percent));
+    if (!server && r->jobs) {
+      json_t *jobs = json_array();
+      for (int64_t i = 0; i < r->done; i++) {
+        json_t *j = json_object();
+        json_object_set_new(j, "exit_status", json_integer(r->jobs[i].exit_status));
+        json_object_set_new(j, "ms", json_real(r->jobs[i].ms));
+        json_t *top = json_loads(r->jobs[i].output, 0, NULL);
+        json_object_set_new(j, "top5", top ? top : json_null());
+        json_array_append_new(jobs, j);
+      }
+      json_object_set_new(o, "jobs", jobs);
+    }
+    char *text = json_dumps(o, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+    if (text) printf("%s\n", text);
+    free(text);
+    json_decref(o);
+    fflush(stdout);
+    return;
+  }
+  if (!server && r->jobs)
+    for (int64_t i = 0; i < r->done; i++)
+      printf("job %lld: exit %d, %.1f ms\n%s", (long long)(i + 1), r->jobs[i].exit_status, r->jobs[i].ms,
+             r->jobs[i].output);
+  printf("mode:        %s, %lld %s, concurrency %d", server ? "server" : "local", (long long)p->requests,
+         server ? "requests" : "jobs", p->concurrency);
+  if (server) printf(", %d process%s", p->processes, p->processes == 1 ? "" : "es");
+  printf("\ntotal time:  %.3f s\n", r->seconds);
+  printf("throughput:  %.2f requests/s, %.2f images/s\n", rate, image_rate);
+  printf("latency:     p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms\n", s.p50, s.p90, s.p99, s.max);
+  printf("%s", server ? "status:     " : "exit status:");
+  for (int i = 0; i < BENCH_STATUS_SLOTS; i++)
+    if (r->status_count[i]) printf(" %d x %lld", i, (long long)r->status_count[i]);
+  printf("\nerrors:      %lld\n", (long long)errors);
+  printf("peak CPU:    %.1f %%\npeak memory: %.1f %%\n", r->peak_cpu_percent, r->peak_memory_percent);
+  fflush(stdout);
+}

@@ -1,0 +1,131 @@
+/*
+ * bench_sample.c - the sampling thread of `inferd bench`: every 100 ms it reads the
+ * machine's CPU time from /proc/stat (busy = everything but idle and iowait, over the
+ * last interval) and its memory from /proc/meminfo (used = MemTotal - MemAvailable),
+ * keeps the peaks, and redraws a progress bar on stderr when stderr is a terminal.
+ *
+ * Invariants: one sampler per run, started and stopped by the benchmark's thread. The
+ * progress counter may be written by other threads or processes (shared mapping); it
+ * is only read here, atomically.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench/bench.h"
+
+struct bench__sampler {
+  pthread_t thread;
+  int stop; /* accessed with __atomic builtins */
+  const volatile int64_t *progress;
+  int64_t total;
+  int tty;
+  double start;
+  double peak_cpu, peak_memory;
+  unsigned long long last_busy, last_total;
+};
+
+double bench__now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int read_cpu(unsigned long long *busy, unsigned long long *total) {
+  FILE *f = fopen("/proc/stat", "r");
+  if (!f) return -1;
+  unsigned long long v[10] = {0};
+  int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                 &v[4], &v[5], &v[6], &v[7], &v[8], &v[9]);
+  fclose(f);
+  if (n < 4) return -1;
+  /* guest and guest_nice (v[8], v[9]) are already counted in user and nice */
+  unsigned long long all = 0;
+  for (int i = 0; i < 8; i++) all += v[i];
+  *total = all;
+  *busy = all - v[3] - v[4]; /* minus idle and iowait */
+  return 0;
+}
+
+static double read_memory_percent(void) {
+  FILE *f = fopen("/proc/meminfo", "r");
+  if (!f) return 0;
+  char line[256];
+  unsigned long long total = 0, available = 0, v;
+  while (fgets(line, sizeof line, f)) {
+    if (sscanf(line, "MemTotal: %llu", &v) == 1) total = v;
+    else if (sscanf(line, "MemAvailable: %llu", &v) == 1) available = v;
+  }
+  fclose(f);
+  return total ? 100.0 * (double)(total - available) / (double)total : 0;
+}
+
+static void sample(bench__sampler *s) {
+  unsigned long long busy, total;
+  if (read_cpu(&busy, &total) == 0) {
+    if (s->last_total && total > s->last_total) {
+      double cpu = 100.0 * (double)(busy - s->last_busy) / (double)(total - s->last_total);
+      if (cpu > s->peak_cpu) s->peak_cpu = cpu;
+    }
+    s->last_busy = busy;
+    s->last_total = total;
+  }
+  double memory = read_memory_percent();
+  if (memory > s->peak_memory) s->peak_memory = memory;
+}
+
+static void draw(bench__sampler *s, int final) {
+  if (!s->tty || s->total <= 0) return;
+  int64_t done = __atomic_load_n(s->progress, __ATOMIC_RELAXED);
+  enum { WIDTH = 40 };
+  int filled = (int)(WIDTH * done / s->total);
+  char bar[WIDTH + 1];
+  for (int i = 0; i < WIDTH; i++) bar[i] = i < filled ? '#' : '.';
+  bar[WIDTH] = '\0';
+  fprintf(stderr, "\r[%s] %lld/%lld %.1f s", bar, (long long)done, (long long)s->total, bench__now() - s->start);
+  if (final) fputc('\n', stderr);
+  fflush(stderr);
+}
+
+static void *sampler_thread(void *arg) {
+  bench__sampler *s = arg;
+  while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
+    struct timespec tick = {0, 100 * 1000 * 1000}; /* 100 ms */
+    nanosleep(&tick, NULL);
+    sample(s);
+    draw(s, 0);
+  }
+  return NULL;
+}
+
+bench__sampler *bench__sampler_start(const volatile int64_t *progress, int64_t total) {
+  bench__sampler *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->progress = progress;
+  s->total = total;
+  s->tty = isatty(STDERR_FILENO);
+  s->start = bench__now();
+  sample(s); /* the baseline of the first interval */
+  if (pthread_create(&s->thread, NULL, sampler_thread, s) != 0) {
+    free(s);
+    return NULL;
+  }
+  return s;
+}
+
+void bench__sampler_stop(bench__sampler *s, double *peak_cpu, double *peak_memory) {
+  *peak_cpu = *peak_memory = 0;
+  if (!s) return;
+  __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
+  pthread_join(s->thread, NULL);
+  /* memory only: a CPU interval of a few ms would be noise */
+  double memory = read_memory_percent();
+  if (memory > s->peak_memory) s->peak_memory = memory;
+  draw(s, 1);
+  *peak_cpu = s->peak_cpu;
+  *peak_memory = s->peak_memory;
+  free(s);
+}

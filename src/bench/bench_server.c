@@ -1,0 +1,290 @@
+/*
+ * bench_server.c - `inferd bench --mode server`: N POSTs of one file from C concurrent
+ * keep-alive clients.
+ *
+ * Design: one libcurl multi handle per process and C easy handles made once; an easy
+ * handle that finishes is removed, its latency and status recorded, and re-added for
+ * the next request, so it reuses its connection from the multi handle's cache (HTTP
+ * keep-alive) and nothing is allocated per request beyond what libcurl does. The loop
+ * waits in curl_multi_poll. Every request has a timeout (--timeout), so a dead server
+ * gives errors with status 0, never a hang.
+ *
+ * With --processes P, P children are forked first; child i runs N_i requests on C_i
+ * clients (N and C split as evenly as possible) and writes back through a pipe one
+ * fixed-size record (its status counts and sample count) followed by its latency
+ * samples. A progress counter in a shared anonymous mapping feeds the progress bar.
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench/bench.h"
+
+/* What a child process pipes back before its samples. */
+typedef struct worker_record {
+  int64_t status_count[BENCH_STATUS_SLOTS];
+  int64_t samples; /* doubles that follow: latencies in ms */
+  int32_t failed;  /* nonzero: the worker could not run (curl init failed) */
+} worker_record;
+
+typedef struct client {
+  CURL *easy;
+  double started; /* seconds */
+} client;
+
+static size_t discard_body(char *data, size_t size, size_t count, void *user) {
+  (void)data, (void)user;
+  return size * count;
+}
+
+static int read_whole_file(const char *path, char **data, size_t *size, char *err, size_t err_size) {
+  int fd = open(path, O_RDONLY);
+  struct stat sb;
+  if (fd < 0 || fstat(fd, &sb) != 0) {
+    snprintf(err, err_size, "cannot open --file '%s': %s", path, strerror(errno));
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  *size = (size_t)sb.st_size;
+  *data = malloc(*size + 1);
+  size_t got = 0;
+  while (*data && got < *size) {
+    ssize_t n = read(fd, *data + got, *size - got);
+    if (n <= 0) break;
+    got += (size_t)n;
+  }
+  close(fd);
+  if (!*data || got != *size) {
+    snprintf(err, err_size, "cannot read --file '%s'", path);
+    free(*data);
+    *data = NULL;
+    return -1;
+  }
+  return 0;
+}
+
+/* Runs `requests` requests on `concurrency` clients in this process. `latency_ms` has
+ * room for `requests` samples; `progress` is bumped per finished request. Returns 0,
+ * or -1 with `err` when curl could not be set up. */
+static int run_clients(const bench_params *p, const char *body, size_t body_size, int64_t requests,
+                       int concurrency, int64_t *status_count, double *latency_ms, int64_t *done,
+                       volatile int64_t *progress, char *err, size_t err_size) {
+  *done = 0;
+  if (requests <= 0) return 0;
+  if (concurrency > requests) concurrency = (int)requests;
+  if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+    snprintf(err, err_size, "curl_global_init failed");
+    return -1;
+  }
+  CURLM *multi = curl_multi_init();
+  client *clients = calloc((size_t)concurrency, sizeof *clients);
+  struct curl_slist *headers = NULL;
+  int rc = -1;
+  if (!multi || !clients) {
+    snprintf(err, err_size, "out of memory");
+    goto out;
+  }
+  curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, (long)concurrency);
+  headers = curl_slist_append(headers, "Content-Type: application/octet-stream");
+  headers = curl_slist_append(headers, "Expect:"); /* no 100-continue round trip */
+  for (int i = 0; i < p->header_count; i++) headers = curl_slist_append(headers, p->headers[i]);
+  long timeout_ms = (long)(p->timeout_seconds * 1000.0);
+  for (int i = 0; i < concurrency; i++) {
+    CURL *e = curl_easy_init();
+    if (!e) {
+      snprintf(err, err_size, "curl_easy_init failed");
+      goto out;
+    }
+    clients[i].easy = e;
+    curl_easy_setopt(e, CURLOPT_URL, p->url);
+    curl_easy_setopt(e, CURLOPT_POST, 1L);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, body); /* borrowed, not copied */
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_size);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, discard_body);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, (void *)&clients[i]);
+  }
+  int64_t started = 0;
+  for (int i = 0; i < concurrency; i++, started++) {
+    clients[i].started = bench__now();
+    curl_multi_add_handle(multi, clients[i].easy);
+  }
+  while (*done < requests) {
+    int running = 0;
+    if (curl_multi_perform(multi, &running) != CURLM_OK) {
+      snprintf(err, err_size, "curl_multi_perform failed");
+      goto out;
+    }
+    CURLMsg *msg;
+    int left;
+    while ((msg = curl_multi_info_read(multi, &left))) {
+      if (msg->msg != CURLMSG_DONE) continue;
+      CURL *e = msg->easy_handle;
+      CURLcode result = msg->data.result;
+      client *c = NULL;
+      curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&c);
+      long status = 0;
+      if (result == CURLE_OK) curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+      if (status < 0 || status >= BENCH_STATUS_SLOTS) status = 0;
+      double now = bench__now();
+      status_count[status]++;
+      latency_ms[(*done)++] = (now - c->started) * 1000.0;
+      __atomic_add_fetch(progress, 1, __ATOMIC_RELAXED);
+      curl_multi_remove_handle(multi, e);
+      if (started < requests) {
+        started++;
+        c->started = bench__now();
+        curl_multi_add_handle(multi, e);
+      }
+    }
+    if (*done >= requests) break;
+    curl_multi_poll(multi, NULL, 0, 100, NULL);
+  }
+  rc = 0;
+out:
+  if (clients)
+    for (int i = 0; i < concurrency; i++)
+      if (clients[i].easy) {
+        if (multi) curl_multi_remove_handle(multi, clients[i].easy);
+        curl_easy_cleanup(clients[i].easy);
+      }
+  free(clients);
+  curl_slist_free_all(headers);
+  if (multi) curl_multi_cleanup(multi);
+  curl_global_cleanup();
+  return rc;
+}
+
+static int write_all(int fd, const void *data, size_t size) {
+  const char *p = data;
+  while (size) {
+    ssize_t n = write(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return -1;
+    p += n;
+    size -= (size_t)n;
+  }
+  return 0;
+}
+
+static int read_all(int fd, void *data, size_t size) {
+  char *p = data;
+  while (size) {
+    ssize_t n = read(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return -1;
+    p += n;
+    size -= (size_t)n;
+  }
+  return 0;
+}
+
+int bench_server_run(const bench_params *p, bench_result *r, char *err, size_t err_size) {
+  memset(r, 0, sizeof *r);
+  char *body = NULL;
+  size_t body_size = 0;
+  if (read_whole_file(p->file, &body, &body_size, err, err_size) != 0) return -1;
+  int concurrency = p->concurrency;
+  if (concurrency > p->requests) concurrency = (int)p->requests;
+  int processes = p->processes < 1 ? 1 : p->processes;
+  if (processes > concurrency) processes = concurrency;
+  r->latency_ms = malloc((size_t)p->requests * sizeof(double));
+  volatile int64_t *progress =
+      mmap(NULL, sizeof(int64_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (!r->latency_ms || progress == MAP_FAILED) {
+    snprintf(err, err_size, "out of memory");
+    free(body);
+    free(r->latency_ms);
+    r->latency_ms = NULL;
+    return -1;
+  }
+  *progress = 0;
+  int rc = 0;
+  double start = bench__now();
+  if (processes == 1) {
+    bench__sampler *sampler = bench__sampler_start(progress, p->requests);
+    rc = run_clients(p, body, body_size, p->requests, concurrency, r->status_count, r->latency_ms, &r->done,
+                     progress, err, err_size);
+    r->seconds = bench__now() - start;
+    bench__sampler_stop(sampler, &r->peak_cpu_percent, &r->peak_memory_percent);
+  } else {
+    pid_t pids[processes];
+    int fds[processes];
+    int forked = 0;
+    fflush(NULL);
+    for (int i = 0; i < processes; i++) {
+      int64_t n = p->requests / processes + (i < p->requests % processes);
+      int c = concurrency / processes + (i < concurrency % processes);
+      int pipefd[2];
+      if (pipe(pipefd) != 0) break;
+      pid_t pid = fork();
+      if (pid < 0) {
+        close(pipefd[0]);
+        close(pipefd[1]);
+        break;
+      }
+      if (pid == 0) {
+        close(pipefd[0]);
+        for (int k = 0; k < forked; k++) close(fds[k]);
+        static worker_record record;
+        double *samples = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
+        int64_t done = 0;
+        char child_err[256];
+        record.failed = !samples || run_clients(p, body, body_size, n, c, record.status_count, samples, &done,
+                                                progress, child_err, sizeof child_err) != 0;
+        record.samples = done;
+        int bad = write_all(pipefd[1], &record, sizeof record) ||
+                  write_all(pipefd[1], samples, (size_t)done * sizeof(double));
+        _exit(bad || record.failed ? 1 : 0);
+      }
+      close(pipefd[1]);
+      pids[forked] = pid;
+      fds[forked++] = pipefd[0];
+    }
+    bench__sampler *sampler = bench__sampler_start(progress, p->requests);
+    int failed = forked < processes;
+    for (int i = 0; i < forked; i++) {
+      static worker_record record;
+      if (read_all(fds[i], &record, sizeof record) != 0 || record.samples < 0 ||
+          r->done + record.samples > p->requests ||
+          read_all(fds[i], r->latency_ms + r->done, (size_t)record.samples * sizeof(double)) != 0) {
+        failed = 1;
+      } else {
+        for (int s = 0; s < BENCH_STATUS_SLOTS; s++) r->status_count[s] += record.status_count[s];
+        r->done += record.samples;
+        failed |= record.failed;
+      }
+      close(fds[i]);
+    }
+    for (int i = 0; i < forked; i++) waitpid(pids[i], NULL, 0);
+    r->seconds = bench__now() - start;
+    bench__sampler_stop(sampler, &r->peak_cpu_percent, &r->peak_memory_percent);
+    if (failed) {
+      snprintf(err, err_size, "a client process failed (%d of %d ran)", forked, processes);
+      rc = -1;
+    }
+  }
+  munmap((void *)progress, sizeof(int64_t));
+  free(body);
+  if (rc != 0) bench_result_free(r);
+  return rc;
+}
+
+void bench_result_free(bench_result *r) {
+  free(r->latency_ms);
+  free(r->jobs);
+  r->latency_ms = NULL;
+  r->jobs = NULL;
+}

@@ -1,0 +1,137 @@
+/*
+ * cli_bench.c - `inferd bench`: the decentralized-vs-centralized experiment as one
+ * command (DESIGN.md §7; the work is in src/bench/).
+ *
+ *   inferd bench --mode server --url URL --file IMAGE --requests N --concurrency C
+ *                [--processes P] [--header 'Name: value']... [--timeout S] [--json]
+ *   inferd bench --mode local --model FILE --file IMAGE --requests N --concurrency C
+ *                [--labels index_to_name.json] [--timeout S] [--json]
+ *
+ * Exit status: 0 when the run finished (failed requests are counted and reported, not
+ * fatal), 2 for bad flags (one line on stderr), 1 when the run could not start.
+ * `--mode job` is the hidden per-job entry point that local mode re-executes.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench/bench.h"
+#include "cli/cli.h"
+
+static void bench_usage(FILE *f) {
+  fprintf(f,
+          "usage: inferd bench --mode server --url URL --file IMAGE --requests N --concurrency C\n"
+          "                    [--processes P] [--header 'Name: value']... [--timeout S] [--json]\n"
+          "       inferd bench --mode local --model FILE.onnx --file IMAGE --requests N --concurrency C\n"
+          "                    [--labels index_to_name.json] [--timeout S] [--json]\n"
+          "server: N POSTs of IMAGE from C keep-alive clients (over P processes);\n"
+          "local: N jobs, at most C at once, each a process that loads the model and classifies IMAGE.\n"
+          "--timeout: seconds per request or job (default 60).\n");
+}
+
+static int bad(const char *msg, const char *arg) {
+  if (arg) fprintf(stderr, "inferd bench: %s: '%s'\n", msg, arg);
+  else fprintf(stderr, "inferd bench: %s\n", msg);
+  return 2;
+}
+
+static int parse_count(const char *s, long long lo, long long hi, long long *out) {
+  char *end;
+  long long v = strtoll(s, &end, 10);
+  if (*s == '\0' || *end != '\0' || v < lo || v > hi) return -1;
+  *out = v;
+  return 0;
+}
+
+int cli_bench(int argc, char **argv) {
+  static const struct option longs[] = {
+      {"mode", required_argument, 0, 'm'},     {"url", required_argument, 0, 'u'},
+      {"file", required_argument, 0, 'f'},     {"model", required_argument, 0, 'M'},
+      {"labels", required_argument, 0, 'l'},   {"requests", required_argument, 0, 'n'},
+      {"concurrency", required_argument, 0, 'c'}, {"processes", required_argument, 0, 'p'},
+      {"header", required_argument, 0, 'H'},   {"timeout", required_argument, 0, 't'},
+      {"json", no_argument, 0, 'j'},           {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0},
+  };
+  bench_params p = {.processes = 1, .timeout_seconds = 60, .self_exe = "/proc/self/exe"};
+  const char *mode = NULL;
+  int json = 0, have_requests = 0, have_concurrency = 0;
+  long long v;
+  optind = 1;
+  opterr = 0;
+  int ch;
+  while ((ch = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {
+    switch (ch) {
+    case 'm': mode = optarg; break;
+    case 'u': p.url = optarg; break;
+    case 'f': p.file = optarg; break;
+    case 'M': p.model = optarg; break;
+    case 'l': p.labels = optarg; break;
+    case 'n':
+      if (parse_count(optarg, 1, 100000000, &v)) return bad("--requests wants 1..100000000", optarg);
+      p.requests = v, have_requests = 1;
+      break;
+    case 'c':
+      if (parse_count(optarg, 1, 10000, &v)) return bad("--concurrency wants 1..10000", optarg);
+      p.concurrency = (int)v, have_concurrency = 1;
+      break;
+    case 'p':
+      if (parse_count(optarg, 1, 1024, &v)) return bad("--processes wants 1..1024", optarg);
+      p.processes = (int)v;
+      break;
+    case 'H':
+      if (p.header_count == BENCH_MAX_HEADERS) return bad("too many --header (at most 16)", NULL);
+      if (!strchr(optarg, ':')) return bad("--header wants 'Name: value'", optarg);
+      p.headers[p.header_count++] = optarg;
+      break;
+    case 't': {
+      char *end;
+      double t = strtod(optarg, &end);
+      if (*optarg == '\0' || *end != '\0' || !(t > 0 && t <= 86400)) return bad("--timeout wants seconds in (0, 86400]", optarg);
+      p.timeout_seconds = t;
+      break;
+    }
+    case 'j': json = 1; break;
+    case 'h': bench_usage(stdout); return 0;
+    case ':': return bad("missing value for", argv[optind - 1]);
+    default: return bad("unknown option", argv[optind - 1]);
+    }
+  }
+  if (optind < argc) return bad("unexpected argument", argv[optind]);
+  if (!mode) return bad("--mode server or --mode local is required", NULL);
+  if (strcmp(mode, "job") == 0) { /* hidden: one job of local mode */
+    if (!p.model || !p.file) return bad("--mode job wants --model and --file", NULL);
+    return bench_job_main(p.model, p.file, p.labels);
+  }
+  if (strcmp(mode, "server") == 0) {
+    p.mode = BENCH_MODE_SERVER;
+    if (!p.url) return bad("--mode server wants --url", NULL);
+    if (p.model || p.labels) return bad("--model and --labels are for --mode local", NULL);
+  } else if (strcmp(mode, "local") == 0) {
+    p.mode = BENCH_MODE_LOCAL;
+    if (!p.model) return bad("--mode local wants --model", NULL);
+    if (p.url || p.header_count || p.processes != 1) return bad("--url, --header and --processes are for --mode server", NULL);
+  } else {
+    return bad("--mode wants server or local", mode);
+  }
+  if (!p.file) return bad("--file is required", NULL);
+  if (!have_requests) return bad("--requests is required", NULL);
+  if (!have_concurrency) return bad("--concurrency is required", NULL);
+  if (access(p.file, R_OK) != 0) return bad("cannot read --file", p.file);
+  if (p.model && access(p.model, R_OK) != 0) return bad("cannot read --model", p.model);
+  if (p.labels && access(p.labels, R_OK) != 0) return bad("cannot read --labels", p.labels);
+
+  bench_result r;
+  char err[512] = "";
+  int rc = p.mode == BENCH_MODE_SERVER ? bench_server_run(&p, &r, err, sizeof err)
+                                       : bench_local_run(&p, &r, err, sizeof err);
+  if (rc != 0) {
+    fprintf(stderr, "inferd bench: %s\n", err);
+    return 1;
+  }
+  bench_report(&p, &r, json);
+  bench_result_free(&r);
+  return 0;
+}
