@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# bench_test.sh - `inferd bench` end to end:
+#   --mode server against the real `inferd serve` (MobileNetV2 of models/, 127.0.0.1, free
+#   ports, the token from key_file.json): 200 requests x concurrency 16 with --json, then
+#   the same over 2 processes; all 200 OK, no errors, p50 <= p99 <= max;
+#   --mode local: 4 jobs x concurrency 2 on the chelsea photo, each top-5 starting with
+#   "Egyptian cat"; connection failures are counted (status 0), not hung on;
+#   bad flags exit 2 with one line. The server is stopped in every path.
+#
+#   bench_test.sh INFERD SOURCE_DIR WORK_DIR
+set -euo pipefail
+INFERD=$1 SRC=$2 WORK=$3
+. "$SRC/tests/e2e/serve_lib.sh"
+trap serve_cleanup EXIT
+
+rm -rf "$WORK"
+mkdir -p "$WORK"
+PHOTO=/usr/lib/python3/dist-packages/skimage/data/chelsea.png
+MODEL=$SRC/models/mobilenet_v2_imagenet.onnx
+PY=${INFERD_PYTHON:-/usr/bin/python3}
+failures=0
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+}
+
+# check_json FILE PYTHON_CONDITION NAME: the condition holds for the JSON object r.
+check_json() {
+  if "$PY" - "$1" "$2" <<'PY'; then echo "ok   $3"; else fail "$3: $(head -c 600 "$1")"; fi
+import json, sys
+r = json.load(open(sys.argv[1]))
+sys.exit(0 if eval(sys.argv[2]) else 1)
+PY
+}
+
+# ---- bad flags: exit 2 and one line -------------------------------------------------
+bad_flags() {
+  local name=$1 status
+  shift
+  status=0
+  "$INFERD" bench "$@" >"$WORK/out" 2>"$WORK/err" || status=$?
+  if [ "$status" != 2 ] || [ "$(wc -l <"$WORK/err")" != 1 ]; then
+    fail "bad flags ($name): exit $status, stderr: $(cat "$WORK/err")"
+  else
+    echo "ok   bad flags ($name) exit 2: $(cat "$WORK/err")"
+  fi
+}
+bad_flags "no mode"
+bad_flags "unknown mode" --mode cluster --file "$PHOTO" --requests 1 --concurrency 1
+bad_flags "unknown option" --mode server --bogus
+bad_flags "no url" --mode server --file "$PHOTO" --requests 1 --concurrency 1
+bad_flags "zero requests" --mode server --url http://127.0.0.1:1/ --file "$PHOTO" --requests 0 --concurrency 1
+bad_flags "bad concurrency" --mode server --url http://127.0.0.1:1/ --file "$PHOTO" --requests 1 --concurrency x
+bad_flags "missing file" --mode server --url http://127.0.0.1:1/ --file "$WORK/none.png" --requests 1 --concurrency 1
+bad_flags "bad timeout" --mode server --url http://127.0.0.1:1/ --file "$PHOTO" --requests 1 --concurrency 1 --timeout -1
+bad_flags "local without model" --mode local --file "$PHOTO" --requests 1 --concurrency 1
+bad_flags "missing value" --mode server --url
+
+# ---- connection failures are errors with status 0, quickly ---------------------------
+serve_ports # free ports: nothing listens on METRICS_PORT yet
+timeout 30 "$INFERD" bench --mode server --url "http://127.0.0.1:$METRICS_PORT/predictions/x" --file "$PHOTO" \
+  --requests 10 --concurrency 2 --timeout 5 --json >"$WORK/refused.json" || fail "bench against a closed port: exit $?"
+check_json "$WORK/refused.json" 'r["completed"] == 10 and r["errors"] == 10 and r["status"] == {"0": 10}' \
+  "refused connections counted as status 0"
+
+# ---- server mode against inferd serve ------------------------------------------------
+serve_ports
+cat >"$WORK/config.properties" <<EOF2
+inference_address=http://127.0.0.1:$INFERENCE_PORT
+management_address=http://127.0.0.1:$MANAGEMENT_PORT
+metrics_address=http://127.0.0.1:$METRICS_PORT
+model_store=$SRC/models
+load_models=mobilenet=mobilenet_v2_imagenet.onnx
+EOF2
+serve_start "$WORK" --ts-config "$WORK/config.properties" --foreground
+serve_wait_ready 120
+serve_keys "$WORK"
+URL="http://127.0.0.1:$INFERENCE_PORT/predictions/mobilenet"
+
+timeout 240 "$INFERD" bench --mode server --url "$URL" --file "$PHOTO" --requests 200 --concurrency 16 \
+  --header "Authorization: Bearer $INFERENCE_KEY" --json >"$WORK/server.json" || fail "bench --mode server: exit $?"
+check_json "$WORK/server.json" 'r["status"] == {"200": 200} and r["ok"] == 200 and r["errors"] == 0 and r["completed"] == 200' \
+  "server mode: 200 x 200 OK, no errors"
+check_json "$WORK/server.json" '0 < r["latency_ms"]["p50"] <= r["latency_ms"]["p90"] <= r["latency_ms"]["p99"] <= r["latency_ms"]["max"]' \
+  "server mode: p50 <= p90 <= p99 <= max"
+check_json "$WORK/server.json" 'r["images_per_second"] > 0 and 0 < r["peak_cpu_percent"] <= 100 and 0 < r["peak_memory_percent"] <= 100' \
+  "server mode: throughput, peak CPU % and memory %"
+"$PY" -c 'import json,sys; r=json.load(open(sys.argv[1])); print("     %.1f images/s, p50 %.1f ms, p99 %.1f ms" % (r["images_per_second"], r["latency_ms"]["p50"], r["latency_ms"]["p99"]))' "$WORK/server.json"
+
+timeout 240 "$INFERD" bench --mode server --url "$URL" --file "$PHOTO" --requests 60 --concurrency 8 --processes 2 \
+  --header "Authorization: Bearer $INFERENCE_KEY" --json >"$WORK/server2.json" || fail "bench --processes 2: exit $?"
+check_json "$WORK/server2.json" 'r["status"] == {"200": 60} and r["errors"] == 0 and r["latency_ms"]["p50"] <= r["latency_ms"]["max"]' \
+  "server mode over 2 processes: 60 x 200 OK"
+
+# Without the token: every request is counted as 401, none as OK.
+timeout 120 "$INFERD" bench --mode server --url "$URL" --file "$PHOTO" --requests 8 --concurrency 4 \
+  >"$WORK/noauth.txt" || fail "bench without a token: exit $?"
+grep -q '401 x 8' "$WORK/noauth.txt" && echo "ok   errors by status: 401 x 8 without the token" ||
+  fail "no token: expected '401 x 8': $(cat "$WORK/noauth.txt")"
+
+serve_stop
+[ "$SERVER_STATUS" = 0 ] || fail "server exit status $SERVER_STATUS after SIGTERM"
+
+# ---- local mode: the decentralized baseline ------------------------------------------
+timeout 240 "$INFERD" bench --mode local --model "$MODEL" --file "$PHOTO" --requests 4 --concurrency 2 --json \
+  >"$WORK/local.json" || fail "bench --mode local: exit $?"
+check_json "$WORK/local.json" 'r["exit_status"] == {"0": 4} and r["ok"] == 4 and len(r["jobs"]) == 4' \
+  "local mode: 4 jobs succeeded"
+check_json "$WORK/local.json" 'all(list(j["top5"])[0] == "Egyptian cat" and len(j["top5"]) == 5 for j in r["jobs"])' \
+  "local mode: every top-5 starts with Egyptian cat"
+check_json "$WORK/local.json" 'r["latency_ms"]["p50"] <= r["latency_ms"]["p99"] <= r["latency_ms"]["max"]' \
+  "local mode: p50 <= p99 <= max"
+
+# A job that fails (not an image) is counted by its exit status, 2.
+timeout 120 "$INFERD" bench --mode local --model "$MODEL" --file "$SRC/README.md" --requests 2 --concurrency 2 --json \
+  >"$WORK/local_bad.json" 2>"$WORK/local_bad.err" || fail "bench --mode local on a bad image: exit $?"
+check_json "$WORK/local_bad.json" 'r["exit_status"] == {"2": 2} and r["errors"] == 2' "local mode: failed jobs counted by exit status"
+
+if [ "$failures" != 0 ]; then
+  echo "$failures failure(s)" >&2
+  exit 1
+fi
+echo "bench_test: all passed"
