@@ -56,6 +56,8 @@ typedef struct bench_result {
                                                timeout), or by exit status in local mode */
   double *latency_ms;                    /* [done], owned; freed by bench_result_free */
   bench_job *jobs;                       /* [done] in local mode, else NULL; owned */
+  int64_t connections;                   /* server mode: TCP connections opened (keep-alive:
+                                            about one per client) */
   double seconds;                        /* wall time of the whole run */
   double peak_cpu_percent, peak_memory_percent; /* of the machine */
 } bench_result;

@@ -68,6 +68,7 @@ void bench_report(const bench_params *p, const bench_result *r, int json) {
     json_object_set_new(o, "requests", json_integer(p->requests));
     json_object_set_new(o, "concurrency", json_integer(p->concurrency));
     if (server) json_object_set_new(o, "processes", json_integer(p->processes));
+    if (server) json_object_set_new(o, "connections", json_integer(r->connections));
     json_object_set_new(o, "completed", json_integer(r->done));
     json_object_set_new(o, "ok", json_integer(ok));
     json_object_set_new(o, "errors", json_integer(errors));
@@ -124,6 +125,7 @@ void bench_report(const bench_params *p, const bench_result *r, int json) {
   for (int i = 0; i < BENCH_STATUS_SLOTS; i++)
     if (r->status_count[i]) printf(" %d x %lld", i, (long long)r->status_count[i]);
   printf("\nerrors:      %lld\n", (long long)errors);
+  if (server) printf("connections: %lld opened\n", (long long)r->connections);
   printf("peak CPU:    %.1f %%\npeak memory: %.1f %%\n", r->peak_cpu_percent, r->peak_memory_percent);
   fflush(stdout);
 }

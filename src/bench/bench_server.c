@@ -32,6 +32,7 @@
 typedef struct worker_record {
   int64_t status_count[BENCH_STATUS_SLOTS];
   int64_t samples; /* doubles that follow: latencies in ms */
+  int64_t connections;
   int32_t failed;  /* nonzero: the worker could not run (curl init failed) */
 } worker_record;
 
@@ -76,8 +77,9 @@ static int read_whole_file(const char *path, char **data, size_t *size, char *er
  * or -1 with `err` when curl could not be set up. */
 static int run_clients(const bench_params *p, const char *body, size_t body_size, int64_t requests,
                        int concurrency, int64_t *status_count, double *latency_ms, int64_t *done,
-                       volatile int64_t *progress, char *err, size_t err_size) {
+                       int64_t *connections, volatile int64_t *progress, char *err, size_t err_size) {
   *done = 0;
+  *connections = 0;
   if (requests <= 0) return 0;
   if (concurrency > requests) concurrency = (int)requests;
   if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
@@ -137,6 +139,9 @@ static int run_clients(const bench_params *p, const char *body, size_t body_size
       curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&c);
       long status = 0;
       if (result == CURLE_OK) curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+      long new_connections = 0;
+      curl_easy_getinfo(e, CURLINFO_NUM_CONNECTS, &new_connections);
+      *connections += new_connections;
       if (status < 0 || status >= BENCH_STATUS_SLOTS) status = 0;
       double now = bench__now();
       status_count[status]++;
@@ -216,7 +221,7 @@ int bench_server_run(const bench_params *p, bench_result *r, char *err, size_t e
   if (processes == 1) {
     bench__sampler *sampler = bench__sampler_start(progress, p->requests);
     rc = run_clients(p, body, body_size, p->requests, concurrency, r->status_count, r->latency_ms, &r->done,
-                     progress, err, err_size);
+                     &r->connections, progress, err, err_size);
     r->seconds = bench__now() - start;
     bench__sampler_stop(sampler, &r->peak_cpu_percent, &r->peak_memory_percent);
   } else {
@@ -243,7 +248,7 @@ int bench_server_run(const bench_params *p, bench_result *r, char *err, size_t e
         int64_t done = 0;
         char child_err[256];
         record.failed = !samples || run_clients(p, body, body_size, n, c, record.status_count, samples, &done,
-                                                progress, child_err, sizeof child_err) != 0;
+                                                &record.connections, progress, child_err, sizeof child_err) != 0;
         record.samples = done;
         int bad = write_all(pipefd[1], &record, sizeof record) ||
                   write_all(pipefd[1], samples, (size_t)done * sizeof(double));
@@ -264,6 +269,7 @@ int bench_server_run(const bench_params *p, bench_result *r, char *err, size_t e
       } else {
         for (int s = 0; s < BENCH_STATUS_SLOTS; s++) r->status_count[s] += record.status_count[s];
         r->done += record.samples;
+        r->connections += record.connections;
         failed |= record.failed;
       }
       close(fds[i]);

@@ -83,6 +83,7 @@ check_json "$WORK/server.json" 'r["status"] == {"200": 200} and r["ok"] == 200 a
   "server mode: 200 x 200 OK, no errors"
 check_json "$WORK/server.json" '0 < r["latency_ms"]["p50"] <= r["latency_ms"]["p90"] <= r["latency_ms"]["p99"] <= r["latency_ms"]["max"]' \
   "server mode: p50 <= p90 <= p99 <= max"
+check_json "$WORK/server.json" '1 <= r["connections"] <= 16' "server mode: keep-alive (at most one connection per client)"
 check_json "$WORK/server.json" 'r["images_per_second"] > 0 and 0 < r["peak_cpu_percent"] <= 100 and 0 < r["peak_memory_percent"] <= 100' \
   "server mode: throughput, peak CPU % and memory %"
 "$PY" -c 'import json,sys; r=json.load(open(sys.argv[1])); print("     %.1f images/s, p50 %.1f ms, p99 %.1f ms" % (r["images_per_second"], r["latency_ms"]["p50"], r["latency_ms"]["p99"]))' "$WORK/server.json"
