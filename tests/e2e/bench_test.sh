@@ -4,14 +4,20 @@
 #   ports, the token from key_file.json): 200 requests x concurrency 16 with --json, then
 #   the same over 2 processes; all 200 OK, no errors, p50 <= p99 <= max;
 #   --mode local: 4 jobs x concurrency 2 on the chelsea photo, each top-5 starting with
-#   "Egyptian cat"; connection failures are counted (status 0), not hung on;
-#   bad flags exit 2 with one line. The server is stopped in every path.
+#   "Egyptian cat"; refused connections and a server that never answers are counted
+#   (status 0), not hung on; a job past --timeout is killed (137); keep-alive (16
+#   connections for 16 clients); bad flags exit 2 with one line. The server is stopped in every path.
 #
 #   bench_test.sh INFERD SOURCE_DIR WORK_DIR
 set -euo pipefail
 INFERD=$1 SRC=$2 WORK=$3
 . "$SRC/tests/e2e/serve_lib.sh"
-trap serve_cleanup EXIT
+SILENT_PID=
+cleanup() {
+  [ -z "$SILENT_PID" ] || kill -KILL "$SILENT_PID" 2>/dev/null || true
+  serve_cleanup
+}
+trap cleanup EXIT
 
 rm -rf "$WORK"
 mkdir -p "$WORK"
@@ -62,6 +68,25 @@ timeout 30 "$INFERD" bench --mode server --url "http://127.0.0.1:$METRICS_PORT/p
   --requests 10 --concurrency 2 --timeout 5 --json >"$WORK/refused.json" || fail "bench against a closed port: exit $?"
 check_json "$WORK/refused.json" 'r["completed"] == 10 and r["errors"] == 10 and r["status"] == {"0": 10}' \
   "refused connections counted as status 0"
+
+# A server that accepts connections and never answers: every request times out
+# (--timeout 1) and is counted as status 0; the run ends, it does not hang.
+serve_ports
+"$PY" -c '
+import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(64)
+conns = []
+while True: conns.append(s.accept())
+' "$INFERENCE_PORT" &
+SILENT_PID=$!
+sleep 0.5
+timeout 30 "$INFERD" bench --mode server --url "http://127.0.0.1:$INFERENCE_PORT/predictions/x" --file "$PHOTO" \
+  --requests 4 --concurrency 4 --timeout 1 --json >"$WORK/silent.json" || fail "bench against a silent server: exit $?"
+check_json "$WORK/silent.json" 'r["status"] == {"0": 4} and r["total_seconds"] < 10' \
+  "a silent server: requests time out as status 0"
+{ kill -KILL "$SILENT_PID" && wait "$SILENT_PID"; } 2>/dev/null || true
+SILENT_PID=
 
 # ---- server mode against inferd serve ------------------------------------------------
 serve_ports
@@ -116,6 +141,11 @@ check_json "$WORK/local.json" 'r["latency_ms"]["p50"] <= r["latency_ms"]["p99"] 
 timeout 120 "$INFERD" bench --mode local --model "$MODEL" --file "$SRC/README.md" --requests 2 --concurrency 2 --json \
   >"$WORK/local_bad.json" 2>"$WORK/local_bad.err" || fail "bench --mode local on a bad image: exit $?"
 check_json "$WORK/local_bad.json" 'r["exit_status"] == {"2": 2} and r["errors"] == 2' "local mode: failed jobs counted by exit status"
+
+# A job longer than --timeout is killed and counted with exit status 128 + SIGKILL.
+timeout 60 "$INFERD" bench --mode local --model "$MODEL" --file "$PHOTO" --requests 2 --concurrency 2 --timeout 0.05 \
+  --json >"$WORK/local_timeout.json" || fail "bench --mode local --timeout: exit $?"
+check_json "$WORK/local_timeout.json" 'r["exit_status"] == {"137": 2}' "local mode: jobs past --timeout are killed (137)"
 
 if [ "$failures" != 0 ]; then
   echo "$failures failure(s)" >&2
