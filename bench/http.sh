@@ -1,0 +1,318 @@
+#!/usr/bin/env bash
+# bench/http.sh: the server's per-request overhead, inferd beside nginx (the ceiling of a static
+# response on the same machine), both under wrk in the same run.
+#
+# Servers (both started by this script on free ports of 127.0.0.1, stopped by a trap):
+#   inferd serve   a trivial model: tests/fixtures/make_tiny.py's weightless GlobalAveragePool
+#                  [N,3,224,224] -> [N,3,1,1] as bare tiny.onnx, so the image_classifier handler
+#                  answers 3 classes; token auth off; batch_size 1 (--batch-size changes it)
+#   nginx          Debian's nginx-light with a temporary config: `return 200` of a small static
+#                  body (the size of inferd's /ping answer), access log off, 2 workers
+# Load: wrk -t2 -c64 -d${S}s -s bench/http_wrk.lua (keep-alive, 64 connections), one after another:
+#   1. GET /ping on both: the HTTP path alone (h2o loop, routing, response)
+#   2. POST /predictions/tiny with an 8x8 JPEG (634 bytes) on inferd - the whole request path:
+#      routing, JPEG decode, resize 256 + crop 224 + normalize, queue, batcher, worker, engine,
+#      softmax/top-k, JSON - and the same POST on nginx (which discards the body)
+# and prints requests/s, p50/p99 latency, errors, and the ratio inferd/nginx per row. The table also
+# goes to bench/results/http.md. wrk and the servers share this machine's cores, as they would
+# on a 2-core box; only the ratios mean something.
+#
+# Usage: bench/http.sh [--seconds S] [--build DIR] [--no-build] [--connections C] [--batch-size B]
+#   --seconds S       seconds of each wrk run (default 10): 4 runs plus start-up, ~1 minute at the
+#                     default; --seconds 2 is a smoke test (~15 s)
+#   --build DIR       inferd's CMake build directory (default build/); built as bench/engine.sh does
+#   --no-build        never run cmake; DIR/inferd must exist
+#   --connections C   wrk connections (default 64)
+#   --batch-size B    inferd's batch_size for the tiny model (default 1; B>1 uses max_batch_delay 5 ms)
+#   --worker-threads T  one worker with T threads (default 1: cpu_launcher_args --ninstances 1
+#                     --ncores_per_instance 1); 0 = the server's automatic plan (here one worker
+#                     with a 2-thread OpenMP team, whose sync on cores shared with wrk and the
+#                     HTTP threads costs more than the tiny model: ~3x fewer predictions/s)
+#
+# Needs: wrk and nginx-light (Debian), python3-onnx and python3-pil (scripts/install-deps.sh).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PY=/usr/bin/python3
+LUA="$ROOT/bench/http_wrk.lua"
+RESULTS="$ROOT/bench/results"
+
+SECS=10
+BUILD="$ROOT/build"
+NO_BUILD=0
+CONNS=64
+BATCH=1
+WTHREADS=1
+
+die() { echo "http.sh: $*" >&2; exit 1; }
+usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
+
+COMMAND="bench/http.sh${*:+ $*}"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --seconds) [ $# -ge 2 ] || die "--seconds needs a value"; SECS=$2; shift 2 ;;
+    --build)   [ $# -ge 2 ] || die "--build needs a directory"; BUILD=$2; shift 2 ;;
+    --no-build) NO_BUILD=1; shift ;;
+    --connections) [ $# -ge 2 ] || die "--connections needs a value"; CONNS=$2; shift 2 ;;
+    --batch-size) [ $# -ge 2 ] || die "--batch-size needs a value"; BATCH=$2; shift 2 ;;
+    --worker-threads) [ $# -ge 2 ] || die "--worker-threads needs a value"; WTHREADS=$2; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) die "unknown argument '$1' (see --help)" ;;
+  esac
+done
+[[ $SECS =~ ^[1-9][0-9]*$ ]] || die "--seconds must be a positive integer (wrk's -d), not '$SECS'"
+[[ $CONNS =~ ^[1-9][0-9]*$ ]] || die "--connections must be a positive integer, not '$CONNS'"
+[[ $BATCH =~ ^[1-9][0-9]*$ ]] || die "--batch-size must be a positive integer, not '$BATCH'"
+[[ $WTHREADS =~ ^[0-9]+$ ]] || die "--worker-threads must be a number (0: automatic), not '$WTHREADS'"
+[ "$CONNS" -ge 2 ] || die "--connections must be at least 2 (wrk runs 2 threads)"
+case "$BUILD" in /*) ;; *) BUILD="$PWD/$BUILD" ;; esac
+INFERD="$BUILD/inferd"
+
+# ---- prerequisites -------------------------------------------------------------------
+command -v wrk >/dev/null || die "wrk not found: apt-get install wrk"
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)   # /usr/sbin is not on every user's PATH
+[ -x "$NGINX" ] || die "nginx not found: apt-get install nginx-light"
+"$PY" -c 'import onnx, PIL' 2>/dev/null || die "$PY cannot import onnx and PIL: run scripts/install-deps.sh"
+
+if [ "$NO_BUILD" = 1 ]; then
+  [ -x "$INFERD" ] || die "--no-build: $INFERD does not exist"
+elif [ -f "$BUILD/CMakeCache.txt" ]; then
+  echo "http.sh: bringing $BUILD up to date" >&2
+  cmake --build "$BUILD" -j2 --target inferd >&2 || die "building inferd in $BUILD failed"
+elif [ ! -e "$INFERD" ]; then
+  command -v cmake >/dev/null || die "cmake not found: run scripts/install-deps.sh"
+  echo "http.sh: building inferd (Release) in $BUILD" >&2
+  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >&2 || die "configuring $BUILD failed"
+  cmake --build "$BUILD" -j2 --target inferd >&2 || die "building inferd in $BUILD failed"
+fi
+[ -x "$INFERD" ] || die "$INFERD is missing or not executable after the build"
+
+load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo 0)
+if awk "BEGIN { exit !($load > 0.5) }"; then
+  echo "http.sh: warning: load average $load; other work is running, the numbers will be noisy" >&2
+fi
+
+# ---- work dir, servers, traps --------------------------------------------------------
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/inferd-http.XXXXXX")
+INFERD_PID=
+NGINX_PID=
+WRK_PID=
+stop_pid() {  # stop_pid PID NAME: SIGTERM, wait up to 10 s, then SIGKILL
+  local pid=$1 i
+  [ -n "$pid" ] || return 0
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for i in $(seq 1 100); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "http.sh: $2 (pid $pid) did not stop within 10 s; killing it" >&2
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  wait "$pid" 2>/dev/null || true
+}
+cleanup() {
+  [ -z "$WRK_PID" ] || { kill -TERM "$WRK_PID" 2>/dev/null || true; wait "$WRK_PID" 2>/dev/null || true; }
+  WRK_PID=
+  stop_pid "$INFERD_PID" inferd
+  INFERD_PID=
+  stop_pid "$NGINX_PID" nginx
+  NGINX_PID=
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Free ports on 127.0.0.1: inferd's inference, management and metrics ports, nginx's port.
+read -r P_INF P_MGT P_MET P_NGX < <("$PY" - <<'PY'
+import socket
+socks = []
+for _ in range(4):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    socks.append(s)
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+PY
+)
+
+# The trivial model and a tiny image.
+mkdir -p "$WORK/store"
+"$PY" "$ROOT/tests/fixtures/make_tiny.py" "$WORK/store/tiny.onnx" || die "make_tiny.py failed"
+"$PY" - "$WORK/tiny.jpg" <<'PY' || die "making the test image failed"
+import sys
+from PIL import Image
+img = Image.new("RGB", (8, 8))
+img.putdata([((x * 37) % 256, (y * 53) % 256, ((x + y) * 29) % 256) for y in range(8) for x in range(8)])
+img.save(sys.argv[1], quality=90)
+PY
+
+delay=100
+[ "$BATCH" -gt 1 ] && delay=5
+cat >"$WORK/config.properties" <<EOF
+inference_address=http://127.0.0.1:$P_INF
+management_address=http://127.0.0.1:$P_MGT
+metrics_address=http://127.0.0.1:$P_MET
+model_store=$WORK/store
+load_models=tiny=tiny.onnx
+disable_token_authorization=true
+batch_size=$BATCH
+max_batch_delay=$delay
+job_queue_size=1000
+EOF
+if [ "$WTHREADS" != 0 ]; then
+  printf 'cpu_launcher_enable=true\ncpu_launcher_args=--ninstances 1 --ncores_per_instance %s\n' \
+    "$WTHREADS" >>"$WORK/config.properties"
+fi
+(cd "$WORK" && exec "$INFERD" serve --ts-config "$WORK/config.properties" --foreground \
+    >"$WORK/inferd.log" 2>&1) &
+INFERD_PID=$!
+
+# nginx: a static answer of about /ping's size, the ceiling of any HTTP server here.
+mkdir -p "$WORK/nginx"
+cat >"$WORK/nginx/nginx.conf" <<EOF
+worker_processes 2;
+daemon off;
+pid $WORK/nginx/nginx.pid;
+error_log $WORK/nginx/error.log warn;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  keepalive_requests 10000000;
+  keepalive_timeout 120s;
+  client_body_temp_path $WORK/nginx/body;
+  proxy_temp_path $WORK/nginx/proxy;
+  fastcgi_temp_path $WORK/nginx/fastcgi;
+  uwsgi_temp_path $WORK/nginx/uwsgi;
+  scgi_temp_path $WORK/nginx/scgi;
+  default_type application/json;
+  server {
+    listen 127.0.0.1:$P_NGX;
+    location / { return 200 '{\n  "status": "Healthy"\n}\n'; }
+  }
+}
+EOF
+"$NGINX" -t -q -p "$WORK/nginx" -e "$WORK/nginx/error.log" -c "$WORK/nginx/nginx.conf" 2>"$WORK/nginx/check.log" \
+  || { cat "$WORK/nginx/check.log" >&2; die "nginx rejected its temporary config"; }
+"$NGINX" -p "$WORK/nginx" -e "$WORK/nginx/error.log" -c "$WORK/nginx/nginx.conf" 2>>"$WORK/nginx/error.log" &
+NGINX_PID=$!
+
+wait_200() {  # wait_200 NAME PID URL: until URL answers 200 (60 s), or the server dies
+  local name=$1 pid=$2 url=$3 i code
+  for i in $(seq 1 600); do
+    kill -0 "$pid" 2>/dev/null || return 1
+    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$url") || code=000
+    [ "$code" = 200 ] && return 0
+    sleep 0.1
+  done
+  echo "http.sh: $name did not answer 200 at $url within 60 s" >&2
+  return 1
+}
+wait_200 inferd "$INFERD_PID" "http://127.0.0.1:$P_INF/ping" \
+  || { tail -n 20 "$WORK/inferd.log" >&2; die "inferd did not start"; }
+wait_200 nginx "$NGINX_PID" "http://127.0.0.1:$P_NGX/" \
+  || { tail -n 20 "$WORK/nginx/error.log" >&2; die "nginx did not start"; }
+
+# The prediction must work before it is measured.
+code=$(curl -s -o "$WORK/answer.json" -w '%{http_code}' --max-time 10 -H 'Content-Type: image/jpeg' \
+  --data-binary "@$WORK/tiny.jpg" "http://127.0.0.1:$P_INF/predictions/tiny") || code=000
+[ "$code" = 200 ] || die "POST /predictions/tiny answered $code: $(head -c 300 "$WORK/answer.json" 2>/dev/null)"
+"$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert isinstance(d, dict) and len(d) == 3, d' \
+  "$WORK/answer.json" || die "POST /predictions/tiny did not answer 3 classes: $(head -c 300 "$WORK/answer.json")"
+
+# ---- measurements: one after another -------------------------------------------------
+bench() {  # bench NAME URL METHOD [BODY CTYPE] -> $WORK/NAME.json (wrk's JSON line)
+  local name=$1 url=$2; shift 2
+  echo "http.sh: wrk -t2 -c$CONNS -d${SECS}s $* $url" >&2
+  # a 1-second warm-up opens the connections and fills caches, then the timed run
+  # (wrk runs in the background and the script waits for it, so that a signal is acted on at once)
+  wrk -t2 -c"$CONNS" -d1s -s "$LUA" "$url" -- "$@" >/dev/null 2>&1 &
+  WRK_PID=$!
+  wait "$WRK_PID" || true
+  wrk -t2 -c"$CONNS" -d"${SECS}s" -s "$LUA" "$url" -- "$@" >"$WORK/$name.out" 2>&1 &
+  WRK_PID=$!
+  if ! wait "$WRK_PID"; then
+    cat "$WORK/$name.out" >&2
+    die "wrk failed on $url"
+  fi
+  WRK_PID=
+  grep '^{' "$WORK/$name.out" | tail -n 1 >"$WORK/$name.json"
+  [ -s "$WORK/$name.json" ] || { cat "$WORK/$name.out" >&2; die "wrk printed no result for $url"; }
+}
+bench nginx_get "http://127.0.0.1:$P_NGX/ping" GET
+bench inferd_get "http://127.0.0.1:$P_INF/ping" GET
+bench nginx_post "http://127.0.0.1:$P_NGX/predictions/tiny" POST "$WORK/tiny.jpg" image/jpeg
+bench inferd_post "http://127.0.0.1:$P_INF/predictions/tiny" POST "$WORK/tiny.jpg" image/jpeg
+
+# The server must still be healthy after the load.
+curl -sf -o /dev/null --max-time 5 "http://127.0.0.1:$P_INF/ping" || die "inferd's /ping failed after the load"
+
+# ---- table ---------------------------------------------------------------------------
+table=$("$PY" - "$WORK" <<'EOF'
+import json, sys
+work = sys.argv[1]
+def load(name):
+    return json.load(open("%s/%s.json" % (work, name)))
+def errs(r):
+    e = r["errors"]
+    parts = ["%s %d" % (k, v) for k, v in sorted(e.items()) if v]
+    return ", ".join(parts) if parts else "0"
+rows = [("GET /ping", "inferd_get", "nginx_get"),
+        ("POST /predictions/tiny (8x8 JPEG)", "inferd_post", "nginx_post")]
+print("| request | inferd req/s | inferd p50 ms | inferd p99 ms | inferd errors "
+      "| nginx req/s | nginx p99 ms | ratio inferd/nginx |")
+print("|---|---:|---:|---:|---|---:|---:|---:|")
+bad = []
+for label, i, n in rows:
+    ri, rn = load(i), load(n)
+    if ri["rps"] <= 0 or rn["rps"] <= 0:
+        sys.exit("http.sh: a run made no requests: %r %r" % (ri, rn))
+    print("| %s | %.0f | %.2f | %.2f | %s | %.0f | %.2f | %.2f |"
+          % (label, ri["rps"], ri["p50_ms"], ri["p99_ms"], errs(ri), rn["rps"], rn["p99_ms"],
+             ri["rps"] / rn["rps"]))
+    for who, r in (("inferd", ri), ("nginx", rn)):
+        if any(r["errors"].values()):
+            bad.append("%s %s: errors %s (status = non-2xx answers)" % (who, label, errs(r)))
+if bad:
+    print()
+    for b in bad:
+        print("- " + b)
+EOF
+) || exit 1
+
+cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1)
+if commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null); then
+  git -C "$ROOT" diff --quiet HEAD -- 2>/dev/null || commit="$commit + local changes"
+else
+  commit="(no commit yet)"
+fi
+header="CPU: ${cpu:-unknown} ($(nproc) logical CPUs, shared by wrk and the server); \
+wrk $(wrk -v 2>&1 | sed -n 's/^wrk \([^ ]*\).*/\1/p' | head -n 1): 2 threads, $CONNS keep-alive connections, \
+${SECS} s per run after a 1 s warm-up; $("$NGINX" -v 2>&1 | sed 's/^nginx version: //') (2 workers, \
+static return 200); inferd ${commit} (tiny GlobalAveragePool model, image_classifier handler, \
+batch_size $BATCH, $(sed -n 's/.*info  *\([0-9]* HTTP threads\)$/\1/p' "$WORK/inferd.log" | head -n 1), \
+$(sed -n 's/.*: placement \(.*\)$/\1/p' "$WORK/inferd.log" | head -n 1))."
+
+echo
+echo "$header"
+echo
+echo "$table"
+mkdir -p "$RESULTS"
+{
+  echo "# inferd HTTP overhead vs nginx"
+  echo
+  echo "Date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo
+  echo "Command: \`$COMMAND\`"
+  echo
+  echo "$header"
+  echo "GET /ping is the HTTP path alone; POST /predictions/tiny is the whole request path with a"
+  echo "model that costs nothing (JPEG decode, resize/crop/normalize to 224x224, queue, batcher,"
+  echo "worker, softmax, JSON). nginx answers both with a static body: the ceiling. Only the ratios"
+  echo "are meant to be compared: all runs are from the same run, one after another."
+  echo
+  echo "$table"
+} >"$RESULTS/http.md.tmp"
+mv "$RESULTS/http.md.tmp" "$RESULTS/http.md"
+echo
+echo "http.sh: wrote ${RESULTS#"$ROOT"/}/http.md" >&2
