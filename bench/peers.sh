@@ -19,7 +19,9 @@
 #                 PyTorch three variants and ORT once, ~5*S s plus warm-ups and loading;
 #                 the 12 default rows take about 15 minutes on an idle 2-core machine at the
 #                 default S (plus a first build, ONNX exports and the npm install, ~1-2
-#                 minutes). --seconds 1 is a quick smoke test (~3-4 minutes).
+#                 minutes). --seconds 1 is a smoke test, ~8 minutes: every measurement
+#                 still makes its warm-up and at least 3 timed runs, which for resnet152 at
+#                 batch 8 (~1 s each, PyTorch eager far slower) outlast S.
 #   --build DIR   inferd's CMake build directory (default build/); built as bench/engine.sh does
 #   --no-build    never run cmake; DIR/inferd must exist
 #   --models, --batches, --threads   override the grid (torchvision model names; lists)

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // bench/peers_ort.js: ONNX Runtime (npm package onnxruntime-node, CPU execution provider) on one
 // ONNX file, timed the way bench/engine_torch.py times PyTorch: warm-up runs, then timed runs
-// until at least 5 runs and S seconds; prints one JSON line:
+// until at least 3 runs and S seconds (engine_torch.py's
+// MIN_ITERATIONS); prints one JSON line:
 //   {"engine":"onnxruntime-node","ort":"1.30.0","model":...,"batch":B,"threads":T,
 //    "iterations":N,"seconds":S,"throughput":img/s,"latency_ms":{"mean","p50","p99"}}
 //
@@ -80,7 +81,7 @@ async function main() {
     await session.run(feeds);
     const t1 = process.hrtime.bigint();
     times.push(Number(t1 - t0) / 1e6);
-    if (times.length >= 5 && Number(t1 - start) / 1e9 >= args.seconds) break;
+    if (times.length >= 3 && Number(t1 - start) / 1e9 >= args.seconds) break;
   }
   const total = times.reduce((x, y) => x + y, 0);
   const ms = times.slice().sort((x, y) => x - y);
