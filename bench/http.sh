@@ -5,7 +5,8 @@
 # Servers (both started by this script on free ports of 127.0.0.1, stopped by a trap):
 #   inferd serve   a trivial model: tests/fixtures/make_tiny.py's weightless GlobalAveragePool
 #                  [N,3,224,224] -> [N,3,1,1] as bare tiny.onnx, so the image_classifier handler
-#                  answers 3 classes; token auth off; batch_size 1 (--batch-size changes it)
+#                  answers 3 classes; token auth off; batch_size 1 (--batch-size);
+#                  one worker on one core (--worker-threads)
 #   nginx          Debian's nginx-light with a temporary config: `return 200` of a small static
 #                  body (the size of inferd's /ping answer), access log off, 2 workers
 # Load: wrk -t2 -c64 -d${S}s -s bench/http_wrk.lua (keep-alive, 64 connections), one after another:
