@@ -16,7 +16,7 @@ packages=(
   libcmocka-dev python3-torch python3-torchvision python3-onnx python3-numpy
   python3-pil python3-skimage python3-requests curl
   # benchmarks
-  time wrk nginx-light gnuplot-nox
+  time bc wrk nginx-light gnuplot-nox
 )
 
 missing=()
