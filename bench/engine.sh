@@ -88,29 +88,10 @@ IFS=, read -r -a BATCH_LIST <<<"$BATCHES"
 "$PY" -c 'import torch, torchvision, onnx' 2>/dev/null \
   || die "$PY cannot import torch, torchvision and onnx: run scripts/install-deps.sh"
 
-if [ "$NO_BUILD" = 1 ]; then
-  [ -x "$INFERD" ] || die "--no-build: $INFERD does not exist"
-elif [ -f "$BUILD/CMakeCache.txt" ]; then
-  type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
-  case "$type" in
-    Release|RelWithDebInfo|"") ;;
-    *) echo "engine.sh: warning: $BUILD is a '$type' build; numbers from it say little" >&2 ;;
-  esac
-  echo "engine.sh: bringing $BUILD up to date" >&2
-  cmake --build "$BUILD" -j2 --target inferd >&2 || die "building inferd in $BUILD failed"
-elif [ ! -e "$INFERD" ]; then
-  command -v cmake >/dev/null || die "cmake not found: run scripts/install-deps.sh"
-  echo "engine.sh: building inferd (Release) in $BUILD" >&2
-  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >&2 || die "configuring $BUILD failed"
-  cmake --build "$BUILD" -j2 --target inferd >&2 || die "building inferd in $BUILD failed"
-fi
-[ -x "$INFERD" ] || die "$INFERD is missing or not executable after the build"
+. "$ROOT/bench/lib.sh"
+bench_build engine.sh
 
-# Other work on these 2 cores distorts both sides (OpenMP teams spin on a shared core).
-load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo 0)
-if "$PY" -c "import sys; sys.exit(0 if float('$load') > 0.5 else 1)"; then
-  echo "engine.sh: warning: load average $load; other work is running, the numbers will be noisy" >&2
-fi
+bench_load_warning engine.sh
 
 # ---- models: exported once from the same seeded torchvision network -------------------
 mkdir -p "$TMP"

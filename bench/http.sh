@@ -75,23 +75,10 @@ NGINX=$(command -v nginx || echo /usr/sbin/nginx)   # /usr/sbin is not on every 
 [ -x "$NGINX" ] || die "nginx not found: apt-get install nginx-light"
 "$PY" -c 'import onnx, PIL' 2>/dev/null || die "$PY cannot import onnx and PIL: run scripts/install-deps.sh"
 
-if [ "$NO_BUILD" = 1 ]; then
-  [ -x "$INFERD" ] || die "--no-build: $INFERD does not exist"
-elif [ -f "$BUILD/CMakeCache.txt" ]; then
-  echo "http.sh: bringing $BUILD up to date" >&2
-  cmake --build "$BUILD" -j2 --target inferd >&2 || die "building inferd in $BUILD failed"
-elif [ ! -e "$INFERD" ]; then
-  command -v cmake >/dev/null || die "cmake not found: run scripts/install-deps.sh"
-  echo "http.sh: building inferd (Release) in $BUILD" >&2
-  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >&2 || die "configuring $BUILD failed"
-  cmake --build "$BUILD" -j2 --target inferd >&2 || die "building inferd in $BUILD failed"
-fi
-[ -x "$INFERD" ] || die "$INFERD is missing or not executable after the build"
+. "$ROOT/bench/lib.sh"
+bench_build http.sh
 
-load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo 0)
-if awk "BEGIN { exit !($load > 0.5) }"; then
-  echo "http.sh: warning: load average $load; other work is running, the numbers will be noisy" >&2
-fi
+bench_load_warning http.sh
 
 # ---- work dir, servers, traps --------------------------------------------------------
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/inferd-http.XXXXXX")

@@ -91,23 +91,8 @@ IFS=, read -r -a THREAD_LIST <<<"$THREAD_COUNTS"
 command -v node >/dev/null || die "node not found: apt-get install nodejs npm"
 command -v npm >/dev/null || die "npm not found: apt-get install npm"
 
-if [ "$NO_BUILD" = 1 ]; then
-  [ -x "$INFERD" ] || die "--no-build: $INFERD does not exist"
-elif [ -f "$BUILD/CMakeCache.txt" ]; then
-  type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
-  case "$type" in
-    Release|RelWithDebInfo|"") ;;
-    *) echo "peers.sh: warning: $BUILD is a '$type' build; numbers from it say little" >&2 ;;
-  esac
-  echo "peers.sh: bringing $BUILD up to date" >&2
-  cmake --build "$BUILD" -j2 --target inferd >&2 || die "building inferd in $BUILD failed"
-elif [ ! -e "$INFERD" ]; then
-  command -v cmake >/dev/null || die "cmake not found: run scripts/install-deps.sh"
-  echo "peers.sh: building inferd (Release) in $BUILD" >&2
-  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >&2 || die "configuring $BUILD failed"
-  cmake --build "$BUILD" -j2 --target inferd >&2 || die "building inferd in $BUILD failed"
-fi
-[ -x "$INFERD" ] || die "$INFERD is missing or not executable after the build"
+. "$ROOT/bench/lib.sh"
+bench_build peers.sh
 
 # ONNX Runtime: onnxruntime-node from npm, once, outside the source tree.
 ORT_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/inferd-bench/ort-$ORT_VERSION"
@@ -126,10 +111,7 @@ fi
 export NODE_PATH="$ORT_DIR/node_modules"
 
 # Other work on these cores distorts every side (OpenMP teams spin on a shared core).
-load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo 0)
-if awk "BEGIN { exit !($load > 0.5) }"; then
-  echo "peers.sh: warning: load average $load; other work is running, the numbers will be noisy" >&2
-fi
+bench_load_warning peers.sh
 
 # ---- models: exported once from the same seeded torchvision network -------------------
 mkdir -p "$TMP"

@@ -1,0 +1,36 @@
+# shellcheck shell=bash
+# bench/lib.sh: what every benchmark script does before it measures. Sourced, not run.
+# Expects ROOT (the repository), BUILD (inferd's CMake build directory), INFERD
+# ($BUILD/inferd), NO_BUILD (1: never run cmake) and a die() function of the caller.
+
+# Brings $INFERD up to date: configures a Release build when $BUILD has none, warns
+# when it is a Debug build (its numbers say little), rebuilds only the inferd target.
+bench_build() {
+  local me=$1 type
+  if [ "$NO_BUILD" = 1 ]; then
+    [ -x "$INFERD" ] || die "--no-build: $INFERD does not exist"
+  elif [ -f "$BUILD/CMakeCache.txt" ]; then
+    type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
+    case "$type" in
+      Release|RelWithDebInfo|"") ;;
+      *) echo "$me: warning: $BUILD is a '$type' build; numbers from it say little" >&2 ;;
+    esac
+    echo "$me: bringing $BUILD up to date" >&2
+    cmake --build "$BUILD" -j2 --target inferd >&2 || die "building inferd in $BUILD failed"
+  elif [ ! -e "$INFERD" ]; then
+    command -v cmake >/dev/null || die "cmake not found: run scripts/install-deps.sh"
+    echo "$me: building inferd (Release) in $BUILD" >&2
+    cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >&2 || die "configuring $BUILD failed"
+    cmake --build "$BUILD" -j2 --target inferd >&2 || die "building inferd in $BUILD failed"
+  fi
+  [ -x "$INFERD" ] || die "$INFERD is missing or not executable after the build"
+}
+
+# Other work on these cores distorts every side (OpenMP teams spin on a shared core).
+bench_load_warning() {
+  local me=$1 load
+  load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo 0)
+  if awk "BEGIN { exit !($load > 0.5) }"; then
+    echo "$me: warning: load average $load; other work is running, the numbers will be noisy" >&2
+  fi
+}
