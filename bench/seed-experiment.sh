@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# bench/seed-experiment.sh: decentralized vs centralized inference, in one run on this
+# machine. ResNet-152 (torchvision, seeded random weights), one real photo (skimage's
+# chelsea), N jobs:
+#   1. decentralized, Debian's PyTorch: each job a Python process that loads a frozen
+#      TorchScript resnet152 with one thread and classifies the photo; concurrency = cores
+#   2. decentralized, inferd: `inferd bench --mode local`, same jobs and concurrency
+#   3. inferd server, 1 worker, no batching (batchSize 1), 100 concurrent clients
+#   4. + batchSize 8, maxBatchDelay 100 ms
+#   5. + workers and threads per worker from the pinning plan (default_workers_per_model
+#      = physical cores, one thread each)
+# Columns: total time, images/s, ratio to row 1, p99 latency, peak CPU %, peak memory %.
+# Writes bench/results/seed-experiment.md and bench/results/seed-experiment.png (gnuplot),
+# and prints the table. Default N=40: about 4 minutes on 2 idle cores.
+#
+# Usage: bench/seed-experiment.sh [--jobs N]
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD="$ROOT/build"
+INFERD="$BUILD/inferd"
+NO_BUILD=0
+PY=/usr/bin/python3
+RESULTS="$ROOT/bench/results"
+TMPM="$RESULTS/tmp"
+N=40
+die() { echo "seed-experiment.sh: $*" >&2; exit 1; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --jobs) [ $# -ge 2 ] || die "--jobs needs a value"; N=$2; shift 2 ;;
+    *) die "unknown option $1 (usage: bench/seed-experiment.sh [--jobs N])" ;;
+  esac
+done
+. "$ROOT/bench/lib.sh"
+bench_build seed-experiment.sh
+bench_load_warning seed-experiment.sh
+command -v gnuplot >/dev/null || die "gnuplot not found: run scripts/install-deps.sh"
+
+CORES=$(nproc)
+IMAGE=/usr/lib/python3/dist-packages/skimage/data/chelsea.png
+mkdir -p "$TMPM"
+[ -f "$TMPM/resnet152.onnx" ] || "$PY" "$ROOT/bench/engine_torch.py" --model resnet152 --export-onnx "$TMPM/resnet152.onnx"
+[ -f "$TMPM/resnet152.pt" ] || "$PY" "$ROOT/bench/seed_jobs.py" save --model resnet152 --out "$TMPM/resnet152.pt"
+work=$(mktemp -d)
+pid=""
+cleanup() { if [ -n "$pid" ]; then kill -TERM "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; fi; rm -rf "$work"; }
+trap cleanup EXIT INT TERM
+cp "$ROOT/models/index_to_name.json" "$work/"
+mkdir -p "$work/model_store"
+"$INFERD" archive --model-name resnet-152 --serialized-file "$TMPM/resnet152.onnx" --handler image_classifier \
+  --extra-files "$ROOT/models/index_to_name.json" --export-path "$work/model_store" >/dev/null
+free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+serve() { # BATCH WORKERS: start inferd serve on resnet-152.mar; sets pid and PORT
+  local p1 p2 p3
+  p1=$(free_port); p2=$(free_port); p3=$(free_port)
+  cat > "$work/config.properties" <<CONF
+inference_address=http://127.0.0.1:$p1
+management_address=http://127.0.0.1:$p2
+metrics_address=http://127.0.0.1:$p3
+model_store=$work/model_store
+load_models=resnet-152.mar
+models={"resnet-152": {"1.0": {"marName": "resnet-152.mar", "batchSize": $1, "maxBatchDelay": 100, "responseTimeout": 600}}}
+default_workers_per_model=$2
+job_queue_size=1000
+number_of_netty_threads=2
+CONF
+  (cd "$work" && exec "$INFERD" serve --ts-config config.properties --foreground --disable-token-auth) >"$work/serve.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 1500); do
+    curl -sf "http://127.0.0.1:$p1/ping" >/dev/null 2>&1 && break
+    kill -0 "$pid" 2>/dev/null || { cat "$work/serve.log" >&2; die "inferd serve exited"; }
+    sleep 0.02
+  done
+  PORT=$p1
+}
+stop() { kill -TERM "$pid"; wait "$pid" || true; pid=""; }
+server_row() { # BATCH WORKERS
+  serve "$1" "$2"
+  "$INFERD" bench --mode server --url "http://127.0.0.1:$PORT/predictions/resnet-152" --file "$IMAGE" \
+    --requests "$N" --concurrency 100 --json
+  stop
+}
+
+echo "seed-experiment.sh: [1/5] $N Python jobs, $CORES at once" >&2
+"$PY" "$ROOT/bench/seed_jobs.py" run --model "$TMPM/resnet152.pt" --image "$IMAGE" --requests "$N" \
+  --concurrency "$CORES" > "$work/row1.json"
+echo "seed-experiment.sh: [2/5] $N inferd jobs, $CORES at once" >&2
+"$INFERD" bench --mode local --model "$TMPM/resnet152.onnx" --labels "$ROOT/models/index_to_name.json" \
+  --file "$IMAGE" --requests "$N" --concurrency "$CORES" --json > "$work/row2.json"
+echo "seed-experiment.sh: [3/5] server, 1 worker, no batching" >&2
+server_row 1 1 > "$work/row3.json"
+echo "seed-experiment.sh: [4/5] server, 1 worker, batchSize 8" >&2
+server_row 8 1 > "$work/row4.json"
+echo "seed-experiment.sh: [5/5] server, $CORES workers x 1 thread (the pinning plan), batchSize 8" >&2
+server_row 8 "$CORES" > "$work/row5.json"
+
+"$PY" - "$work" "$RESULTS" "$N" "$CORES" "$(git -C "$ROOT" rev-parse --short HEAD)" <<'PY'
+import json, sys, time
+work, results, n, cores, commit = sys.argv[1:6]
+names = ["1. decentralized, PyTorch jobs (Python, TorchScript, 1 thread)",
+         "2. decentralized, inferd jobs (inferd bench --mode local)",
+         "3. inferd server, 1 worker, no batching",
+         "4. + batchSize 8, maxBatchDelay 100 ms",
+         "5. + %s workers x 1 thread (pinning plan)" % cores]
+rows = [json.load(open("%s/row%d.json" % (work, i))) for i in range(1, 6)]
+base = rows[0]["images_per_second"]
+lines = ["# Decentralized vs centralized: ResNet-152, %s jobs, one photo" % n, "",
+         "Date: %s; command: `bench/seed-experiment.sh --jobs %s`; %s cores; inferd %s. Rows run one after another."
+         % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), n, cores, commit), "",
+         "| row | total s | images/s | ratio to row 1 | p99 latency ms | peak CPU % | peak memory % | errors |",
+         "|---|---:|---:|---:|---:|---:|---:|---:|"]
+for name, r in zip(names, rows):
+    lines.append("| %s | %.1f | %.2f | %.1fx | %.0f | %.0f | %.1f | %d |" % (
+        name, r["total_seconds"], r["images_per_second"], r["images_per_second"] / base,
+        r["latency_ms"]["p99"], r["peak_cpu_percent"], r["peak_memory_percent"], r["errors"]))
+lines += ["", "Row 5 / row 2: %.1fx; row 5 / row 1: %.1fx." % (
+    rows[4]["images_per_second"] / rows[1]["images_per_second"], rows[4]["images_per_second"] / base),
+    "", "![images/s per row](seed-experiment.png)"]
+open("%s/seed-experiment.md" % results, "w").write("\n".join(lines) + "\n")
+with open("%s/plot.dat" % work, "w") as f:
+    for i, r in enumerate(rows, 1):
+        f.write("%d \"row %d\" %.3f\n" % (i, i, r["images_per_second"]))
+print("\n".join(lines[4:-2]))
+PY
+gnuplot <<GP
+set terminal png size 800,450
+set output "$RESULTS/seed-experiment.png"
+set title "ResNet-152, $N jobs, $CORES cores: images/s"
+set style fill solid 0.6
+set boxwidth 0.6
+
+set logscale y
+set yrange [0.1:*]
+unset key
+plot "$work/plot.dat" using 1:3:xtic(2) with boxes
+GP
+echo "seed-experiment.sh: wrote bench/results/seed-experiment.md and seed-experiment.png" >&2
