@@ -158,28 +158,19 @@ else
   commit="(no commit yet)"
 fi
 
-table=$("$PY" - "$RUN" "$MODELS" "$BATCHES" "$PEAK" <<'EOF'
+table=$("$PY" - "$RUN" "$MODELS" "$BATCHES" "$PEAK" "$ROOT/bench" <<'EOF'
 import json, sys
 
 run, models, batches, peak = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(","), float(sys.argv[4])
 
+sys.path.insert(0, sys.argv[-1])  # bench/, for bench_json
+import bench_json
+
 def load(path, what):
-    with open(path) as f:
-        text = f.read().strip()
-    try:
-        obj = json.loads(text)
-    except ValueError as e:
-        sys.exit("engine.sh: %s did not print exactly one JSON object (%s); it printed:\n%s"
-                 % (what, e, text[:400]))
-    if not isinstance(obj, dict):
-        sys.exit("engine.sh: %s printed JSON that is not an object: %s" % (what, text[:400]))
-    return obj
+    return bench_json.load(path, what, "engine.sh")
 
 def number(obj, key, what):
-    v = obj.get(key)
-    if not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0:
-        sys.exit("engine.sh: %s: field '%s' missing or not a positive number (got %r)" % (what, key, v))
-    return float(v)
+    return bench_json.number(obj, key, what, "engine.sh")
 
 rows, variants, notes = [], [], []
 for m in models:

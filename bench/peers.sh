@@ -167,28 +167,19 @@ else
   commit="(no commit yet)"
 fi
 
-table=$("$PY" - "$RUN" "$MODELS" "$BATCHES" "$THREAD_COUNTS" <<'EOF'
+table=$("$PY" - "$RUN" "$MODELS" "$BATCHES" "$THREAD_COUNTS" "$ROOT/bench" <<'EOF'
 import json, sys
 
 run, models, batches, threads = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(","), sys.argv[4].split(",")
 
+sys.path.insert(0, sys.argv[-1])  # bench/, for bench_json
+import bench_json
+
 def load(path, what):
-    with open(path) as f:
-        text = f.read().strip()
-    try:
-        obj = json.loads(text)
-    except ValueError as e:
-        sys.exit("peers.sh: %s did not print exactly one JSON object (%s); it printed:\n%s"
-                 % (what, e, text[:400]))
-    if not isinstance(obj, dict):
-        sys.exit("peers.sh: %s printed JSON that is not an object: %s" % (what, text[:400]))
-    return obj
+    return bench_json.load(path, what, "peers.sh")
 
 def number(obj, key, what):
-    v = obj.get(key)
-    if not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0:
-        sys.exit("peers.sh: %s: field '%s' missing or not a positive number (got %r)" % (what, key, v))
-    return float(v)
+    return bench_json.number(obj, key, what, "peers.sh")
 
 rows, notes, best = [], [], {}
 for m in models:
