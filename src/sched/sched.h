@@ -117,7 +117,13 @@ typedef struct sched_binding {
 /* Binds the calling worker thread. Called first thing on each new worker thread,
  * before its session and buffers exist, so that the session's OpenMP team and the
  * memory the worker first touches land on its cores. Returns OK, or an error with a
- * message in `status`: the worker then fails to start (state FAILED). With topo/:
+ * message in `status`: the worker then fails to start (state FAILED).
+ * Called again on every running worker after sched_model_scale changed the worker
+ * count: at the worker's next batch boundary (never during a batch), with its slot in
+ * the plan for the new count, which the caller must install before scaling. If the
+ * thread count it reports differs from the session's, the worker makes a new session
+ * of that many threads. An error then is logged and the worker keeps its old binding
+ * and session. With topo/:
  *   const topo_worker *tw = &plan->workers[b->slot % plan->worker_count];
  *   b->threads = tw->thread_count;
  *   snprintf(b->cores, sizeof b->cores, "%s", tw->cpu_list);
@@ -180,7 +186,8 @@ size_t sched_model_output_elems(const sched_model *m);
  * the model is not draining. A later scale-up does not make a ready model unready
  * while its new workers start. Takes the model's lock briefly. */
 bool sched_model_ready(sched_model *m);
-/* Waits until no worker is still starting, or timeout_ms (< 0: no limit) passes.
+/* Waits until no worker is still starting or has yet to re-bind after a scale, or
+ * timeout_ms (< 0: no limit) passes.
  * OK when ready; otherwise the first start failure's code and message, UNAVAILABLE
  * (no workers, or draining) or TIMEOUT. */
 inferd_code sched_model_wait_ready(sched_model *m, int timeout_ms, inferd_status *status);
@@ -193,7 +200,10 @@ inferd_code sched_model_wait_ready(sched_model *m, int timeout_ms, inferd_status
 inferd_code sched_submit(sched_model *m, sched_request *request);
 
 /* Sets the number of workers (TorchServe's scale workers, min_worker). New workers
- * start in the background (wait with sched_model_wait_ready). Workers removed finish
+ * start in the background (wait with sched_model_wait_ready). When the count changes
+ * and there is a bind callback, the workers that keep running re-bind to their slot of
+ * the new placement between two batches (see sched_bind_fn); sched_model_wait_ready
+ * also waits for that. Workers removed finish
  * the batch they are running and are joined before this returns; if none are left,
  * requests still queued complete with UNAVAILABLE. Workers that failed to start are
  * forgotten here. UNAVAILABLE once draining, INVALID_ARG out of 0..SCHED_MAX_WORKERS. */

@@ -21,6 +21,7 @@ typedef struct sched_worker {
   int id;                    /* [const] */
   int slot;                  /* [const] */
   pthread_t thread;          /* [const] once started */
+  int session_threads;       /* [worker] its session's thread count */
 
   /* [lock] */
   sched_worker_state state;
@@ -32,6 +33,8 @@ typedef struct sched_worker {
   int threads;
   char cores[SCHED_CORES_MAX];
   inferd_status error;
+  unsigned placement; /* the model's placement generation it is bound for; it re-binds
+                         at its next batch boundary when the model's moves on */
 
   /* [worker]: allocated on the worker thread at start, never per batch */
   inferd_session *session;
@@ -72,6 +75,8 @@ struct sched_model {
   bool forming;  /* a worker is holding a partial batch open, waiting on `fill` */
   bool draining;
   bool warmed;   /* all workers once started with none failed (sticky) */
+  unsigned placement; /* bumped by a scale that changes the worker count (with a bind
+                         callback): every running worker re-binds to its slot */
   int next_id;
   long accepted;
   long refused;

@@ -21,7 +21,11 @@
  * highest slots to stop first (so the slots in use stay 0..n-1, matching a placement
  * plan), wakes them, and joins them once they have finished their current batch.
  * Workers that exited (stopped or failed) stay listed, for describe, until the next
- * scale or drain joins and frees them.
+ * scale or drain joins and frees them. A scale that changes the count (with a bind
+ * callback) also bumps `placement`: the caller has installed a plan for the new count,
+ * and every running worker re-binds to its slot of it between two batches (see
+ * sched_worker.c), so workers never share cores after a scale-up and never keep a
+ * scaled-down share after a scale-down.
  *
  * Drain sets `draining` (submits refused from then on), wakes everyone, and waits for
  * every worker to exit: a draining worker never holds a batch open and exits only
@@ -62,6 +66,15 @@ static bool any_state_locked(const sched_model *m, sched_worker_state state) {
   return false;
 }
 
+/* A running worker has yet to re-bind to the model's current placement. */
+static bool any_rebind_pending_locked(const sched_model *m) {
+  for (int i = 0; i < m->n_workers; i++) {
+    const sched_worker *w = m->workers[i];
+    if (!w->stop && !w->exited && w->state != SCHED_WORKER_FAILED && w->placement != m->placement) return true;
+  }
+  return false;
+}
+
 static bool ready_locked(const sched_model *m) {
   if (m->draining || !m->warmed) return false;
   for (int i = 0; i < m->n_workers; i++) {
@@ -88,6 +101,7 @@ static inferd_code add_worker_locked(sched_model *m, inferd_status *st) {
   w->state = SCHED_WORKER_STARTING;
   w->start_time = core_now_seconds();
   w->threads = m->params.worker.threads;
+  w->placement = m->placement; /* it binds to the plan in force now */
   int err = pthread_create(&w->thread, NULL, sched__worker_main, w);
   if (err) {
     free(w);
@@ -325,6 +339,13 @@ inferd_code sched_model_scale(sched_model *m, int workers, inferd_status *st) {
   } else {
     reap_locked(m); /* workers that failed to start */
     int from = m->live;
+    if (workers != from && m->params.worker.bind) {
+      /* The caller's plan for the new count is in force: every running worker re-binds
+       * at its next batch boundary (sched_worker.c); new ones bind to it at start. */
+      m->placement++;
+      pthread_cond_broadcast(&m->work);
+      pthread_cond_broadcast(&m->fill);
+    }
     if (workers > m->live) {
       while (rc == INFERD_OK && m->live < workers) rc = add_worker_locked(m, st);
     } else if (workers < m->live) {
@@ -348,13 +369,14 @@ inferd_code sched_model_wait_ready(sched_model *m, int timeout_ms, inferd_status
   double until = timeout_ms >= 0 ? core_now_seconds() + timeout_ms * 1e-3 : 0;
   inferd_code rc = INFERD_OK;
   pthread_mutex_lock(&m->lock);
-  while (any_state_locked(m, SCHED_WORKER_STARTING) && !m->draining) {
+  while ((any_state_locked(m, SCHED_WORKER_STARTING) || any_rebind_pending_locked(m)) && !m->draining) {
     if (timeout_ms < 0) {
       pthread_cond_wait(&m->state, &m->lock);
     } else if (core_now_seconds() < until) {
       sched__wait_until(&m->state, &m->lock, until);
     } else {
-      rc = core_fail(st, INFERD_TIMEOUT, "model '%s': workers still starting after %d ms", m->name, timeout_ms);
+      rc = core_fail(st, INFERD_TIMEOUT, "model '%s': workers still starting or re-binding after %d ms", m->name,
+                     timeout_ms);
       break;
     }
   }

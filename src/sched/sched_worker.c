@@ -14,7 +14,19 @@
  *   4. warm-up: one batch of 1 (zeros), so the batch-1 plan is compiled and bound to
  *      the session before the model says it is ready.
  * A failure anywhere leaves the worker FAILED with the message (describe shows it,
- * sched_model_wait_ready returns it).
+ * sched_model_wait_ready returns it). Other batch sizes are compiled (engine plan
+ * cache) and bound to the session lazily, by the first batch of that size.
+ *
+ * Re-binding. A scale that changes the worker count makes the caller's placement plan
+ * change for every worker (fewer or more cores each), so sched_model_scale bumps the
+ * model's placement generation and wakes everyone. A running worker notices it only
+ * between batches - idle, holding a partial batch open, or coming back from one; never
+ * during a run - and then calls bind again for its slot (slots stay 0..n-1), and, when
+ * the thread count changed, makes a new session of that many threads (warmed up with a
+ * batch of 1, as at start) and frees the old one. Requests wait in the queue meanwhile;
+ * the worker stays READY (the model stays ready). sched_model_wait_ready waits for
+ * pending re-binds as it waits for starting workers. If bind or the new session fails
+ * the worker keeps its previous session and serves on, with a warning.
  *
  * The batcher. All of it runs under the model's mutex; the engine runs without it.
  * Work conservation and DESIGN.md §5 ("a batch is dispatched as soon as it is full or
@@ -64,14 +76,14 @@
 
 /* Verifies, once per batch size, that output i of a batch of `batch` is [batch, item i]:
  * the buffers are sized from the batch-1 shapes. Compiles the plan when it is new. */
-static inferd_code worker_check_shapes(sched_worker *w, int batch, inferd_status *st) {
+static inferd_code worker_check_shapes(sched_worker *w, inferd_session *session, int batch, inferd_status *st) {
   if (w->shape_checked[batch]) return INFERD_OK;
   sched_model *m = w->model;
   for (int i = 0; i < m->n_outputs; i++) {
     const inferd_tensor_info *info = &m->output_info[i];
     int rank = 0;
     int64_t dims[INFERD_MAX_RANK];
-    inferd_code rc = inferd_session_output_shape(w->session, batch, i, &rank, dims, st);
+    inferd_code rc = inferd_session_output_shape(session, batch, i, &rank, dims, st);
     if (rc != INFERD_OK) return rc;
     bool same = rank == info->rank && dims[0] == batch;
     for (int d = 1; same && d < rank; d++) same = dims[d] == info->dims[d];
@@ -130,36 +142,92 @@ static void worker_release(sched_worker *w) {
   w->shape_checked = NULL;
 }
 
-static inferd_code worker_start(sched_worker *w, inferd_status *st) {
+/* Calls the bind callback for the worker's slot and records what it reported. *threads
+ * gets the thread count its session must have. On the worker thread, without the lock. */
+static inferd_code worker_bind(sched_worker *w, int *threads, inferd_status *st) {
   sched_model *m = w->model;
-  int threads = m->params.worker.threads;
-  if (m->params.worker.bind) {
-    sched_binding b = {.slot = w->slot, .worker_id = w->id};
-    inferd_code rc = m->params.worker.bind(m->params.worker.bind_ctx, &b, st);
-    if (rc != INFERD_OK) {
-      if (st && st->code == INFERD_OK) core_fail(st, rc, "%s", inferd_code_str(rc));
-      core_status_prefix(st, "bind");
-      return rc;
-    }
-    if (b.threads > 0) threads = b.threads;
-    b.cores[sizeof b.cores - 1] = '\0';
-    pthread_mutex_lock(&m->lock);
-    w->threads = threads;
-    memcpy(w->cores, b.cores, sizeof w->cores);
-    pthread_mutex_unlock(&m->lock);
+  *threads = m->params.worker.threads;
+  if (!m->params.worker.bind) return INFERD_OK;
+  sched_binding b = {.slot = w->slot, .worker_id = w->id};
+  inferd_code rc = m->params.worker.bind(m->params.worker.bind_ctx, &b, st);
+  if (rc != INFERD_OK) {
+    if (st && st->code == INFERD_OK) core_fail(st, rc, "%s", inferd_code_str(rc));
+    core_status_prefix(st, "bind");
+    return rc;
   }
+  if (b.threads > 0) *threads = b.threads;
+  b.cores[sizeof b.cores - 1] = '\0';
+  pthread_mutex_lock(&m->lock);
+  w->threads = *threads;
+  memcpy(w->cores, b.cores, sizeof w->cores);
+  pthread_mutex_unlock(&m->lock);
+  return INFERD_OK;
+}
+
+/* A new session of `threads` threads with the batch-1 plan bound (the warm-up run). */
+static inferd_code worker_new_session(sched_worker *w, int threads, inferd_session **out, inferd_status *st) {
+  sched_model *m = w->model;
   inferd_session_params sp = {.threads = threads};
-  inferd_code rc = inferd_session_new(m->engine_model, &sp, &w->session, st);
-  if (rc == INFERD_OK) rc = worker_alloc(w, st);
-  if (rc == INFERD_OK) rc = worker_check_shapes(w, 1, st);
-  if (rc == INFERD_OK) {
-    /* Warm-up: compiles and binds the batch-1 plan before the model is ready. */
-    memset(w->input, 0, m->input_elems * sizeof(float));
-    const float *inputs[1] = {w->input};
-    rc = inferd_session_run(w->session, 1, inputs, w->outputs, st);
-    if (rc != INFERD_OK) core_status_prefix(st, "warm-up run");
+  inferd_code rc = inferd_session_new(m->engine_model, &sp, out, st);
+  if (rc != INFERD_OK) return rc;
+  rc = worker_check_shapes(w, *out, 1, st); /* before a run writes into the buffers */
+  if (rc != INFERD_OK) {
+    inferd_session_free(*out);
+    *out = NULL;
+    return rc;
+  }
+  /* Warm-up: compiles and binds the batch-1 plan before the session serves. */
+  memset(w->input, 0, m->input_elems * sizeof(float));
+  const float *inputs[1] = {w->input};
+  rc = inferd_session_run(*out, 1, inputs, w->outputs, st);
+  if (rc != INFERD_OK) {
+    core_status_prefix(st, "warm-up run");
+    inferd_session_free(*out);
+    *out = NULL;
   }
   return rc;
+}
+
+static inferd_code worker_start(sched_worker *w, inferd_status *st) {
+  int threads;
+  inferd_code rc = worker_bind(w, &threads, st);
+  if (rc != INFERD_OK) return rc;
+  rc = worker_alloc(w, st); /* before the session: its warm-up run needs them */
+  if (rc == INFERD_OK) rc = worker_new_session(w, threads, &w->session, st);
+  if (rc == INFERD_OK) w->session_threads = threads;
+  return rc;
+}
+
+/* Re-binds a running worker after a scale changed the placement plan (see DESIGN): the
+ * bind callback again for its slot, and a new session when the thread count changed.
+ * Between batches, on the worker thread, without the lock. A failure keeps the worker
+ * serving as it was and is logged: a placement that cannot change is no reason to stop
+ * serving. */
+static void worker_rebind(sched_worker *w, unsigned placement) {
+  sched_model *m = w->model;
+  inferd_status st;
+  core_status_ok(&st);
+  int threads;
+  inferd_code rc = worker_bind(w, &threads, &st);
+  if (rc == INFERD_OK && threads != w->session_threads) {
+    inferd_session *session = NULL;
+    rc = worker_new_session(w, threads, &session, &st);
+    if (rc == INFERD_OK) {
+      inferd_session_free(w->session);
+      w->session = session;
+      w->session_threads = threads;
+    }
+  }
+  pthread_mutex_lock(&m->lock);
+  w->placement = placement; /* tried once per scale, even when it failed */
+  w->threads = w->session_threads;
+  pthread_cond_broadcast(&m->state);
+  pthread_mutex_unlock(&m->lock);
+  if (rc != INFERD_OK)
+    core_log(CORE_LOG_WARN, "model '%s' worker %d keeps its previous placement: %s", m->name, w->id, st.message);
+  else
+    core_log(CORE_LOG_INFO, "model '%s': worker %d re-bound (slot %d, %d threads%s%s)", m->name, w->id, w->slot,
+             threads, w->cores[0] ? ", cores " : "", w->cores);
 }
 
 /* ---- the batcher ---------------------------------------------------------------------- */
@@ -199,16 +267,23 @@ void sched__flush_locked(sched_model *m, inferd_code code, const char *why) {
   }
 }
 
-/* Waits for and takes the next batch (see DESIGN). Caller holds the model's lock.
- * Returns false when the worker must exit: stopped, or draining with nothing left. */
-static bool worker_take_locked(sched_worker *w, batch_take *t) {
+typedef enum take_result {
+  TAKE_EXIT,   /* stopped, or draining with nothing left */
+  TAKE_BATCH,  /* *t holds a batch to run */
+  TAKE_REBIND, /* the placement changed: re-bind, then take again */
+} take_result;
+
+static bool rebind_due_locked(const sched_worker *w) { return w->placement != w->model->placement; }
+
+/* Waits for and takes the next batch (see DESIGN). Caller holds the model's lock. */
+static take_result worker_take_locked(sched_worker *w, batch_take *t) {
   sched_model *m = w->model;
   const int batch_size = m->params.batch_size;
   /* Requests already waiting as this worker comes back: the model is saturated. */
   bool saturated = m->count > 0;
   for (;;) {
-    while (!w->stop && (m->count == 0 || m->forming)) {
-      if (m->draining && m->count == 0) return false;
+    while (!w->stop && !rebind_due_locked(w) && (m->count == 0 || m->forming)) {
+      if (m->draining && m->count == 0) return TAKE_EXIT;
       w->state = SCHED_WORKER_READY;
       m->idle++;
       if (m->forming) pthread_cond_signal(&m->fill); /* an idle peer: stop holding */
@@ -216,21 +291,25 @@ static bool worker_take_locked(sched_worker *w, batch_take *t) {
       m->idle--;
       saturated = false; /* woken by an arrival: spare capacity */
     }
-    if (w->stop) return false;
+    if (w->stop) return TAKE_EXIT;
+    if (rebind_due_locked(w)) {
+      if (m->count > 0 && m->idle > 0) pthread_cond_signal(&m->work); /* it may have been woken for them */
+      return TAKE_REBIND;
+    }
     if (!saturated || m->count >= batch_size || m->params.max_batch_delay_ms == 0 || m->draining || m->idle > 0)
       break;
     /* Hold the partial batch open until it fills, the oldest has waited
-     * max_batch_delay, a peer goes idle, or we must stop. */
+     * max_batch_delay, a peer goes idle, or we must stop or re-bind. */
     double until = m->ring[m->head]->enqueue_time + m->params.max_batch_delay_ms * 1e-3;
     m->forming = true;
     w->state = SCHED_WORKER_READY;
-    while (!w->stop && !m->draining && m->count > 0 && m->count < batch_size && m->idle == 0 &&
-           core_now_seconds() < until)
+    while (!w->stop && !rebind_due_locked(w) && !m->draining && m->count > 0 && m->count < batch_size &&
+           m->idle == 0 && core_now_seconds() < until)
       sched__wait_until(&m->fill, &m->lock, until);
     m->forming = false;
-    if (w->stop) {
+    if (w->stop || rebind_due_locked(w)) {
       if (m->count > 0 && m->idle > 0) pthread_cond_signal(&m->work);
-      return false;
+      return w->stop ? TAKE_EXIT : TAKE_REBIND;
     }
     if (m->count > 0) break;
     saturated = false; /* defensive: nothing can take the queue from the holder */
@@ -261,7 +340,7 @@ static bool worker_take_locked(sched_worker *w, batch_take *t) {
   /* Draining with nothing left: idle workers must wake to exit. */
   if (m->count == 0 && m->draining) pthread_cond_broadcast(&m->work);
   w->state = SCHED_WORKER_BUSY;
-  return true;
+  return TAKE_BATCH;
 }
 
 /* ---- running a batch ------------------------------------------------------------------ */
@@ -275,7 +354,7 @@ static void worker_run(sched_worker *w, const batch_take *t) {
   double seconds = 0;
   if (t->n > 0) {
     for (int k = 0; k < t->n; k++) memcpy(w->input + (size_t)k * in_item, w->batch[k]->input, in_item * sizeof(float));
-    rc = worker_check_shapes(w, t->n, &st);
+    rc = worker_check_shapes(w, w->session, t->n, &st);
     if (rc == INFERD_OK) {
       const float *inputs[1] = {w->input};
       double t0 = core_now_seconds();
@@ -363,12 +442,17 @@ void *sched__worker_main(void *arg) {
 
   if (rc == INFERD_OK) {
     batch_take t;
-    while (worker_take_locked(w, &t)) {
+    take_result take;
+    while ((take = worker_take_locked(w, &t)) != TAKE_EXIT) {
+      unsigned placement = m->placement;
       pthread_mutex_unlock(&m->lock);
-      worker_run(w, &t);
+      if (take == TAKE_REBIND) worker_rebind(w, placement);
+      else worker_run(w, &t);
       pthread_mutex_lock(&m->lock);
-      if (t.n > 0) w->batches++;
-      w->requests += t.n;
+      if (take == TAKE_BATCH) {
+        if (t.n > 0) w->batches++;
+        w->requests += t.n;
+      }
     }
     if (!w->stop) m->live--; /* draining and the queue is empty */
     w->state = SCHED_WORKER_STOPPING;

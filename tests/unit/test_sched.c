@@ -37,7 +37,7 @@
 #include "core/core.h"
 #include "sched/sched.h"
 
-enum { N_INPUTS = 32, MAX_REQS = 256, MAX_BATCHES = 1024 };
+enum { N_INPUTS = 32, MAX_REQS = 256, MAX_BATCHES = 1024, MAX_BINDS = 64, PLAN_CORES = 2 };
 #define TOLERANCE 1e-3 /* relative to max(1, max|ref|) */
 #define GATE_SECONDS 30.0
 #define WAIT_SECONDS 120.0
@@ -50,6 +50,11 @@ static float *g_refs[N_INPUTS];          /* [g_out] each: the input run alone */
 /* ==== harness ======================================================================== */
 
 typedef struct harness harness;
+
+/* One call of the bind callback, and the fake plan in force when it was made. */
+typedef struct bind_record {
+  int worker_id, slot, threads, plan_workers;
+} bind_record;
 
 typedef struct test_req {
   sched_request req;
@@ -75,6 +80,10 @@ struct harness {
   bool bad_done; /* done got a request other than its own */
   /* bind */
   int bind_fail_id; /* worker id whose bind fails; -1: none; -2: all */
+  int plan_workers; /* > 0: a fake placement plan of this many workers on PLAN_CORES
+                       cores: slot s gets cores [s*T, s*T+T), T = PLAN_CORES / workers */
+  int n_binds;
+  bind_record binds[MAX_BINDS];
   test_req reqs[MAX_REQS];
   int n_reqs;
 };
@@ -177,8 +186,19 @@ static inferd_code on_bind(void *ctx, sched_binding *b, inferd_status *st) {
   bool fail = h->bind_fail_id == -2 || h->bind_fail_id == b->worker_id;
   pthread_mutex_unlock(&h->lock);
   if (fail) return core_fail(st, INFERD_UNAVAILABLE, "test refuses to bind worker %d", b->worker_id);
-  b->threads = 1;
-  snprintf(b->cores, sizeof b->cores, "test-%d", b->slot);
+  if (h->plan_workers > 0) {
+    int threads = PLAN_CORES / h->plan_workers, first = b->slot * threads;
+    b->threads = threads;
+    if (threads == 1) snprintf(b->cores, sizeof b->cores, "%d", first);
+    else snprintf(b->cores, sizeof b->cores, "%d-%d", first, first + threads - 1);
+  } else {
+    b->threads = 1;
+    snprintf(b->cores, sizeof b->cores, "test-%d", b->slot);
+  }
+  pthread_mutex_lock(&h->lock);
+  if (h->n_binds < MAX_BINDS)
+    h->binds[h->n_binds++] = (bind_record){b->worker_id, b->slot, b->threads, h->plan_workers};
+  pthread_mutex_unlock(&h->lock);
   return INFERD_OK;
 }
 
@@ -763,6 +783,101 @@ static void test_ready_after_bind_and_warmup(void **state) {
   (void)state;
 }
 
+/* The last bind of worker `id`, or NULL. */
+static const bind_record *last_bind(harness *h, int id) {
+  const bind_record *last = NULL;
+  pthread_mutex_lock(&h->lock);
+  for (int i = 0; i < h->n_binds; i++)
+    if (h->binds[i].worker_id == id) last = &h->binds[i];
+  pthread_mutex_unlock(&h->lock);
+  return last;
+}
+
+static int binds_of(harness *h, int id) {
+  int n = 0;
+  pthread_mutex_lock(&h->lock);
+  for (int i = 0; i < h->n_binds; i++) n += h->binds[i].worker_id == id;
+  pthread_mutex_unlock(&h->lock);
+  return n;
+}
+
+/* Runs `n` requests and checks their answers (the sessions made by re-binding work). */
+static void serve_some(harness *h, sched_model *m, int n) {
+  pthread_mutex_lock(&h->lock);
+  int before = h->completed;
+  pthread_mutex_unlock(&h->lock);
+  for (int i = 0; i < n; i++) assert_int_equal(submit(m, new_req(h, h->n_reqs, false)), INFERD_OK);
+  assert_true(wait_completed(h, before + n));
+  check_all(h);
+}
+
+/* Scaling re-binds every running worker to its slot of the new plan, between batches:
+ * 1 worker on cores 0-1 (2 threads) -> 2 workers on cores 0 and 1 (1 thread each) -> 1
+ * worker on 0-1 again. Describe shows the new cores and thread counts. */
+static void test_scale_rebinds_running_workers(void **state) {
+  harness h;
+  harness_init(&h);
+  sched_model_params p = base_params(&h);
+  p.batch_size = 1;
+  p.worker = (sched_worker_params){.threads = 1, .bind = on_bind, .bind_ctx = &h};
+  h.plan_workers = 1;
+  sched_model *m = start_model(&p);
+  sched_worker_info w[4];
+  assert_int_equal(sched_model_describe(m, NULL, w, 4), 1);
+  assert_string_equal(w[0].cores, "0-1");
+  assert_int_equal(w[0].threads, 2);
+  assert_int_equal(binds_of(&h, 0), 1);
+
+  /* Up, while worker 0 runs a batch: it must not re-bind until the batch is over. */
+  gate_close(&h);
+  hold_one_worker(&h, m, 0);
+  h.plan_workers = 2; /* the caller installs the new plan, then scales */
+  inferd_status st = {0};
+  assert_int_equal(sched_model_scale(m, 2, &st), INFERD_OK);
+  assert_int_equal(sched_model_wait_ready(m, 50, &st), INFERD_TIMEOUT); /* worker 0 has yet to re-bind */
+  assert_int_equal(binds_of(&h, 0), 1);
+  sched_model_describe(m, NULL, w, 4);
+  assert_string_equal(w[0].cores, "0-1");
+  gate_open(&h);
+  assert_int_equal(sched_model_wait_ready(m, 60000, &st), INFERD_OK);
+  assert_int_equal(sched_model_describe(m, NULL, w, 4), 2);
+  for (int i = 0; i < 2; i++) {
+    const bind_record *b = last_bind(&h, w[i].id);
+    assert_non_null(b);
+    assert_int_equal(b->plan_workers, 2);
+    assert_int_equal(b->slot, w[i].slot);
+    assert_int_equal(b->threads, 1);
+    assert_int_equal(w[i].threads, 1);
+  }
+  assert_int_equal(binds_of(&h, 0), 2);
+  assert_string_equal(w[0].cores, "0");
+  assert_string_equal(w[1].cores, "1");
+  serve_some(&h, m, 6);
+
+  /* Down: the survivor gets both cores and a 2-thread session again. */
+  h.plan_workers = 1;
+  assert_int_equal(sched_model_scale(m, 1, &st), INFERD_OK);
+  assert_int_equal(sched_model_wait_ready(m, 60000, &st), INFERD_OK);
+  assert_int_equal(sched_model_describe(m, NULL, w, 4), 1);
+  assert_int_equal(w[0].id, 0);
+  const bind_record *b = last_bind(&h, 0);
+  assert_int_equal(b->plan_workers, 1);
+  assert_int_equal(b->slot, 0);
+  assert_int_equal(b->threads, 2);
+  assert_int_equal(w[0].threads, 2);
+  assert_string_equal(w[0].cores, "0-1");
+  serve_some(&h, m, 3);
+
+  /* The same count again changes nothing: no re-bind. */
+  int binds = h.n_binds;
+  assert_int_equal(sched_model_scale(m, 1, &st), INFERD_OK);
+  assert_int_equal(sched_model_wait_ready(m, 60000, &st), INFERD_OK);
+  assert_int_equal(h.n_binds, binds);
+  sched_model_free(m);
+  harness_free(&h);
+  (void)state;
+}
+
 /* A worker that cannot bind fails with the reason; the model is not ready until a
  * scale replaces it. If no worker starts, queued requests get UNAVAILABLE. */
 static void test_bind_failure(void **state) {
@@ -991,6 +1106,7 @@ int main(void) {
       cmocka_unit_test(test_scale_to_zero_flushes_queue),
       cmocka_unit_test(test_ready_after_bind_and_warmup),
       cmocka_unit_test(test_bind_failure),
+      cmocka_unit_test(test_scale_rebinds_running_workers),
       cmocka_unit_test(test_max_batch_delay),
       cmocka_unit_test(test_invalid_arguments),
   };
