@@ -19,6 +19,7 @@
 #ifndef INFERD_INFERD_H
 #define INFERD_INFERD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -87,6 +88,12 @@ typedef struct inferd_model_params {
   size_t max_scratch_bytes; /* largest scratch (activations + kernel scratchpad) one plan
                                may need; 0 = default 8 GiB. A model whose intermediates
                                are larger is refused with INFERD_TOO_LARGE. */
+  bool mapped_file;     /* inferd_model_load_memory only: `data` lies in a read-only private
+                           file mapping (mmap PROT_READ, MAP_PRIVATE). The loader then drops
+                           each page of it once copied (madvise MADV_DONTNEED; reading the
+                           mapping again brings the file's bytes back), so that loading
+                           never holds the weights twice. Never set it for other memory:
+                           dropped anonymous pages read back as zeros. */
 } inferd_model_params;
 
 /* Loads an ONNX model. `params` may be NULL for defaults. On success *out owns the

@@ -21,8 +21,9 @@
  *
  * Ownership: an archive_model owns all it returns (names, the ONNX bytes, the extra
  * files); pointers stay valid until archive_close (the ONNX bytes: until
- * archive_release_onnx). For a .mar the ONNX entry is inflated into memory of its own;
- * for a directory or a bare .onnx the file is mapped. Threading: an archive_model is
+ * archive_release_onnx). For a .mar the ONNX entry is mapped in place when it is stored
+ * uncompressed, else inflated into memory of its own; for a directory or a bare .onnx
+ * the file is mapped. Threading: an archive_model is
  * read-only after archive_open and may be read from any thread; the functions keep no
  * global state.
  */
@@ -75,6 +76,10 @@ const char *archive_manifest_json(const archive_model *model);
 const void *archive_onnx(const archive_model *model, size_t *size);
 /* Drops the ONNX bytes (the engine keeps its own copy of the weights once loaded). */
 void archive_release_onnx(archive_model *model);
+/* True when the ONNX bytes lie in a read-only private mapping of the model store's
+ * file (a bare .onnx, a directory's, or a .mar's stored entry): pass it on as
+ * inferd_model_params.mapped_file. */
+bool archive_onnx_mapped(const archive_model *model);
 
 /* Extra files: every other regular file of the archive, by its path inside it
  * ("index_to_name.json", "config/labels.txt"). archive_file returns the bytes of the

@@ -15,10 +15,13 @@
  * there (libzip checks the CRC at the end), so no entry inflates past what was
  * counted in step 1: a zip bomb costs at most max_total_bytes.
  *
- * Memory: the ONNX bytes of a .mar live in pages of their own (core_pages_alloc,
- * huge-page advised: a 240 MB model is faulted in fewer, larger pages) and can be
- * dropped with archive_release_onnx once the engine has loaded them. A directory's or
- * a bare file's .onnx is mapped instead (core_file_map), never copied.
+ * Memory: a directory's or a bare file's .onnx is mapped (core_file_map), never
+ * copied, and so is the .onnx of a .mar file when it is stored uncompressed, as
+ * `inferd archive` writes it (map_stored_entry). A deflated one (or a .mar in memory)
+ * is inflated into pages of its own (core_pages_alloc, huge-page advised: a 240 MB
+ * model is faulted in fewer, larger pages). Either way archive_release_onnx drops it
+ * once the engine has loaded it, and archive_onnx_mapped tells the engine whether it
+ * may drop the file's pages as it goes (inferd_model_params.mapped_file).
  */
 #include <ctype.h>
 #include <dirent.h>
@@ -33,6 +36,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zip.h>
+#include <zlib.h>
 
 #include "archive/archive.h"
 #include "core/core.h"
@@ -53,7 +57,9 @@ struct archive_model {
   char *manifest_json;
   void *onnx;
   size_t onnx_size;
-  bool onnx_mapped; /* core_file_map'ed, else core_pages_alloc'ed */
+  bool onnx_mapped;     /* in a file mapping (map_base), else core_pages_alloc'ed */
+  const void *map_base; /* the mapping holding onnx: the .onnx file, or the whole .mar */
+  size_t map_size;
   extra_file *files;
   int file_count;
 };
@@ -180,7 +186,7 @@ static archive_model *model_new(archive_kind kind) {
 void archive_release_onnx(archive_model *m) {
   if (!m || !m->onnx) return;
   if (m->onnx_mapped)
-    core_file_unmap(m->onnx, m->onnx_size);
+    core_file_unmap(m->map_base, m->map_size);
   else
     core_pages_free(m->onnx, m->onnx_size);
   m->onnx = NULL;
@@ -224,6 +230,8 @@ const void *archive_onnx(const archive_model *m, size_t *size) {
   if (size) *size = m->onnx_size;
   return m->onnx;
 }
+
+bool archive_onnx_mapped(const archive_model *m) { return m->onnx && m->onnx_mapped; }
 
 int archive_file_count(const archive_model *m) { return m->file_count; }
 
@@ -299,12 +307,64 @@ static inferd_code read_entry_malloc(zip_t *z, const zip_entry *e, void **out, i
   return INFERD_OK;
 }
 
+/* A stored (uncompressed) entry of the zip file at `path`, mapped in place instead of
+ * read: the engine then parses it straight from the file's pages and drops each page
+ * once copied (inferd_model_params.mapped_file), so a .mar costs no copy of the model
+ * and no memory beyond the engine's. libzip has checked the archive and tells the
+ * entry's size, method and CRC, but not where its data starts; that is in the entry's
+ * local header (APPNOTE 4.3.7: signature PK\3\4, method at byte 8, name and extra
+ * field lengths at 26 and 28, the name at 30, the data after the extra field). The
+ * header is found by its signature and name, and the data found there is accepted only
+ * if its CRC-32 is the one libzip read from the central directory - the same check
+ * libzip makes when it reads an entry. Returns false (read the entry instead) when
+ * the entry is compressed or encrypted or no header matches; *data is then unset. */
+static bool map_stored_entry(const char *path, zip_t *z, const zip_entry *e, const void **base, size_t *base_size,
+                             const unsigned char **data) {
+  zip_stat_t sb;
+  if (zip_stat_index(z, e->index, 0, &sb) != 0 || !(sb.valid & ZIP_STAT_COMP_METHOD) || !(sb.valid & ZIP_STAT_CRC) ||
+      sb.comp_method != ZIP_CM_STORE || ((sb.valid & ZIP_STAT_ENCRYPTION_METHOD) && sb.encryption_method != ZIP_EM_NONE))
+    return false;
+  inferd_status ignored;
+  const unsigned char *file;
+  size_t size, name_len = strlen(e->name);
+  if (core_file_map(path, (const void **)&file, &size, &ignored) != INFERD_OK) return false;
+  static const unsigned char SIGNATURE[4] = {'P', 'K', 3, 4};
+  enum { HEADER = 30 };
+  for (size_t at = 0; at + HEADER <= size;) {
+    const unsigned char *h = memmem(file + at, size - at, SIGNATURE, sizeof SIGNATURE);
+    if (!h) break;
+    at = (size_t)(h - file) + 1;
+    size_t left = size - (size_t)(h - file);
+    if (left < HEADER) break;
+    unsigned method = h[8] | (unsigned)h[9] << 8;
+    size_t header_name = h[26] | (size_t)h[27] << 8, header_extra = h[28] | (size_t)h[29] << 8;
+    size_t start = HEADER + header_name + header_extra;
+    if (method != ZIP_CM_STORE || header_name != name_len || start > left || e->size > left - start ||
+        memcmp(h + HEADER, e->name, name_len) != 0)
+      continue;
+    uLong crc = crc32_z(0, Z_NULL, 0);
+    for (size_t done = 0; done < e->size;) { /* crc32_z takes z_size_t; chunks keep it portable */
+      size_t chunk = e->size - done < ((size_t)1 << 30) ? e->size - done : ((size_t)1 << 30);
+      crc = crc32_z(crc, h + start + done, chunk);
+      done += chunk;
+    }
+    if ((uint32_t)crc != sb.crc) continue;
+    *base = file;
+    *base_size = size;
+    *data = h + start;
+    return true;
+  }
+  core_file_unmap(file, size);
+  return false;
+}
+
 static const zip_entry *find_entry(const zip_entry *entries, size_t count, const char *name) {
   zip_entry key = {.name = name};
   return bsearch(&key, entries, count, sizeof key, entry_cmp);
 }
 
-static inferd_code open_zip(zip_t *z, const limits *lim, archive_model *m, inferd_status *st) {
+/* `path`: the zip's file, or NULL when it is read from memory. */
+static inferd_code open_zip(zip_t *z, const char *path, const limits *lim, archive_model *m, inferd_status *st) {
   zip_int64_t n = zip_get_num_entries(z, 0);
   if (n < 0) return core_fail(st, INFERD_INVALID_ARG, "cannot list the zip's entries");
   if ((uint64_t)n > lim->max_entries)
@@ -360,7 +420,11 @@ static inferd_code open_zip(zip_t *z, const limits *lim, archive_model *m, infer
   if (rc == INFERD_OK && onnx->size == 0) rc = core_fail(st, INFERD_INVALID_ARG, "%s: empty file", onnx->name);
   if (rc == INFERD_OK) {
     m->onnx_size = (size_t)onnx->size;
-    if (!(m->onnx = core_pages_alloc(m->onnx_size)))
+    const unsigned char *in_file;
+    if (path && map_stored_entry(path, z, onnx, &m->map_base, &m->map_size, &in_file)) {
+      m->onnx = (void *)in_file;
+      m->onnx_mapped = true;
+    } else if (!(m->onnx = core_pages_alloc(m->onnx_size)))
       rc = core_fail(st, INFERD_NO_MEMORY, "%s: out of memory for %zu bytes", onnx->name, m->onnx_size);
     else
       rc = read_entry(z, onnx, m->onnx, st);
@@ -384,7 +448,8 @@ static inferd_code open_zip(zip_t *z, const limits *lim, archive_model *m, infer
   return rc;
 }
 
-static inferd_code open_zip_source(zip_source_t *src, const limits *lim, archive_model **out, inferd_status *st) {
+static inferd_code open_zip_source(zip_source_t *src, const char *path, const limits *lim, archive_model **out,
+                                   inferd_status *st) {
   zip_error_t zerr;
   zip_error_init(&zerr);
   zip_t *z = zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &zerr);
@@ -396,7 +461,7 @@ static inferd_code open_zip_source(zip_source_t *src, const limits *lim, archive
   }
   zip_error_fini(&zerr);
   archive_model *m = model_new(ARCHIVE_MAR);
-  inferd_code rc = m ? open_zip(z, lim, m, st) : core_fail(st, INFERD_NO_MEMORY, "out of memory");
+  inferd_code rc = m ? open_zip(z, path, lim, m, st) : core_fail(st, INFERD_NO_MEMORY, "out of memory");
   zip_discard(z); /* read-only: nothing to write back; frees src too */
   if (rc != INFERD_OK) {
     archive_close(m);
@@ -419,7 +484,7 @@ inferd_code archive_open_memory(const void *data, size_t size, const archive_par
     return rc;
   }
   zip_error_fini(&zerr);
-  return open_zip_source(src, &lim, out, st);
+  return open_zip_source(src, NULL, &lim, out, st);
 }
 
 static inferd_code open_mar_file(const char *path, const limits *lim, archive_model **out, inferd_status *st) {
@@ -432,7 +497,7 @@ static inferd_code open_mar_file(const char *path, const limits *lim, archive_mo
     return rc;
   }
   zip_error_fini(&zerr);
-  return open_zip_source(src, lim, out, st);
+  return open_zip_source(src, path, lim, out, st);
 }
 
 /* ==== directory ================================================================================= */
@@ -551,6 +616,8 @@ static inferd_code open_directory(const char *path, const limits *lim, archive_m
       if (rc == INFERD_OK) {
         m->onnx = (void *)data;
         m->onnx_mapped = true;
+        m->map_base = data;
+        m->map_size = m->onnx_size;
       } else if (rc == INFERD_NOT_FOUND) {
         rc = core_fail(st, INFERD_INVALID_ARG, "serializedFile '%s' is not in the directory", m->manifest.serialized_file);
       }
@@ -590,6 +657,8 @@ static inferd_code open_onnx(const char *path, archive_model **out, inferd_statu
     rc = core_file_map(path, &data, &m->onnx_size, st);
     m->onnx = (void *)data;
     m->onnx_mapped = rc == INFERD_OK;
+    m->map_base = data;
+    m->map_size = m->onnx_size;
   }
   if (rc != INFERD_OK) {
     archive_close(m);

@@ -190,7 +190,7 @@ inferd_code inferd_model_load_memory(const void *data, size_t size, const inferd
                                      inferd_model **out, inferd_status *st) {
   *out = NULL;
   ir_graph *g;
-  inferd_code rc = onnx_load_memory(data, size, &g, st);
+  inferd_code rc = onnx_load_memory(data, size, params && params->mapped_file, &g, st);
   if (rc != INFERD_OK) return rc;
   return finish_load(g, params, out, st);
 }

@@ -50,8 +50,9 @@ static void drop_copied_pages(unpack_ctx *u) {
   u->pending = NULL;
   if (!at) return;
   size_t end = (size_t)(at - u->file) + u->pending_size;
-  size_t from = u->cursor / PAGE * PAGE, to = end / PAGE * PAGE;
-  if (to > from) madvise((void *)(u->file + from), to - from, MADV_DONTNEED);
+  /* whole pages of the mapping (the model need not start on a page: a .mar entry) */
+  uintptr_t from = (uintptr_t)(u->file + u->cursor) / PAGE * PAGE, to = (uintptr_t)(u->file + end) / PAGE * PAGE;
+  if (to > from) madvise((void *)from, to - from, MADV_DONTNEED);
   u->cursor = end;
 }
 
@@ -505,8 +506,8 @@ static inferd_code load(const void *data, size_t size, bool mapped, ir_graph **o
   return INFERD_OK;
 }
 
-inferd_code onnx_load_memory(const void *data, size_t size, ir_graph **out, inferd_status *st) {
-  return load(data, size, false, out, st);
+inferd_code onnx_load_memory(const void *data, size_t size, bool mapped_file, ir_graph **out, inferd_status *st) {
+  return load(data, size, mapped_file, out, st);
 }
 
 inferd_code onnx_load_file(const char *path, ir_graph **out, inferd_status *st) {

@@ -210,6 +210,7 @@ static void opens_python_mar(void **state) {
   const char *path = tmp_path("tiny.mar");
   write_bytes(path, python_mar, sizeof python_mar);
   archive_model *m = open_ok(path);
+  assert_false(archive_onnx_mapped(m)); /* deflated: inflated into memory of its own */
   assert_int_equal(archive_get_kind(m), ARCHIVE_MAR);
   assert_string_equal(archive_model_name(m), "tiny");
   assert_string_equal(archive_model_version(m), "2.0");
@@ -329,6 +330,7 @@ static void write_then_open(void **state) {
     const void *onnx = archive_onnx(m, &size);
     assert_int_equal(size, sizeof fake_onnx - 1);
     assert_memory_equal(onnx, fake_onnx, size);
+    assert_true(archive_onnx_mapped(m)); /* the .mar's stored entry, or the directory's file */
     assert_int_equal(archive_file_count(m), 3); /* the hidden file stays out */
     assert_file(m, "index_to_name.json", "{\"0\": [\"n0\", \"zero\"]}");
     assert_file(m, "a.txt", "a");
@@ -362,6 +364,26 @@ static void write_then_open(void **state) {
   assert_string_equal(archive_handler(m), "my_handler.so");
   assert_file(m, "my_handler.so", "ELF?");
   archive_close(m);
+}
+
+/* A stored model entry is mapped in place only when its bytes have the CRC the zip's
+ * directory lists; a changed byte falls back to libzip's read, which refuses it. */
+static void stored_entry_checked(void **state) {
+  const char *out = make_inputs();
+  archive_write_params w = {.model_name = "crc", .serialized_file = tmp_path("m.onnx"), .handler = "h",
+                            .export_path = out};
+  char written[512];
+  inferd_status st;
+  if (archive_write(&w, written, sizeof written, &st) != INFERD_OK) fail_msg("%s", st.message);
+  size_t size;
+  unsigned char *bytes = read_bytes(written, &size);
+  unsigned char *at = memmem(bytes, size, fake_onnx, sizeof fake_onnx - 1);
+  assert_non_null(at); /* stored: the model's bytes are in the file as they are */
+  assert_non_null(memmem(at + 1, size - (size_t)(at + 1 - bytes), "PK\1\2", 4)); /* directory after it */
+  at[6] ^= 0x20; /* "pytorch" -> "pyTorch" */
+  write_bytes(written, bytes, size);
+  free(bytes);
+  open_fails(written, NULL, INFERD_INVALID_ARG, "m.onnx");
 }
 
 static void write_errors(void **state) {
@@ -453,6 +475,7 @@ static void bare_onnx(void **state) {
   assert_string_equal(archive_serialized_file(m), "resnet-18.onnx");
   size_t size;
   assert_memory_equal(archive_onnx(m, &size), fake_onnx, sizeof fake_onnx - 1);
+  assert_true(archive_onnx_mapped(m));
   assert_int_equal(archive_file_count(m), 0);
   archive_close(m);
   write_bytes(tmp_path("a b.onnx"), fake_onnx, 4);
@@ -483,12 +506,39 @@ static void mobilenet_through_mar(void **state) {
   assert_int_equal(size, labels_size);
   assert_memory_equal(in_archive, label_bytes, size);
   free(label_bytes);
-  inferd_model *model = NULL;
-  if (inferd_model_load_memory(onnx, archive_onnx(m, &size) ? size : 0, NULL, &model, &st) != INFERD_OK)
+  /* Mapped in place: the engine drops the pages it has copied (mapped_file), which must
+   * change neither what the mapping reads nor what the model computes. */
+  assert_true(archive_onnx_mapped(m));
+  inferd_model *model = NULL, *direct = NULL;
+  inferd_model_params mp = {.mapped_file = archive_onnx_mapped(m)};
+  if (inferd_model_load_memory(onnx, archive_onnx(m, &size) ? size : 0, &mp, &model, &st) != INFERD_OK)
     fail_msg("engine: %s", st.message);
+  file = read_bytes(onnx_path, &file_size);
+  assert_memory_equal(onnx, file, file_size);
+  free(file);
   archive_release_onnx(m); /* the engine holds its own weights */
+  if (inferd_model_load(onnx_path, NULL, &direct, &st) != INFERD_OK) fail_msg("engine: %s", st.message);
   assert_int_equal(inferd_model_num_inputs(model), 1);
+  enum { ITEM = 3 * 224 * 224, CLASSES = 1000 };
+  float *in = malloc(ITEM * sizeof *in), *got = malloc(CLASSES * sizeof *got), *want = malloc(CLASSES * sizeof *want);
+  assert_true(in && got && want);
+  for (int i = 0; i < ITEM; i++) in[i] = (float)((i * 7919) % 255) / 255.0f - 0.5f;
+  inferd_session *a = NULL, *b = NULL;
+  inferd_session_params sp = {.threads = 1};
+  if (inferd_session_new(model, &sp, &a, &st) != INFERD_OK || inferd_session_new(direct, &sp, &b, &st) != INFERD_OK)
+    fail_msg("session: %s", st.message);
+  const float *ins[1] = {in};
+  float *got_out[1] = {got}, *want_out[1] = {want};
+  if (inferd_session_run(a, 1, ins, got_out, &st) != INFERD_OK || inferd_session_run(b, 1, ins, want_out, &st) != INFERD_OK)
+    fail_msg("run: %s", st.message);
+  assert_memory_equal(got, want, CLASSES * sizeof *got); /* same weights, same plan: bit for bit */
+  inferd_session_free(a);
+  inferd_session_free(b);
+  free(in);
+  free(got);
+  free(want);
   inferd_model_free(model);
+  inferd_model_free(direct);
   archive_close(m);
 }
 
@@ -645,6 +695,7 @@ int main(void) {
       cmocka_unit_test(opens_python_mar),
       cmocka_unit_test(manifest_fields),
       cmocka_unit_test(write_then_open),
+      cmocka_unit_test(stored_entry_checked),
       cmocka_unit_test(write_errors),
       cmocka_unit_test(bare_onnx),
       cmocka_unit_test(mobilenet_through_mar),
