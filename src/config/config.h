@@ -100,6 +100,8 @@ typedef struct config_server {
   int64_t max_request_size;          /* 6553500 bytes */
   int64_t max_response_size;         /* 6553500 bytes */
   bool disable_token_authorization;  /* false: token auth is on */
+  double token_expiration_min;       /* 60: minutes the inference and management keys
+                                        live (from start, or from their /token renewal) */
   bool enable_model_api;             /* false: no register/unregister over HTTP */
   bool enable_envvars_config;        /* false */
   int default_response_timeout;      /* 120 seconds */

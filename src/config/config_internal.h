@@ -20,6 +20,7 @@ typedef struct config__where {
 typedef enum config__type {
   CONFIG_T_INT,         /* int, min..max */
   CONFIG_T_SIZE,        /* int64_t bytes, min..max */
+  CONFIG_T_NUMBER,      /* double, decimal (fractions allowed), above min, at most max */
   CONFIG_T_BOOL,        /* true/false, any case */
   CONFIG_T_STRING,      /* char *, owned; empty = NULL */
   CONFIG_T_ADDRESS,     /* config_address */

@@ -63,6 +63,9 @@ static const config__option options[] = {
      "largest response body in bytes"},
     {"disable_token_authorization", "--disable-token-auth", NULL, CONFIG_T_BOOL, 0, AT(disable_token_authorization), 0,
      0, "false", "serve without token authorization (by default keys are written to key_file.json)"},
+    {"token_expiration_min", NULL, NULL, CONFIG_T_NUMBER, 0, AT(token_expiration_min), 0, 525600, "60",
+     "minutes until the inference and management keys of key_file.json expire (fractions allowed; "
+     "GET /token renews a key for as long again)"},
     {"enable_model_api", "--enable-model-api", NULL, CONFIG_T_BOOL, 0, AT(enable_model_api), 0, 0, "false",
      "allow registering and unregistering models through the management API"},
     {"enable_envvars_config", NULL, NULL, CONFIG_T_BOOL, 0, AT(enable_envvars_config), 0, 0, "false",
@@ -149,6 +152,25 @@ static const char *text_int(const void *field, char *buf, size_t size) {
 
 static const char *text_size(const void *field, char *buf, size_t size) {
   snprintf(buf, size, "%lld", (long long)*(const int64_t *)field);
+  return buf;
+}
+
+/* A decimal number as Java's Double.valueOf reads it for TorchServe ("30", "0.5", "1e3"),
+ * without its hexadecimal, NaN and Infinity forms, above opt->min and at most opt->max. */
+static inferd_code set_number(config_server *cfg, const config__option *opt, void *field, const char *value,
+                              const config__where *w, inferd_status *st) {
+  char *end = NULL;
+  errno = 0;
+  double v = *value && !strpbrk(value, "xXnNiI") ? strtod(value, &end) : 0;
+  if (!end || *end || errno || !(v > (double)opt->min && v <= (double)opt->max))
+    return config__fail(st, INFERD_INVALID_ARG, w, key_of(opt), "expected a number above %lld and at most %lld, got '%s'",
+                        (long long)opt->min, (long long)opt->max, value);
+  *(double *)field = v;
+  return INFERD_OK;
+}
+
+static const char *text_number(const void *field, char *buf, size_t size) {
+  snprintf(buf, size, "%.17g", *(const double *)field);
   return buf;
 }
 
@@ -239,6 +261,7 @@ static inferd_code set_ignored(config_server *cfg, const config__option *opt, vo
 static const type_ops types[] = {
     [CONFIG_T_INT] = {"integer", set_int, NULL, text_int},
     [CONFIG_T_SIZE] = {"bytes", set_int, NULL, text_size},
+    [CONFIG_T_NUMBER] = {"number", set_number, NULL, text_number},
     [CONFIG_T_BOOL] = {"true|false", set_bool, NULL, text_bool},
     [CONFIG_T_STRING] = {"text", set_string, release_string, text_string},
     [CONFIG_T_ADDRESS] = {"address", set_address, NULL, text_address},
@@ -542,6 +565,8 @@ void config_help(FILE *out) {
     fprintf(out, "  %s\n      %s", left, opt->help);
     if (opt->type == CONFIG_T_INT || opt->type == CONFIG_T_SIZE)
       fprintf(out, "; %lld..%lld", (long long)opt->min, (long long)opt->max);
+    if (opt->type == CONFIG_T_NUMBER)
+      fprintf(out, "; above %lld, at most %lld", (long long)opt->min, (long long)opt->max);
     if (opt->name || opt->type != CONFIG_T_BOOL) /* a switch's default goes without saying */
       fprintf(out, "\n      default: %s", opt->default_value ? opt->default_value : "(none)");
     fputc('\n', out);

@@ -83,6 +83,7 @@ static void defaults_are_torchserve_s(void **state) {
   assert_int_equal(cfg.max_request_size, 6553500);
   assert_int_equal(cfg.max_response_size, 6553500);
   assert_false(cfg.disable_token_authorization);
+  assert_true(cfg.token_expiration_min == 60); /* TorchServe's default */
   assert_false(cfg.enable_model_api);
   assert_int_equal(cfg.default_response_timeout, 120);
   assert_int_equal(cfg.batch_size, 1);
@@ -104,7 +105,7 @@ static void help_lists_every_key_with_default(void **state) {
       "models", "default_workers_per_model", "job_queue_size", "default: 100", "number_of_netty_threads",
       "cpu_launcher_enable", "cpu_launcher_args", "max_request_size", "default: 6553500", "max_response_size",
       "disable_token_authorization, --disable-token-auth", "enable_model_api, --enable-model-api",
-      "default_response_timeout", "default: 120", "batch_size", "max_batch_delay", "--ts-config FILE",
+      "default_response_timeout", "default: 120", "token_expiration_min", "default: 60", "batch_size", "max_batch_delay", "--ts-config FILE",
       "--foreground", "--start", "--stop", "vmargs"};
   for (size_t i = 0; i < sizeof want / sizeof *want; i++)
     if (!strstr(text, want[i])) fail_msg("help lacks '%s':\n%s", want[i], text);
@@ -303,6 +304,48 @@ static void bad_values_name_key_and_line(void **state) {
   parse_fails("cpu_launcher_args=--node_id\n", INFERD_INVALID_ARG, "cpu_launcher_args", "--node_id");
   parse_fails("cpu_launcher_args=--node_id=-1\n", INFERD_INVALID_ARG, "cpu_launcher_args", "0..4095");
   parse_fails("cpu_launcher_args=--use_logical_core=1\n", INFERD_INVALID_ARG, "cpu_launcher_args", "no value");
+  const char *bad_minutes[] = {"0", "-5", "abc", "", "30min", "NaN", "Infinity", "0x10", "1e400", "525601"};
+  for (size_t i = 0; i < sizeof bad_minutes / sizeof *bad_minutes; i++) {
+    char text[64];
+    snprintf(text, sizeof text, "\ntoken_expiration_min=%s\n", bad_minutes[i]);
+    parse_fails(text, INFERD_INVALID_ARG, "test.properties:2: token_expiration_min:", "expected a number above 0");
+  }
+}
+
+/* token_expiration_min: TorchServe reads it as a Double (minutes, fractions allowed). */
+static void token_expiration_minutes(void **state) {
+  const struct {
+    const char *text;
+    double minutes;
+  } good[] = {{"30", 30}, {" 0.5 ", 0.5}, {"1e2", 100}, {"+15", 15}, {"525600", 525600}};
+  for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+    char text[64];
+    snprintf(text, sizeof text, "token_expiration_min=%s\n", good[i].text);
+    config_server cfg = parse_ok(text);
+    if (cfg.token_expiration_min != good[i].minutes)
+      fail_msg("token_expiration_min=%s read as %g, want %g", good[i].text, cfg.token_expiration_min, good[i].minutes);
+    assert_int_equal(cfg.warning_count, 0);
+    char *out = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&out, &size);
+    config_write(&cfg, f);
+    fclose(f);
+    config_server back = parse_ok(out);
+    assert_true(back.token_expiration_min == cfg.token_expiration_min);
+    free(out);
+    config_free(&back);
+    config_free(&cfg);
+  }
+  /* a bad value keeps the one before */
+  config_server cfg;
+  config_defaults(&cfg);
+  inferd_status st;
+  const char *good_text = "token_expiration_min=45\n", *bad_text = "token_expiration_min=-1\n";
+  assert_int_equal(config_parse_text(&cfg, good_text, strlen(good_text), "a", &st), INFERD_OK);
+  assert_int_equal(config_parse_text(&cfg, bad_text, strlen(bad_text), "b", &st), INFERD_INVALID_ARG);
+  assert_true(cfg.token_expiration_min == 45);
+  config_free(&cfg);
+  (void)state;
 }
 
 static void models_errors(void **state) {
@@ -599,6 +642,7 @@ int main(void) {
       cmocka_unit_test(unknown_and_ignored_keys_warn),
       cmocka_unit_test(warnings_are_bounded),
       cmocka_unit_test(bad_values_name_key_and_line),
+      cmocka_unit_test(token_expiration_minutes),
       cmocka_unit_test(models_errors),
       cmocka_unit_test(failed_set_keeps_old_value),
       cmocka_unit_test(addresses),
