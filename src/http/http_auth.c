@@ -10,7 +10,12 @@
  * The inference key guards the inference API (port 8080), the management key the
  * management API (8081), the API key only GET /token?type=inference|management, which
  * replaces that key (and its expiry) and rewrites the file. Inference and management
- * keys expire after 60 minutes, TorchServe's default; the API key never does.
+ * keys expire token_expiration_min minutes (default 60, fractions allowed, as in
+ * TorchServe) after they were made or renewed; the API key never does. The server makes
+ * the keys before the management API exists (http__auth_new has no config), so
+ * http__management_new applies token_expiration_min with http__auth_set_expiration,
+ * which re-dates the two keys from now and rewrites the file, before any request is
+ * served.
  * Requests carry "Authorization: Bearer <key>"; a missing, wrong or expired key gets
  * 401 with a message saying where the key is.
  *
@@ -39,7 +44,8 @@
 enum {
   KEY_BYTES = 18,                     /* random bytes per key */
   KEY_CHARS = KEY_BYTES / 3 * 4,      /* base64url, no padding */
-  KEY_LIFETIME_SECONDS = 60 * 60,     /* TorchServe's default token_expiration_min */
+  KEY_LIFETIME_SECONDS = 60 * 60,     /* until http__auth_set_expiration: TorchServe's
+                                         default token_expiration_min */
 };
 
 typedef struct key_set {
@@ -51,11 +57,18 @@ typedef struct key_set {
 struct http__auth {
   bool enabled;
   char *path;
+  time_t lifetime;      /* seconds an inference or management key lives; under lock */
   _Atomic(key_set *) current;
   pthread_mutex_t lock; /* serializes regenerations and the file */
 };
 
 static const char *const kind_names[HTTP__KEY_COUNT] = {"inference", "management", "API"};
+
+/* Sets how long inference and management keys live (token_expiration_min, minutes above
+ * 0) and re-dates the current two from now, rewriting the key file. INVALID_ARG out of
+ * range. Any thread. Meant for http_internal.h, next to http__auth_new; declared here
+ * and in http_management.c (its one caller) until it moves there. */
+inferd_code http__auth_set_expiration(http__auth *auth, double minutes, inferd_status *status);
 
 static inferd_code random_key(char out[KEY_CHARS + 1], inferd_status *st) {
   static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
@@ -128,6 +141,7 @@ inferd_code http__auth_new(bool enabled, const char *key_file, http__auth **out,
   http__auth *auth = calloc(1, sizeof *auth);
   if (!auth) return core_fail(st, INFERD_NO_MEMORY, "token auth: out of memory");
   auth->enabled = enabled;
+  auth->lifetime = KEY_LIFETIME_SECONDS;
   pthread_mutex_init(&auth->lock, NULL);
   if (!enabled) {
     *out = auth;
@@ -210,7 +224,7 @@ inferd_code http__auth_regenerate(http__auth *auth, http__key_kind kind, inferd_
   if (code == INFERD_OK) {
     *ks = *old;
     ks->older = old;
-    ks->expires[kind] = time(NULL) + KEY_LIFETIME_SECONDS;
+    ks->expires[kind] = time(NULL) + auth->lifetime;
     code = random_key(ks->keys[kind], st);
   }
   if (code == INFERD_OK) code = write_key_file(auth->path, ks, st);
@@ -221,5 +235,31 @@ inferd_code http__auth_regenerate(http__auth *auth, http__key_kind kind, inferd_
     free(ks);
   }
   pthread_mutex_unlock(&auth->lock);
+  return code;
+}
+
+inferd_code http__auth_set_expiration(http__auth *auth, double minutes, inferd_status *st) {
+  if (!(minutes > 0 && minutes <= 525600))
+    return core_fail(st, INFERD_INVALID_ARG, "token_expiration_min %g is not a number of minutes above 0", minutes);
+  pthread_mutex_lock(&auth->lock);
+  auth->lifetime = (time_t)(minutes * 60); /* as TorchServe: whole seconds, truncated */
+  inferd_code code = INFERD_OK;
+  key_set *old = auth->enabled ? atomic_load(&auth->current) : NULL;
+  if (old) {
+    key_set *ks = malloc(sizeof *ks);
+    code = ks ? INFERD_OK : core_fail(st, INFERD_NO_MEMORY, "token auth: out of memory");
+    if (code == INFERD_OK) {
+      *ks = *old;
+      ks->older = old;
+      time_t now = time(NULL);
+      ks->expires[HTTP__KEY_INFERENCE] = ks->expires[HTTP__KEY_MANAGEMENT] = now + auth->lifetime;
+      code = write_key_file(auth->path, ks, st);
+      if (code == INFERD_OK) atomic_store_explicit(&auth->current, ks, memory_order_release);
+      else free(ks);
+    }
+  }
+  pthread_mutex_unlock(&auth->lock);
+  if (code == INFERD_OK && old)
+    core_log(CORE_LOG_INFO, "token authorization: inference and management keys expire after %g minutes", minutes);
   return code;
 }

@@ -218,7 +218,14 @@ void http__management_destroy_later(http__management *g, http__model *model) {
   enqueue(g, job);
 }
 
+/* Defined in http_auth.c; its declaration belongs in http_internal.h (see there). */
+inferd_code http__auth_set_expiration(http__auth *auth, double minutes, inferd_status *status);
+
 inferd_code http__management_new(http_server *server, http__management **out, inferd_status *st) {
+  /* The keys exist already (http__auth_new has no config): give them their lifetime
+   * before any request can be served. */
+  inferd_code code = http__auth_set_expiration(server->auth, server->config->token_expiration_min, st);
+  if (code != INFERD_OK) return code;
   http__management *g = calloc(1, sizeof *g);
   if (!g) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
   g->server = server;

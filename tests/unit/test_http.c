@@ -28,6 +28,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "config/config.h"
@@ -138,11 +139,15 @@ typedef struct server_fixture {
   http_server *server;
   char dir[64];
   char key_file[128];
+  time_t started; /* before the keys were made */
 } server_fixture;
 
-static int server_setup(void **state) {
+/* A server whose keys live `minutes` (token_expiration_min; 0: the default). */
+static int server_setup_keys(void **state, double minutes) {
   server_fixture *f = calloc(1, sizeof *f);
   config_defaults(&f->cfg);
+  if (minutes > 0) f->cfg.token_expiration_min = minutes;
+  f->started = time(NULL);
   const config_address any = {"http", "127.0.0.1", 0};
   f->cfg.inference_address = f->cfg.management_address = f->cfg.metrics_address = any;
   f->cfg.management_address.port = 0;
@@ -162,6 +167,11 @@ static int server_setup(void **state) {
   *state = f;
   return 0;
 }
+
+static int server_setup(void **state) { return server_setup_keys(state, 0); }
+static int server_setup_half_minute_keys(void **state) { return server_setup_keys(state, 0.5); }
+/* 0.0001 minutes is 0 whole seconds: the keys are expired as soon as they are made. */
+static int server_setup_expired_keys(void **state) { return server_setup_keys(state, 0.0001); }
 
 static int server_teardown(void **state) {
   server_fixture *f = *state;
@@ -242,6 +252,77 @@ static void test_server_routes(void **state) {
                   "Requests4XX");
 }
 
+/* From key_file.json: the key of `kind` ("management", "inference", "API") and, but for
+ * the API key, its expiry (0 when it has none). */
+static void read_key(server_fixture *f, const char *kind, char *key, size_t key_size, time_t *expires) {
+  FILE *in = fopen(f->key_file, "r");
+  assert_non_null(in);
+  char text[2048];
+  size_t n = fread(text, 1, sizeof text - 1, in);
+  fclose(in);
+  text[n] = '\0';
+  char section[32];
+  snprintf(section, sizeof section, "\"%s\": {", kind);
+  const char *at = strstr(text, section);
+  assert_non_null(at);
+  const char *k = strstr(at, "\"key\": \"");
+  assert_non_null(k);
+  k += strlen("\"key\": \"");
+  size_t len = strcspn(k, "\"");
+  assert_true(len > 0 && len < key_size);
+  memcpy(key, k, len);
+  key[len] = '\0';
+  *expires = 0;
+  const char *e = strstr(at, "\"expiration time\": \"");
+  const char *end = strchr(at, '}');
+  if (e && e < end) {
+    struct tm tm = {0};
+    assert_non_null(strptime(e + strlen("\"expiration time\": \""), "%Y-%m-%dT%H:%M:%SZ", &tm));
+    *expires = timegm(&tm);
+  }
+}
+
+static void expect_with_key(server_fixture *f, http_api api, const char *method_path, const char *key, int status) {
+  char request[512];
+  snprintf(request, sizeof request, "%s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 0\r\n"
+           "Connection: close\r\n\r\n", method_path, key);
+  expect_response(f, api, request, status, NULL);
+}
+
+/* token_expiration_min=0.5: both keys expire 30 s after they were made; they work now. */
+static void test_keys_live_token_expiration_min(void **state) {
+  server_fixture *f = *state;
+  time_t now = time(NULL);
+  char key[64];
+  time_t expires;
+  const char *kinds[] = {"management", "inference"};
+  for (int i = 0; i < 2; i++) {
+    read_key(f, kinds[i], key, sizeof key, &expires);
+    if (expires < f->started + 30 || expires > now + 30)
+      fail_msg("%s key expires at %lld, want %lld..%lld", kinds[i], (long long)expires, (long long)f->started + 30,
+               (long long)now + 30);
+  }
+  read_key(f, "management", key, sizeof key, &expires);
+  expect_with_key(f, HTTP_API_MANAGEMENT, "GET /models", key, 200);
+}
+
+/* Keys with no lifetime left are refused; the API key never expires, and a key it
+ * renews gets the configured lifetime again (none here). */
+static void test_expired_keys_refused(void **state) {
+  server_fixture *f = *state;
+  char key[64];
+  time_t expires;
+  read_key(f, "management", key, sizeof key, &expires);
+  expect_with_key(f, HTTP_API_MANAGEMENT, "GET /models", key, 401);
+  read_key(f, "inference", key, sizeof key, &expires);
+  expect_with_key(f, HTTP_API_INFERENCE, "POST /predictions/m", key, 401);
+  read_key(f, "API", key, sizeof key, &expires);
+  assert_int_equal(expires, 0);
+  expect_with_key(f, HTTP_API_MANAGEMENT, "GET /token?type=management", key, 200);
+  read_key(f, "management", key, sizeof key, &expires);
+  expect_with_key(f, HTTP_API_MANAGEMENT, "GET /models", key, 401);
+}
+
 static void test_server_drain(void **state) {
   server_fixture *f = *state;
   http_server_drain(f->server, 1000);
@@ -255,6 +336,9 @@ int main(void) {
       cmocka_unit_test(test_multipart_find),
       cmocka_unit_test_setup_teardown(test_server_routes, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_server_drain, server_setup, server_teardown),
+      cmocka_unit_test_setup_teardown(test_keys_live_token_expiration_min, server_setup_half_minute_keys,
+                                      server_teardown),
+      cmocka_unit_test_setup_teardown(test_expired_keys_refused, server_setup_expired_keys, server_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
