@@ -14,8 +14,12 @@
 #   2. POST /predictions/tiny with an 8x8 JPEG (634 bytes) on inferd - the whole request path:
 #      routing, JPEG decode, resize 256 + crop 224 + normalize, queue, batcher, worker, engine,
 #      softmax/top-k, JSON - and the same POST on nginx (which discards the body)
-# and prints requests/s, p50/p99 latency, errors, and the ratio inferd/nginx per row. The table also
-# goes to bench/results/http.md. wrk and the servers share this machine's cores, as they would
+# and prints requests/s, p50/p99 latency, errors, and the ratio inferd/nginx per row. Then
+#   3. `inferd bench --mode server` itself (100 keep-alive clients, one process, as in the seed
+#      experiment) POSTing the JPEG to nginx and to inferd: the load generator's own ceiling, beside
+#      the highest rate bench/seed-experiment.sh needs of it (its best images/s, read from
+#      bench/results/seed-experiment.md; --needed-rate R overrides), with the ratio (goal: >= 5x).
+# The tables also go to bench/results/http.md. wrk and the servers share this machine's cores, as they would
 # on a 2-core box; only the ratios mean something.
 #
 # Usage: bench/http.sh [--seconds S] [--build DIR] [--no-build] [--connections C] [--batch-size B]
@@ -25,6 +29,9 @@
 #   --no-build        never run cmake; DIR/inferd must exist
 #   --connections C   wrk connections (default 64)
 #   --batch-size B    inferd's batch_size for the tiny model (default 1; B>1 uses max_batch_delay 5 ms)
+#   --bench-requests N  requests of each `inferd bench` run (default 20000)
+#   --needed-rate R   images/s the seed experiment needs of inferd bench (default: the best row of
+#                     bench/results/seed-experiment.md)
 #   --worker-threads T  one worker with T threads (default 1: cpu_launcher_args --ninstances 1
 #                     --ncores_per_instance 1); 0 = the server's automatic plan (here one worker
 #                     with a 2-thread OpenMP team, whose sync on cores shared with wrk and the
@@ -44,6 +51,8 @@ NO_BUILD=0
 CONNS=64
 BATCH=1
 WTHREADS=1
+BENCH_REQUESTS=20000
+NEEDED=
 
 die() { echo "http.sh: $*" >&2; exit 1; }
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
@@ -57,6 +66,8 @@ while [ $# -gt 0 ]; do
     --connections) [ $# -ge 2 ] || die "--connections needs a value"; CONNS=$2; shift 2 ;;
     --batch-size) [ $# -ge 2 ] || die "--batch-size needs a value"; BATCH=$2; shift 2 ;;
     --worker-threads) [ $# -ge 2 ] || die "--worker-threads needs a value"; WTHREADS=$2; shift 2 ;;
+    --bench-requests) [ $# -ge 2 ] || die "--bench-requests needs a value"; BENCH_REQUESTS=$2; shift 2 ;;
+    --needed-rate) [ $# -ge 2 ] || die "--needed-rate needs a value"; NEEDED=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
@@ -65,6 +76,13 @@ done
 [[ $CONNS =~ ^[1-9][0-9]*$ ]] || die "--connections must be a positive integer, not '$CONNS'"
 [[ $BATCH =~ ^[1-9][0-9]*$ ]] || die "--batch-size must be a positive integer, not '$BATCH'"
 [[ $WTHREADS =~ ^[0-9]+$ ]] || die "--worker-threads must be a number (0: automatic), not '$WTHREADS'"
+[[ $BENCH_REQUESTS =~ ^[1-9][0-9]*$ ]] || die "--bench-requests must be a positive integer, not '$BENCH_REQUESTS'"
+if [ -z "$NEEDED" ]; then
+  # the best images/s of the seed experiment's table (column 3), if it has run
+  NEEDED=$(sed -n 's/^| [0-9]\. [^|]*| [^|]*| *\([0-9.]*\) |.*/\1/p' "$RESULTS/seed-experiment.md" 2>/dev/null \
+    | sort -g | tail -n 1)
+fi
+[ -z "$NEEDED" ] || [[ $NEEDED =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "--needed-rate must be a number, not '$NEEDED'"
 [ "$CONNS" -ge 2 ] || die "--connections must be at least 2 (wrk runs 2 threads)"
 case "$BUILD" in /*) ;; *) BUILD="$PWD/$BUILD" ;; esac
 INFERD="$BUILD/inferd"
@@ -232,11 +250,21 @@ bench inferd_get "http://127.0.0.1:$P_INF/ping" GET
 bench nginx_post "http://127.0.0.1:$P_NGX/predictions/tiny" POST "$WORK/tiny.jpg" image/jpeg
 bench inferd_post "http://127.0.0.1:$P_INF/predictions/tiny" POST "$WORK/tiny.jpg" image/jpeg
 
+# inferd bench's own ceiling: 100 clients in one process, as seed-experiment.sh runs it.
+loadgen() {  # loadgen NAME URL -> $WORK/NAME.json (inferd bench's JSON)
+  echo "http.sh: inferd bench --requests $BENCH_REQUESTS --concurrency 100 $2" >&2
+  "$INFERD" bench --mode server --url "$2" --file "$WORK/tiny.jpg" --requests "$BENCH_REQUESTS" \
+    --concurrency 100 --timeout 30 --json >"$WORK/$1.json" 2>"$WORK/$1.err" \
+    || { cat "$WORK/$1.err" >&2; die "inferd bench failed on $2"; }
+}
+loadgen loadgen_nginx "http://127.0.0.1:$P_NGX/predictions/tiny"
+loadgen loadgen_inferd "http://127.0.0.1:$P_INF/predictions/tiny"
+
 # The server must still be healthy after the load.
 curl -sf -o /dev/null --max-time 5 "http://127.0.0.1:$P_INF/ping" || die "inferd's /ping failed after the load"
 
 # ---- table ---------------------------------------------------------------------------
-table=$("$PY" - "$WORK" <<'EOF'
+table=$("$PY" - "$WORK" "$NEEDED" <<'EOF'
 import json, sys
 work = sys.argv[1]
 def load(name):
@@ -261,6 +289,18 @@ for label, i, n in rows:
     for who, r in (("inferd", ri), ("nginx", rn)):
         if any(r["errors"].values()):
             bad.append("%s %s: errors %s (status = non-2xx answers)" % (who, label, errs(r)))
+print()
+print("| load generator | against | requests | req/s | p99 ms | errors | ratio to the seed experiment's need |")
+print("|---|---|---:|---:|---:|---:|---:|")
+needed = float(sys.argv[2]) if sys.argv[2] else 0.0
+for name, target in (("loadgen_nginx", "nginx (static answer)"), ("loadgen_inferd", "inferd /predictions/tiny")):
+    r = load(name)
+    rps = r["requests_per_second"]
+    ratio = "%.0fx of %.2f/s" % (rps / needed, needed) if needed > 0 else "(seed experiment not run)"
+    print("| inferd bench, 100 clients, 1 process | %s | %d | %.0f | %.2f | %d | %s |"
+          % (target, r["requests"], rps, r["latency_ms"]["p99"], r["errors"], ratio))
+    if r["errors"]:
+        bad.append("inferd bench against %s: %d errors %r" % (target, r["errors"], r["status"]))
 if bad:
     print()
     for b in bad:
@@ -298,6 +338,9 @@ mkdir -p "$RESULTS"
   echo "model that costs nothing (JPEG decode, resize/crop/normalize to 224x224, queue, batcher,"
   echo "worker, softmax, JSON). nginx answers both with a static body: the ceiling. Only the ratios"
   echo "are meant to be compared: all runs are from the same run, one after another."
+  echo "The second table shows that \`inferd bench\` is not the bottleneck of bench/seed-experiment.sh:"
+  echo "the rate it sustains against the fastest servers here, beside the best images/s the seed"
+  echo "experiment measured (the most it ever needs of the load generator)."
   echo
   echo "$table"
 } >"$RESULTS/http.md.tmp"
