@@ -11,7 +11,9 @@
 #     the machine's load);
 #   - workers share one copy of the weights: RSS of the ready server with 4 workers is
 #     below RSS with 1 worker plus half the weights' size (both measured the same way,
-#     after the workers' warm-up).
+#     after the workers' warm-up);
+#   - scaling re-pins: the 1-worker server scaled to 2 and back to 1 (management API,
+#     synchronous) shows in describe the plan for each count: disjoint cores at 2.
 #
 #   serve_torchserve.sh INFERD SOURCE_DIR FIXTURES_DIR WORK_DIR
 set -euo pipefail
@@ -92,6 +94,56 @@ weights_kb=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv
 serve_stop 120
 [ "$SERVER_STATUS" = 0 ] || fail "SIGTERM: exit status $SERVER_STATUS"
 
+# ---- scaling re-pins every worker (DESIGN.md §5) ----
+# From 1 worker on all N usable cores: scale to 2 (synchronous), then back to 1. After
+# each step describe must show the plan for the new count: with N >= 2 the 2 workers
+# hold disjoint, non-empty core sets inside the first worker's, each with as many
+# threads as cores; back at 1 the worker holds all N cores again.
+describe_to() { curl -s -H "Authorization: Bearer $MANAGEMENT_KEY" "http://127.0.0.1:$MANAGEMENT_PORT/models/resnet-152" >"$1"; }
+scale_to() {
+  local code
+  code=$(curl -s -o "$WORK/scale.out" -w '%{http_code}' -X PUT -H "Authorization: Bearer $MANAGEMENT_KEY" \
+    "http://127.0.0.1:$MANAGEMENT_PORT/models/resnet-152?min_worker=$1&synchronous=true")
+  [ "$code" = 200 ] || fail "scale to $1: HTTP $code $(cat "$WORK/scale.out")"
+}
+check_scaling_repins() {
+  serve_keys "$WORK"
+  describe_to "$WORK/scale0.json"
+  scale_to 2
+  describe_to "$WORK/scale2.json"
+  scale_to 1
+  describe_to "$WORK/scale1.json"
+  /usr/bin/python3 - "$WORK" <<'PY' || fail "scaling does not re-pin the workers"
+import json, os, sys
+work = sys.argv[1]
+def workers(name):
+    d = json.load(open(os.path.join(work, name)))[0]
+    return [w for w in d["workers"] if w["status"] in ("READY", "BUSY")]
+def cpus(text):
+    out = set()
+    for part in filter(None, text.split(",")):
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+before, two, after = workers("scale0.json"), workers("scale2.json"), workers("scale1.json")
+assert len(before) == 1 and len(two) == 2 and len(after) == 1, (before, two, after)
+if not before[0]["cores"]:
+    print("skip scaling re-pins: workers are not pinned here")
+    sys.exit(0)
+all_cpus = cpus(before[0]["cores"])
+assert before[0]["threads"] == len(all_cpus), before
+sets = [cpus(w["cores"]) for w in two]
+if len(all_cpus) >= 2:
+    assert all(sets) and not sets[0] & sets[1], ("workers share cores after scaling up", two)
+    assert sets[0] | sets[1] <= all_cpus, (two, all_cpus)
+    assert all(w["threads"] == len(s) for w, s in zip(two, sets)), two
+    assert sum(w["threads"] for w in two) <= len(all_cpus), two
+assert cpus(after[0]["cores"]) == all_cpus and after[0]["threads"] == len(all_cpus), after
+print("ok   scaling re-pins: 1 worker on %s -> 2 workers on %s -> 1 worker on %s"
+      % (before[0]["cores"], " and ".join(w["cores"] for w in two), after[0]["cores"]))
+PY
+}
+
 # ---- one copy of the weights: 1 worker vs 4 workers ----
 for workers in 1 4; do
   write_config $workers "$WORK/config.properties"
@@ -99,6 +151,7 @@ for workers in 1 4; do
   serve_wait_ready 180
   sleep 0.5 # let the last warm-up settle
   eval "rss_$workers=$(rss_kb)"
+  [ "$workers" = 1 ] && check_scaling_repins
   serve_stop 120
   [ "$SERVER_STATUS" = 0 ] || fail "$workers workers: exit status $SERVER_STATUS"
 done
