@@ -11,7 +11,8 @@
  *   graph now) -> the archive's ONNX bytes are dropped -> a placement plan on the
  *   machine's topology (topo_plan_new: workers x threads inside the usable physical
  *   cores) -> metrics series -> sched_model_new, whose workers bind themselves to the
- *   plan (bind_worker) and warm up. Settings come from the request, else from
+ *   plan (bind_worker) and warm up. The metrics' queue depth reads the scheduler's
+ *   queue at each scrape (queue_depth). Settings come from the request, else from
  *   models={...} in the config, else from the global keys (batch_size, max_batch_delay,
  *   default_response_timeout, default_workers_per_model, job_queue_size).
  * A bare .onnx file is served with the image_classifier handler; its labels are an
@@ -29,8 +30,11 @@
  *
  * Placement: each model has its own plan (its workers share the machine's cores with
  * other models' workers, as TorchServe's do). Scaling makes a new plan for the new
- * count; workers already running keep their cores, new ones bind to the new plan's
- * slots. cpu_launcher_args (--use_logical_core, --node_id, --ncores_per_instance) apply
+ * count and installs it before sched_model_scale: new workers bind to their slot of
+ * it, and every worker already running re-binds to its slot (bind_worker again, at its
+ * next batch boundary; a new session when its thread count changes), so workers never
+ * share cores and workers x threads stays within the usable cores after any scale;
+ * describe shows the new cores. cpu_launcher_args (--use_logical_core, --node_id, --ncores_per_instance) apply
  * when cpu_launcher_enable=true.
  *
  * Threading: lookups from any thread; registration, scaling and unregistration from
@@ -60,7 +64,8 @@ typedef struct http__placement {
   bool warned;
 } http__placement;
 
-/* sched_bind_fn: called first thing on every new worker thread. */
+/* sched_bind_fn: called first thing on every new worker thread, and again on every
+ * running worker (between batches) after a scale installed a new plan. */
 static inferd_code bind_worker(void *ctx, sched_binding *b, inferd_status *st) {
   http__placement *p = ctx;
   pthread_mutex_lock(&p->lock);
@@ -132,6 +137,8 @@ inferd_code http__registry_new(http_server *server, http__registry **out, inferd
 
 void http__model_destroy(http__model *m) {
   if (!m) return;
+  /* No scrape may read the queue through m once the scheduler is gone. */
+  if (m->metrics) metrics_model_set_queue_depth_source(m->server->metrics, m->metrics, NULL, NULL);
   if (m->sched) sched_model_free(m->sched); /* drains first; joins the workers */
   if (m->metrics) metrics_model_unregister(m->server->metrics, m->metrics);
   inferd_model_free(m->engine);
@@ -241,7 +248,16 @@ static void on_batch(void *ctx, const sched_batch_stats *b) {
     metrics_model_queue_time(m->metrics, (uint64_t)(b->queue_seconds[i] * 1e6));
     metrics_model_inference_time(m->metrics, inference_us);
   }
-  metrics_model_queue_depth_add(m->metrics, -(int64_t)(b->batch_size + b->expired + b->cancelled));
+}
+
+/* metrics_gauge_fn: inferd_queue_depth is the scheduler's queue as a scrape finds it, so
+ * that no way out of the queue (a batch, an expiry, a cancel, the flush when the last
+ * worker goes, a drain) can leave the gauge behind. */
+static int64_t queue_depth(void *ctx) {
+  const http__model *m = ctx;
+  sched_model_info info;
+  sched_model_describe(m->sched, &info, NULL, 0);
+  return info.queue_depth;
 }
 
 /* The file a registration names: absolute, or below model_store. Registrations over
@@ -439,6 +455,7 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
     m->answer_bytes = handler_classify_json_size(m->labels, HANDLER_TOPK);
     metrics_model_set_workers(m->metrics, sched_workers);
     metrics_model_set_memory(m->metrics, inferd_model_weights_bytes(m->engine));
+    metrics_model_set_queue_depth_source(r->server->metrics, m->metrics, queue_depth, m);
     code = insert(r, m, cm && cm->default_version, st);
   }
   if (code != INFERD_OK) {

@@ -21,6 +21,8 @@ struct metrics_model {
   metrics_histogram batch_size;        /* items */
   uint64_t batch_bounds[METRICS_MAX_BUCKETS];
   metrics_gauge queue_depth, workers, memory_bytes;
+  metrics_gauge_fn queue_depth_fn; /* NULL: render queue_depth; under the registry's lock */
+  void *queue_depth_ctx;
 };
 
 struct metrics_registry {

@@ -8,7 +8,9 @@
  * allocation. Requests by status code are a dense array of counters indexed by the
  * code (100..599, plus one for anything else), about 4 KB per model, rather than a map
  * that would need a lock to grow. The registry's mutex guards only the list of models,
- * which changes at load/unload and is walked by metrics_render.
+ * which changes at load/unload and is walked by metrics_render, and each model's
+ * queue-depth source (a callback into the scheduler read at render time, so that the
+ * gauge is the queue's real depth rather than a count of ins and outs that can drift).
  *
  * Invariants: a model is updated only between its register and unregister (the caller
  * stops its workers and HTTP handlers first); relaxed ordering is enough because every
@@ -161,6 +163,12 @@ void metrics_model_queue_time(metrics_model *m, uint64_t us) { metrics_histogram
 void metrics_model_inference_time(metrics_model *m, uint64_t us) { metrics_histogram_observe(&m->inference_latency, us); }
 void metrics_model_batch(metrics_model *m, int size) { metrics_histogram_observe(&m->batch_size, size > 0 ? (uint64_t)size : 0); }
 void metrics_model_queue_depth_add(metrics_model *m, int64_t delta) { metrics_gauge_add(&m->queue_depth, delta); }
+void metrics_model_set_queue_depth_source(metrics_registry *r, metrics_model *m, metrics_gauge_fn fn, void *ctx) {
+  pthread_mutex_lock(&r->lock); /* render reads the pair under it */
+  m->queue_depth_fn = fn;
+  m->queue_depth_ctx = fn ? ctx : NULL;
+  pthread_mutex_unlock(&r->lock);
+}
 void metrics_model_set_workers(metrics_model *m, int64_t workers) { metrics_gauge_set(&m->workers, workers); }
 void metrics_model_set_memory(metrics_model *m, uint64_t bytes) {
   metrics_gauge_set(&m->memory_bytes, bytes > INT64_MAX ? INT64_MAX : (int64_t)bytes);

@@ -258,9 +258,10 @@ static void put_model_series(writer *w, const struct family *f, const metrics_mo
   case SERIES_QUEUE_HIST: put_histogram(w, f->name, m, &m->queue_latency, 1000); break;
   case SERIES_INFER_HIST: put_histogram(w, f->name, m, &m->inference_latency, 1000); break;
   case SERIES_BATCH_HIST: put_histogram(w, f->name, m, &m->batch_size, 1); break;
-  case SERIES_QUEUE_DEPTH:
+  case SERIES_QUEUE_DEPTH: /* the registry's lock is held: the source cannot change */
     put_series_name(w, f->name, "", m, NULL, NULL);
-    printf_(w, "%lld\n", (long long)metrics_gauge_get(&m->queue_depth));
+    printf_(w, "%lld\n", (long long)(m->queue_depth_fn ? m->queue_depth_fn(m->queue_depth_ctx)
+                                                         : metrics_gauge_get(&m->queue_depth)));
     break;
   case SERIES_WORKERS:
     put_series_name(w, f->name, "", m, NULL, NULL);

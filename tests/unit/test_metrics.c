@@ -508,6 +508,41 @@ static void test_exposition_of_known_state(void **state) {
   metrics_registry_free(r);
 }
 
+/* With a queue-depth source the gauge is whatever the source says at render time (the
+ * scheduler's real queue), whatever the increments were; without one, the increments. */
+static int64_t fake_depth(void *ctx) { return *(const int64_t *)ctx; }
+
+static void test_queue_depth_source(void **state) {
+  (void)state;
+  metrics_registry *r = metrics_registry_new(&(metrics_registry_params){.hostname = "box-1"});
+  inferd_status st = {0};
+  metrics_model *a = NULL;
+  assert_int_equal(metrics_model_register(r, &(metrics_model_params){.name = "m", .version = "1"}, &a, &st), INFERD_OK);
+  const char *series = "inferd_queue_depth{model_name=\"m\",model_version=\"1\"} ";
+  metrics_model_queue_depth_add(a, 2); /* two submits whose requests never came out through a batch */
+  int64_t depth = 0;
+  metrics_model_set_queue_depth_source(r, a, fake_depth, &depth);
+  const int64_t seen[] = {0, 5, 0};
+  for (size_t i = 0; i < sizeof seen / sizeof *seen; i++) {
+    depth = seen[i];
+    metrics_buffer b = {0};
+    assert_int_equal(metrics_render(r, &b, &st), INFERD_OK);
+    assert_valid_exposition(b.data);
+    const char *at = strstr(b.data, series);
+    assert_non_null(at);
+    assert_int_equal(strtoll(at + strlen(series), NULL, 10), seen[i]);
+    metrics_buffer_free(&b);
+  }
+  metrics_model_set_queue_depth_source(r, a, NULL, NULL);
+  metrics_buffer b = {0};
+  assert_int_equal(metrics_render(r, &b, &st), INFERD_OK);
+  const char *at = strstr(b.data, series);
+  assert_non_null(at);
+  assert_int_equal(strtoll(at + strlen(series), NULL, 10), 2);
+  metrics_buffer_free(&b);
+  metrics_registry_free(r);
+}
+
 static void test_large_batch_bounds(void **state) {
   (void)state;
   metrics_registry *r = metrics_registry_new(NULL);
@@ -535,6 +570,7 @@ int main(void) {
       cmocka_unit_test(test_concurrent_updates_are_exact),
       cmocka_unit_test(test_exposition_of_known_state),
       cmocka_unit_test(test_large_batch_bounds),
+      cmocka_unit_test(test_queue_depth_source),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -35,6 +35,7 @@
 #include <time.h>
 
 #include "core/core.h"
+#include "metrics/metrics.h"
 #include "sched/sched.h"
 
 enum { N_INPUTS = 32, MAX_REQS = 256, MAX_BATCHES = 1024, MAX_BINDS = 64, PLAN_CORES = 2 };
@@ -693,18 +694,46 @@ static void *scale_thread(void *arg) {
   return NULL;
 }
 
-/* Scaling to 0 answers what is queued with UNAVAILABLE; scaling up serves again. */
+/* The HTTP layer's queue-depth gauge: the scheduler's queue read at render time. */
+static int64_t sched_queue_depth(void *ctx) {
+  sched_model_info info;
+  sched_model_describe(ctx, &info, NULL, 0);
+  return info.queue_depth;
+}
+
+/* inferd_queue_depth as a scrape of r renders it for model "mobilenet". */
+static long long rendered_queue_depth(metrics_registry *r) {
+  metrics_buffer b = {0};
+  inferd_status st = {0};
+  assert_int_equal(metrics_render(r, &b, &st), INFERD_OK);
+  const char *series = "inferd_queue_depth{model_name=\"mobilenet\",model_version=\"default\"} ";
+  const char *at = strstr(b.data, series);
+  assert_non_null(at);
+  long long depth = strtoll(at + strlen(series), NULL, 10);
+  metrics_buffer_free(&b);
+  return depth;
+}
+
+/* Scaling to 0 answers what is queued with UNAVAILABLE; scaling up serves again. The
+ * metrics' queue depth follows: 2 while they wait, 0 once they are flushed. */
 static void test_scale_to_zero_flushes_queue(void **state) {
   harness h;
   harness_init(&h);
   sched_model_params p = base_params(&h);
   p.batch_size = 1;
   sched_model *m = start_model(&p);
+  metrics_registry *registry = metrics_registry_new(NULL);
+  metrics_model *series = NULL;
+  inferd_status mst = {0};
+  assert_int_equal(metrics_model_register(registry, &(metrics_model_params){.name = "mobilenet"}, &series, &mst),
+                   INFERD_OK);
+  metrics_model_set_queue_depth_source(registry, series, sched_queue_depth, m);
   gate_close(&h);
   test_req *held = hold_one_worker(&h, m, 0);
   test_req *q1 = new_req(&h, 1, false), *q2 = new_req(&h, 2, false);
   assert_int_equal(submit(m, q1), INFERD_OK);
   assert_int_equal(submit(m, q2), INFERD_OK);
+  assert_int_equal(rendered_queue_depth(registry), 2);
   scale_arg sa = {.m = m, .workers = 0};
   pthread_t th;
   assert_int_equal(pthread_create(&th, NULL, scale_thread, &sa), 0);
@@ -724,6 +753,7 @@ static void test_scale_to_zero_flushes_queue(void **state) {
   assert_int_equal(q1->code, INFERD_UNAVAILABLE);
   assert_int_equal(q2->code, INFERD_UNAVAILABLE);
   assert_true(output_untouched(q1));
+  assert_int_equal(rendered_queue_depth(registry), 0); /* no batch ever took them */
   check_all(&h);
   assert_false(sched_model_ready(m));
   test_req *none = new_req(&h, 3, false);
@@ -739,6 +769,9 @@ static void test_scale_to_zero_flushes_queue(void **state) {
   assert_true(wait_completed(&h, 4));
   assert_int_equal(back->code, INFERD_OK);
   check_all(&h);
+  assert_int_equal(rendered_queue_depth(registry), 0);
+  metrics_model_set_queue_depth_source(registry, series, NULL, NULL);
+  metrics_registry_free(registry);
   sched_model_free(m);
   harness_free(&h);
   (void)state;
