@@ -10,7 +10,8 @@
  *   http_routes.c     request routing for the three APIs; /ping, /metrics, KServe health
  *   http_models.c     the registry of loaded models: load from the model store (archive
  *                     -> engine -> scheduler with a placement plan), lookup, references
- *   http_predict.c    POST /predictions: preprocess, submit, answer from the done queue
+ *   http_predict.c    POST /predictions: preprocess, submit, answer from the done queue;
+ *                     the jobs (submit, done queue, recycling) other requests can share
  *   http_management.c the management API; slow operations run on its own thread
  *   http_multipart.c  multipart/form-data reader
  */
@@ -260,23 +261,43 @@ int http__registry_list(http__registry *r, const char *name, bool all, http__mod
 /* Frees a model whose last reference is gone (the management thread calls this). */
 void http__model_destroy(http__model *m);
 
-/* ---- predictions (http_predict.c) -------------------------------------------------------- */
+/* ---- jobs: requests between submit and answer (http_predict.c) ---------------------------- */
 
-/* A prediction between its submit and its answer. Recycled per HTTP thread. */
+/* One scheduler request between its submit and its answer, with its input and output
+ * slots. Recycled per HTTP thread. A prediction is one job; a KServe v2 infer of n
+ * rows is n jobs linked in row order from the first, which answers for all. */
 typedef struct http__job {
   sched_request request;             /* what the scheduler sees; request.user == this */
   h2o_multithread_message_t message; /* back to `loop` when done */
   inferd_code code;                  /* from the done callback */
   http__loop *loop;
-  h2o_req_t *req;                    /* NULL once the client is gone */
+  h2o_req_t *req;                    /* NULL once the client is gone (v2: first row only) */
   struct http__job **hook;           /* in req->pool: points back here until answered */
-  http__model *model;                /* one reference */
+  http__model *model;                /* one reference (v2: held by the first row) */
   float *input;                      /* [input_capacity] */
   float *output;                     /* [output_capacity] */
   size_t input_capacity, output_capacity;
   double received;                   /* core_now_seconds() when the request arrived */
+  /* Loop thread, once the scheduler is done with the job (it came back through the done
+   * queue): answer, drop references, recycle. */
+  void (*finish)(struct http__job *job);
+  struct http__job *first_row;       /* v2: the first job of the request (itself there) */
+  struct http__job *next_row;        /* v2: the next row's job, NULL after the last */
+  int rows_pending;                  /* v2, first row: rows submitted and not yet back */
+  void *call;                        /* v2, first row: the call's state in req->pool */
   struct http__job *next_free;
 } http__job;
+
+/* A job of this loop's free list with slots for m's input and output (NULL: out of
+ * memory). Its request fields are reset; the caller sets model, finish, user fields. */
+http__job *http__job_get(http__loop *loop, const http__model *m);
+void http__job_put(http__loop *loop, http__job *job);
+/* Submits job->input to job->model's scheduler, to come back to job->finish on this
+ * loop. OK: the scheduler owns the job until then. Else nothing was queued and *st
+ * says why (UNAVAILABLE: queue full, draining, no workers; 503 + Retry-After). */
+inferd_code http__job_submit(http__job *job, inferd_status *st);
+/* Answers a job that came back with `code` != OK (504, 503 or 500); returns the status sent. */
+int http__send_job_error(h2o_req_t *req, const http__model *m, inferd_code code, const inferd_status *why);
 
 void http__predict(http_server *server, h2o_req_t *req, const http__path *path);
 void http__predict_loop_init(http__loop *loop);  /* on the loop thread */

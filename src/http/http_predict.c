@@ -25,6 +25,12 @@
  * scheduler skips it if it has not run); the job still comes back through step 5 and
  * is recycled there without an answer.
  *
+ * The jobs are shared with KServe v2 infer (http_v2.c): http__job_get / http__job_put
+ * recycle them, http__job_submit queues one with on_done as its callback, and
+ * on_jobs_done hands each job that comes back to its own `finish` (finish_prediction
+ * here; http_v2.c's waits for all rows of a request). http__send_job_error is the one
+ * mapping of a failed job to 504 / 503 / 500.
+ *
  * Memory: jobs (with their input and output slots: 602 KB for a 224x224 image) are
  * recycled per HTTP thread; after warm-up a prediction allocates only from h2o's
  * request pool. The number of jobs alive is bounded by the requests in flight, which
@@ -54,7 +60,7 @@ static bool grow(float **slot, size_t *capacity, size_t floats) {
   return true;
 }
 
-static http__job *job_get(http__loop *loop, const http__model *m) {
+http__job *http__job_get(http__loop *loop, const http__model *m) {
   http__job *job = loop->free_jobs;
   if (job)
     loop->free_jobs = job->next_free;
@@ -68,13 +74,19 @@ static http__job *job_get(http__loop *loop, const http__model *m) {
   }
   job->loop = loop;
   job->next_free = NULL;
+  job->first_row = job->next_row = NULL;
+  job->rows_pending = 0;
+  job->call = NULL;
   return job;
 }
 
-static void job_put(http__loop *loop, http__job *job) {
+void http__job_put(http__loop *loop, http__job *job) {
   job->req = NULL;
   job->hook = NULL;
   job->model = NULL;
+  job->finish = NULL;
+  job->first_row = job->next_row = NULL;
+  job->call = NULL;
   job->next_free = loop->free_jobs;
   loop->free_jobs = job;
 }
@@ -93,6 +105,54 @@ static void on_done(sched_request *request, inferd_code code, void *user) {
   http__job *job = user;
   job->code = code;
   h2o_multithread_send_message(&job->loop->done_receiver, &job->message);
+}
+
+/* Why the scheduler refused, in TorchServe's words where it has them. */
+static void refusal_message(http__model *m, const inferd_status *why, inferd_status *st) {
+  sched_model_info info;
+  sched_model_describe(m->sched, &info, NULL, 0);
+  if (info.draining)
+    core_fail(st, INFERD_UNAVAILABLE, "Model \"%s\" Version %s is being unregistered", m->name, m->version);
+  else if (info.workers == 0)
+    core_fail(st, INFERD_UNAVAILABLE,
+              "Model \"%s\" Version %s has no worker to serve inference request. Please use scale workers API to "
+              "add workers.",
+              m->name, m->version);
+  else
+    core_fail(st, INFERD_UNAVAILABLE, "Model \"%s\" Version %s is busy: %s; retry later", m->name, m->version,
+              why->message);
+}
+
+inferd_code http__job_submit(http__job *job, inferd_status *st) {
+  job->request.input = job->input;
+  job->request.output = job->output;
+  job->request.deadline = 0; /* the model's response_timeout after enqueue */
+  job->request.done = on_done;
+  job->request.user = job;
+  atomic_store(&job->request.cancelled, false);
+  job->message = (h2o_multithread_message_t){{NULL, NULL}};
+  inferd_code code = sched_submit(job->model->sched, &job->request);
+  if (code == INFERD_UNAVAILABLE)
+    refusal_message(job->model, &job->request.status, st);
+  else if (code != INFERD_OK)
+    *st = job->request.status;
+  if (code == INFERD_OK) metrics_model_queue_depth_add(job->model->metrics, 1);
+  return code;
+}
+
+int http__send_job_error(h2o_req_t *req, const http__model *m, inferd_code code, const inferd_status *why) {
+  if (code == INFERD_TIMEOUT) {
+    http__send_error(req, HTTP__E_TIMEOUT, "Model \"%s\" did not answer within its response timeout (%d s)", m->name,
+                     m->response_timeout_s);
+    return 504;
+  }
+  if (code == INFERD_UNAVAILABLE) {
+    http__send_error(req, HTTP__E_UNAVAILABLE, "Model \"%s\" has no worker left to serve the request: %s", m->name,
+                     why->message);
+    return 503;
+  }
+  http__send_error(req, HTTP__E_INTERNAL, "Model \"%s\" failed on this request: %s", m->name, why->message);
+  return 500;
 }
 
 /* ---- answering ---------------------------------------------------------------------------------- */
@@ -114,32 +174,28 @@ static void answer(http__job *job) {
       status = 500;
       http__send_error(req, HTTP__E_INTERNAL, "model %s: %s", m->name, st.message);
     }
-  } else if (job->code == INFERD_TIMEOUT) {
-    status = 504;
-    http__send_error(req, HTTP__E_TIMEOUT, "Model \"%s\" did not answer within its response timeout (%d s)", m->name,
-                     m->response_timeout_s);
-  } else if (job->code == INFERD_UNAVAILABLE) {
-    status = 503;
-    http__send_error(req, HTTP__E_UNAVAILABLE, "Model \"%s\" has no worker left to serve the request: %s", m->name,
-                     job->request.status.message);
   } else {
-    status = 500;
-    http__send_error(req, HTTP__E_INTERNAL, "Model \"%s\" failed on this request: %s", m->name,
-                     job->request.status.message);
+    status = http__send_job_error(req, m, job->code, &job->request.status);
   }
   metrics_model_response(m->metrics, status);
 }
 
+/* The prediction's job is back from the scheduler (loop thread). */
+static void finish_prediction(http__job *job) {
+  http__loop *loop = job->loop;
+  if (job->req) answer(job);
+  http__model_release(job->model);
+  atomic_fetch_sub(&loop->server->in_flight, 1);
+  http__job_put(loop, job);
+}
+
 static void on_jobs_done(h2o_multithread_receiver_t *receiver, h2o_linklist_t *messages) {
-  http__loop *loop = H2O_STRUCT_FROM_MEMBER(http__loop, done_receiver, receiver);
+  (void)receiver;
   while (!h2o_linklist_is_empty(messages)) {
     h2o_multithread_message_t *message = H2O_STRUCT_FROM_MEMBER(h2o_multithread_message_t, link, messages->next);
     h2o_linklist_unlink(&message->link);
     http__job *job = H2O_STRUCT_FROM_MEMBER(http__job, message, message);
-    if (job->req) answer(job);
-    http__model_release(job->model);
-    atomic_fetch_sub(&loop->server->in_flight, 1);
-    job_put(loop, job);
+    job->finish(job);
   }
 }
 
@@ -188,22 +244,6 @@ static bool find_image(h2o_req_t *req, h2o_iovec_t *image, inferd_status *st) {
   return true;
 }
 
-/* Why the scheduler refused, in TorchServe's words where it has them. */
-static void refusal_message(http__model *m, const inferd_status *why, inferd_status *st) {
-  sched_model_info info;
-  sched_model_describe(m->sched, &info, NULL, 0);
-  if (info.draining)
-    core_fail(st, INFERD_UNAVAILABLE, "Model \"%s\" Version %s is being unregistered", m->name, m->version);
-  else if (info.workers == 0)
-    core_fail(st, INFERD_UNAVAILABLE,
-              "Model \"%s\" Version %s has no worker to serve inference request. Please use scale workers API to "
-              "add workers.",
-              m->name, m->version);
-  else
-    core_fail(st, INFERD_UNAVAILABLE, "Model \"%s\" Version %s is busy: %s; retry later", m->name, m->version,
-              why->message);
-}
-
 void http__predict(http_server *s, h2o_req_t *req, const http__path *path) {
   http__loop *loop = http__loop_of(req);
   if (atomic_load(&s->draining)) {
@@ -235,7 +275,7 @@ void http__predict(http_server *s, h2o_req_t *req, const http__path *path) {
     http__model_release(m);
     return;
   }
-  http__job *job = loop->image ? job_get(loop, m) : NULL;
+  http__job *job = loop->image ? http__job_get(loop, m) : NULL;
   if (!job) {
     http__send_error(req, HTTP__E_UNAVAILABLE, "out of memory for a request of model %s", m->name);
     metrics_model_response(m->metrics, 503);
@@ -243,29 +283,18 @@ void http__predict(http_server *s, h2o_req_t *req, const http__path *path) {
     return;
   }
   job->received = core_now_seconds();
+  job->model = m;
+  job->finish = finish_prediction;
   inferd_code code = handler_image_preprocess(loop->image, image.base, image.len, job->input, NULL, &st);
-  if (code == INFERD_OK) {
-    job->model = m;
-    job->request.input = job->input;
-    job->request.output = job->output;
-    job->request.deadline = 0; /* the model's response_timeout after enqueue */
-    job->request.done = on_done;
-    job->request.user = job;
-    atomic_store(&job->request.cancelled, false);
-    job->message = (h2o_multithread_message_t){{NULL, NULL}};
-    code = sched_submit(m->sched, &job->request);
-    if (code == INFERD_UNAVAILABLE) refusal_message(m, &job->request.status, &st);
-    else if (code != INFERD_OK) st = job->request.status;
-  }
+  if (code == INFERD_OK) code = http__job_submit(job, &st);
   if (code != INFERD_OK) {
     http__send_status(req, &st);
     metrics_model_response(m->metrics, http__error_status(http__error_from_code(code)));
     http__model_release(m);
-    job_put(loop, job);
+    http__job_put(loop, job);
     return;
   }
   /* Queued: the scheduler owns the job until on_done; the model reference goes with it. */
-  metrics_model_queue_depth_add(m->metrics, 1);
   atomic_fetch_add(&s->in_flight, 1);
   job->req = req;
   job->hook = h2o_mem_alloc_shared(&req->pool, sizeof *job->hook, on_request_dispose);
