@@ -19,13 +19,15 @@
  *     -> ... -> http_server_drain (graceful stop) -> http_server_free.
  *
  * Threading: every function here is called by the thread that made the server, except
- * the multipart parser, which is pure and may be called from any thread.
+ * the multipart and KServe v2 request parsers, which are pure and may be called from
+ * any thread.
  */
 #ifndef INFERD_HTTP_H
 #define INFERD_HTTP_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "inferd/inferd.h"
 
@@ -105,5 +107,49 @@ size_t http_multipart_boundary(const char *content_type, size_t len, const char 
 inferd_code http_multipart_find(const char *body, size_t size, const char *boundary,
                                 size_t boundary_len, const char *const *names, int name_count,
                                 http_multipart_part *part, inferd_status *status);
+
+/* ---- KServe v2 infer requests (pure; exposed for tests and the fuzzer) ----------------- */
+
+/* What the model being asked expects; all borrowed for the duration of the call. */
+typedef struct http_v2_spec {
+  const char *model_name;         /* for messages */
+  const char *input_name;         /* the model's one input */
+  int item_rank;                  /* the input's rank without its batch axis */
+  const int64_t *item_dims;       /* [item_rank] */
+  const char *const *output_names; /* [output_count]; only the first is served */
+  int output_count;
+  int max_rows;                   /* largest batch n accepted (the model's job_queue_size) */
+} http_v2_spec;
+
+/* A validated request. Pointers are into the body given to http_v2_parse or into
+ * memory from its alloc callback (owned by whoever owns that memory). */
+typedef struct http_v2_request {
+  int rows;                    /* n >= 1: the batch axis of the input's shape */
+  size_t row_elems;            /* floats per row: the product of item_dims */
+  const float *data;           /* [rows * row_elems] from JSON "data"; NULL when binary */
+  const unsigned char *binary; /* rows * row_elems little-endian float32 in the body; or NULL */
+  const char *id;              /* the request's "id" (not terminated), NULL when absent */
+  size_t id_len;
+  bool binary_output;          /* answer the output as binary tensor data */
+} http_v2_request;
+
+/* Memory for the parsed request (the HTTP layer: the request's pool). NULL: out of memory. */
+typedef void *(*http_v2_alloc_fn)(void *ctx, size_t bytes);
+
+/* Parses and validates POST /v2/models/{m}/infer: the body, and the value of its
+ * Inference-Header-Content-Length header (header == NULL: absent; then the whole body
+ * is JSON). The input must be named spec->input_name, have datatype FP32 and shape
+ * [n, item_dims...] with 1 <= n <= spec->max_rows, and give n * row_elems numbers
+ * in "data" (flat or nested, row-major) or, with the binary tensor data extension,
+ * "parameters": {"binary_data_size": n * row_elems * 4} bytes after the JSON. Outputs
+ * asked for must be the model's first output. Returns INFERD_OK and fills *out, or
+ * INFERD_INVALID_ARG (INFERD_NO_MEMORY when alloc fails) with a message naming what
+ * is wrong. Never reads outside body[0..size). */
+inferd_code http_v2_parse(const char *body, size_t size, const char *header, size_t header_len,
+                          const http_v2_spec *spec, http_v2_alloc_fn alloc, void *alloc_ctx,
+                          http_v2_request *out, inferd_status *status);
+
+/* Copies row `row` (< r->rows) of a parsed request into dest[0..row_elems). */
+void http_v2_copy_row(const http_v2_request *r, int row, float *dest);
 
 #endif /* INFERD_HTTP_H */

@@ -7,11 +7,13 @@
  *                     queue from workers back to loops, drain and stop
  *   http_reply.c      the one error renderer, status -> HTTP code, canned replies
  *   http_auth.c       token keys, key_file.json, the Authorization check, /token
- *   http_routes.c     request routing for the three APIs; /ping, /metrics, KServe health
+ *   http_routes.c     request routing for the three APIs; /ping, /metrics
  *   http_models.c     the registry of loaded models: load from the model store (archive
  *                     -> engine -> scheduler with a placement plan), lookup, references
  *   http_predict.c    POST /predictions: preprocess, submit, answer from the done queue;
- *                     the jobs (submit, done queue, recycling) other requests can share
+ *                     the jobs (submit, done queue, recycling) that http_v2.c shares
+ *   http_v2.c         KServe v2 / Open Inference Protocol: health, metadata, readiness,
+ *                     infer (JSON tensors and the binary tensor data extension)
  *   http_management.c the management API; slow operations run on its own thread
  *   http_multipart.c  multipart/form-data reader
  */
@@ -302,6 +304,13 @@ int http__send_job_error(h2o_req_t *req, const http__model *m, inferd_code code,
 void http__predict(http_server *server, h2o_req_t *req, const http__path *path);
 void http__predict_loop_init(http__loop *loop);  /* on the loop thread */
 void http__predict_loop_free(http__loop *loop);  /* on the loop thread, at exit */
+
+/* ---- KServe v2 (http_v2.c) -------------------------------------------------------------- */
+
+/* Everything under /v2 (health, server and model metadata, readiness, infer). */
+void http__v2(http_server *server, h2o_req_t *req, const http__path *path);
+bool http__server_ready(http_server *server); /* not draining, every startup model ready */
+bool http__method_is(h2o_req_t *req, const char *method);
 
 /* ---- management (http_management.c) ----------------------------------------------------- */
 

@@ -4,8 +4,8 @@
  *   inference port (8080)                      key
  *     GET|POST|HEAD /ping                      none   200 {"status": "Healthy"} / 503
  *     POST|PUT /predictions/{m}[/{v}]          inference   http_predict.c
- *     GET /v2, /v2/health/live|ready           none   (health: none; /v2: inference)
- *     GET /v2/models/{m}[/versions/{v}][/ready]  inference   KServe v2 metadata, readiness
+ *     /v2/...                                  inference (health: none)   http_v2.c:
+ *                                              KServe v2 health, metadata, readiness, infer
  *   management port (8081)
  *     /models..., GET /token                   management / API   http_management.c
  *   metrics port (8082)
@@ -28,7 +28,7 @@ bool http__segment_is(h2o_iovec_t segment, const char *text) {
   return h2o_memis(segment.base, segment.len, text, strlen(text));
 }
 
-static bool method_is(h2o_req_t *req, const char *method) {
+bool http__method_is(h2o_req_t *req, const char *method) {
   return h2o_memis(req->method.base, req->method.len, method, strlen(method));
 }
 
@@ -91,147 +91,23 @@ bool http__query_param(h2o_req_t *req, const http__path *path, const char *name,
 
 /* ---- inference API: health -------------------------------------------------------------- */
 
-static bool server_ready(http_server *s) {
+bool http__server_ready(http_server *s) {
   return !atomic_load(&s->draining) && http__registry_ready(s->registry);
 }
 
 static void ping(http_server *s, h2o_req_t *req) {
   static const char healthy[] = "{\n  \"status\": \"Healthy\"\n}\n";
   static const char unhealthy[] = "{\n  \"status\": \"Unhealthy\"\n}\n";
-  if (server_ready(s))
+  if (http__server_ready(s))
     http__send_json(req, 200, healthy, sizeof healthy - 1);
   else
     http__send_json(req, 503, unhealthy, sizeof unhealthy - 1);
 }
 
-/* ---- inference API: KServe v2 (Open Inference Protocol) metadata and readiness ----------- */
-
-static void json_shape(http__buf *b, const inferd_tensor_info *t) {
-  http__buf_append(b, "[", 1);
-  for (int d = 0; d < t->rank; d++) http__buf_printf(b, "%s%lld", d ? ", " : "", (long long)t->dims[d]);
-  http__buf_append(b, "]", 1);
-}
-
-static const char *v2_datatype(inferd_dtype dtype) {
-  switch (dtype) {
-  case INFERD_DTYPE_FLOAT: return "FP32";
-  case INFERD_DTYPE_UINT8: return "UINT8";
-  case INFERD_DTYPE_INT8: return "INT8";
-  case INFERD_DTYPE_INT32: return "INT32";
-  case INFERD_DTYPE_INT64: return "INT64";
-  case INFERD_DTYPE_BOOL: return "BOOL";
-  default: return "BYTES";
-  }
-}
-
-static void v2_tensors(http__buf *b, const inferd_model *engine, bool inputs) {
-  int count = inputs ? inferd_model_num_inputs(engine) : inferd_model_num_outputs(engine);
-  http__buf_append(b, "[", 1);
-  for (int i = 0; i < count; i++) {
-    inferd_tensor_info t;
-    if ((inputs ? inferd_model_input(engine, i, &t) : inferd_model_output(engine, i, &t)) != INFERD_OK) continue;
-    http__buf_printf(b, "%s{\"name\": ", i ? ", " : "");
-    http__buf_json_string(b, t.name, strlen(t.name));
-    http__buf_printf(b, ", \"datatype\": \"%s\", \"shape\": ", v2_datatype(t.dtype));
-    json_shape(b, &t);
-    http__buf_append(b, "}", 1);
-  }
-  http__buf_append(b, "]", 1);
-}
-
-/* /v2/models/{m}[/versions/{v}][/ready] */
-static void v2_model(http_server *s, h2o_req_t *req, const http__path *path) {
-  h2o_iovec_t name = path->segments[2], version = h2o_iovec_init("", 0);
-  int next = 3;
-  if (path->count >= 5 && http__segment_is(path->segments[3], "versions")) {
-    version = path->segments[4];
-    next = 5;
-  }
-  bool ready_call = path->count == next + 1 && http__segment_is(path->segments[next], "ready");
-  if (path->count != next && !ready_call) {
-    if (path->count == next + 1 && http__segment_is(path->segments[next], "infer")) {
-      http__send_error(req, HTTP__E_UNSUPPORTED,
-                       "KServe v2 infer is not implemented yet: POST the image to /predictions/%.*s",
-                       (int)name.len, name.base);
-      return;
-    }
-    http__send_canned(req, HTTP__CANNED_NO_ROUTE);
-    return;
-  }
-  if (!method_is(req, "GET")) {
-    http__send_canned(req, HTTP__CANNED_METHOD);
-    return;
-  }
-  inferd_status st;
-  http__model *m = http__model_acquire(s->registry, name.base, name.len, version.base, version.len, &st);
-  if (!m) {
-    http__send_status(req, &st);
-    return;
-  }
-  http__buf b;
-  http__buf_init(&b, &req->pool, 512);
-  if (ready_call) {
-    bool ready = !atomic_load(&s->draining) && sched_model_ready(m->sched);
-    http__buf_append(&b, "{\"name\": ", 9);
-    http__buf_json_string(&b, m->name, strlen(m->name));
-    http__buf_printf(&b, ", \"ready\": %s}\n", ready ? "true" : "false");
-    http__send_json(req, ready ? 200 : 503, b.data, b.len);
-  } else {
-    http__buf_append(&b, "{\"name\": ", 9);
-    http__buf_json_string(&b, m->name, strlen(m->name));
-    http__buf_append(&b, ", \"versions\": [", 15);
-    http__buf_json_string(&b, m->version, strlen(m->version));
-    http__buf_append(&b, "], \"platform\": \"onnx\", \"inputs\": ", 33);
-    v2_tensors(&b, m->engine, true);
-    http__buf_append(&b, ", \"outputs\": ", 13);
-    v2_tensors(&b, m->engine, false);
-    http__buf_append(&b, "}\n", 2);
-    http__send_json(req, 200, b.data, b.len);
-  }
-  http__model_release(m);
-}
-
-static void v2(http_server *s, h2o_req_t *req, const http__path *path) {
-  if (path->count == 3 && http__segment_is(path->segments[1], "health")) {
-    if (!method_is(req, "GET") && !method_is(req, "HEAD")) {
-      http__send_canned(req, HTTP__CANNED_METHOD);
-    } else if (http__segment_is(path->segments[2], "live")) {
-      static const char live[] = "{\"live\": true}\n";
-      http__send_json(req, 200, live, sizeof live - 1);
-    } else if (http__segment_is(path->segments[2], "ready")) {
-      static const char yes[] = "{\"ready\": true}\n", no[] = "{\"ready\": false}\n";
-      if (server_ready(s))
-        http__send_json(req, 200, yes, sizeof yes - 1);
-      else
-        http__send_json(req, 503, no, sizeof no - 1);
-    } else {
-      http__send_canned(req, HTTP__CANNED_NO_ROUTE);
-    }
-    return;
-  }
-  if (!http__auth_check(s->auth, req, HTTP__KEY_INFERENCE)) {
-    http__send_canned(req, HTTP__CANNED_UNAUTHORIZED);
-    return;
-  }
-  if (path->count == 1) {
-    static const char meta[] = "{\"name\": \"inferd\", \"version\": \"0.1.0\", \"extensions\": []}\n";
-    if (method_is(req, "GET"))
-      http__send_json(req, 200, meta, sizeof meta - 1);
-    else
-      http__send_canned(req, HTTP__CANNED_METHOD);
-    return;
-  }
-  if (path->count >= 3 && http__segment_is(path->segments[1], "models")) {
-    v2_model(s, req, path);
-    return;
-  }
-  http__send_canned(req, HTTP__CANNED_NO_ROUTE);
-}
-
 /* ---- metrics API ----------------------------------------------------------------------- */
 
 static void metrics(http_server *s, h2o_req_t *req) {
-  if (!method_is(req, "GET")) {
+  if (!http__method_is(req, "GET")) {
     http__send_canned(req, HTTP__CANNED_METHOD);
     return;
   }
@@ -260,14 +136,14 @@ void http__route(http_server *s, h2o_req_t *req, unsigned apis) {
   h2o_iovec_t first = path.segments[0];
   if (apis & (1u << HTTP_API_INFERENCE)) {
     if (path.count == 1 && http__segment_is(first, "ping")) {
-      if (method_is(req, "GET") || method_is(req, "POST") || method_is(req, "HEAD"))
+      if (http__method_is(req, "GET") || http__method_is(req, "POST") || http__method_is(req, "HEAD"))
         ping(s, req);
       else
         http__send_canned(req, HTTP__CANNED_METHOD);
       return;
     }
     if (http__segment_is(first, "predictions") && (path.count == 2 || path.count == 3)) {
-      if (!method_is(req, "POST") && !method_is(req, "PUT")) {
+      if (!http__method_is(req, "POST") && !http__method_is(req, "PUT")) {
         http__send_canned(req, HTTP__CANNED_METHOD);
       } else if (!http__auth_check(s->auth, req, HTTP__KEY_INFERENCE)) {
         http__send_canned(req, HTTP__CANNED_UNAUTHORIZED);
@@ -277,7 +153,7 @@ void http__route(http_server *s, h2o_req_t *req, unsigned apis) {
       return;
     }
     if (http__segment_is(first, "v2")) {
-      v2(s, req, &path);
+      http__v2(s, req, &path);
       return;
     }
   }

@@ -1,0 +1,727 @@
+/*
+ * http_v2.c - the KServe v2 / Open Inference Protocol part of the inference API.
+ *
+ *   GET  /v2/health/live|ready                          no key
+ *   GET  /v2                                            server metadata (extensions:
+ *                                                       binary_tensor_data)
+ *   GET  /v2/models/{m}[/versions/{v}]                  model metadata
+ *   GET  /v2/models/{m}[/versions/{v}]/ready            model readiness
+ *   POST /v2/models/{m}[/versions/{v}]/infer            inference
+ * Everything but health needs the inference key (checked here, as for /predictions).
+ *
+ * Infer, as Triton and KServe clients send it:
+ *   {"id": "...", "parameters": {"binary_data_output": false},
+ *    "inputs": [{"name": "input", "shape": [n, 3, 224, 224], "datatype": "FP32",
+ *                "data": [...]  or  "parameters": {"binary_data_size": S}}],
+ *    "outputs": [{"name": "output", "parameters": {"binary_data": true}}]}
+ * With the binary tensor data extension the header Inference-Header-Content-Length: L
+ * says that the body's first L bytes are that JSON and the rest is raw tensor data
+ * (little-endian FP32, S bytes for the input that names binary_data_size). The answer
+ * is {"model_name", "model_version", "id", "outputs": [{"name", "datatype": "FP32",
+ * "shape": [n, ...], "data": [...]}]}: the model's first output (the only one the
+ * scheduler returns), inline as JSON numbers, or as binary tensor data after the JSON
+ * (then with Inference-Header-Content-Length and application/octet-stream).
+ *
+ * The parser (http_v2_parse, declared in http.h) is pure: it needs no h2o, so the
+ * fuzzer runs it as it is. It validates everything against the model (input name,
+ * datatype FP32 only, as Triton refuses any other for an FP32 input, shape [n, item],
+ * element count, binary sizes, output names); every mismatch is a 400 naming it.
+ *
+ * Execution: each of the n rows becomes one job of http_predict.c (its own scheduler
+ * request, batched with /predictions and other v2 requests), linked in row order from
+ * the first. A row that comes back waits on the loop; when the last one is back the
+ * first answers for all (the first failing row's error: 504 TIMEOUT, 503, 500) and all
+ * are recycled. n is bounded by the model's job_queue_size (400 beyond it), so a
+ * request holds at most that many jobs. Queue full part-way: 503 + Retry-After at once,
+ * the rows already queued are cancelled and recycled when they come back.
+ * A client that goes away: the dispose hook (on the first row) cancels every row;
+ * they still come back and are recycled without an answer.
+ *
+ * Memory: the parsed input and the answer live in the request's h2o pool; jobs are
+ * recycled per loop. jansson's tree of the request JSON is the one malloc per request
+ * (bounded by max_request_size), freed before the rows are submitted.
+ *
+ * Threading: the handlers run on the HTTP thread that owns the request; the rows come
+ * back to that same thread through http_predict.c's done queue.
+ */
+#include <float.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http/http_internal.h"
+
+/* ---- the request parser (pure) -------------------------------------------------------- */
+
+typedef struct v2_parse {
+  const http_v2_spec *spec;
+  http_v2_alloc_fn alloc;
+  void *alloc_ctx;
+  inferd_status *st;
+  const char *input; /* the input's name, for messages */
+} v2_parse;
+
+static inferd_code bad(inferd_status *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inferd_code bad(inferd_status *st, const char *fmt, ...) {
+  char message[INFERD_STATUS_MESSAGE_MAX];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(message, sizeof message, fmt, ap);
+  va_end(ap);
+  return core_fail(st, INFERD_INVALID_ARG, "%s", message);
+}
+
+/* "[n, 3, 224, 224]": the shape the model takes. */
+static void expected_shape(const http_v2_spec *spec, char *out, size_t cap) {
+  size_t len = (size_t)snprintf(out, cap, "[n");
+  for (int d = 0; d < spec->item_rank && len < cap; d++)
+    len += (size_t)snprintf(out + len, cap - len, ", %lld", (long long)spec->item_dims[d]);
+  if (len < cap) snprintf(out + len, cap - len, "]");
+}
+
+/* Counts the numbers of a flat or nested "data" array (at most `limit` + 1 counted,
+ * nesting at most `depth` arrays), or fails naming the first element that is not a
+ * number or does not fit FP32. With dest, also writes them in row-major order. */
+static inferd_code walk_data(v2_parse *p, const json_t *array, int depth, size_t limit, size_t *count, float *dest) {
+  if (depth == 0) return bad(p->st, "input '%s': \"data\" is nested deeper than its shape", p->input);
+  size_t i;
+  const json_t *v;
+  json_array_foreach(array, i, v) {
+    if (json_is_array(v)) {
+      inferd_code code = walk_data(p, v, depth - 1, limit, count, dest);
+      if (code != INFERD_OK || *count > limit) return code;
+      continue;
+    }
+    if (!json_is_number(v))
+      return bad(p->st, "input '%s': data element %zu is not a number (FP32 data must be JSON numbers)", p->input,
+                 *count);
+    double x = json_number_value(v);
+    if (!(fabs(x) <= FLT_MAX))
+      return bad(p->st, "input '%s': data element %zu (%g) is outside the FP32 range", p->input, *count, x);
+    if (*count >= limit) { /* one past: enough to say the count is wrong */
+      *count = limit + 1;
+      return INFERD_OK;
+    }
+    if (dest) dest[*count] = (float)x;
+    (*count)++;
+  }
+  return INFERD_OK;
+}
+
+/* A non-negative JSON integer field of an object, or absent (*present false). */
+static inferd_code get_size(v2_parse *p, const json_t *object, const char *key, const char *where, bool *present,
+                            long long *value) {
+  const json_t *v = json_object_get(object, key);
+  *present = v != NULL;
+  if (!v) return INFERD_OK;
+  if (!json_is_integer(v) || json_integer_value(v) < 0)
+    return bad(p->st, "%s: \"%s\" must be a non-negative integer", where, key);
+  *value = json_integer_value(v);
+  return INFERD_OK;
+}
+
+static inferd_code get_bool(v2_parse *p, const json_t *object, const char *key, const char *where, bool *value) {
+  const json_t *v = object ? json_object_get(object, key) : NULL;
+  if (!v) return INFERD_OK;
+  if (!json_is_boolean(v)) return bad(p->st, "%s: \"%s\" must be true or false", where, key);
+  *value = json_is_true(v);
+  return INFERD_OK;
+}
+
+/* An optional "parameters" member: NULL when absent, else it must be an object. */
+static inferd_code get_parameters(v2_parse *p, const json_t *object, const char *where, const json_t **out) {
+  *out = json_object_get(object, "parameters");
+  if (*out && !json_is_object(*out)) return bad(p->st, "%s: \"parameters\" must be an object", where);
+  return INFERD_OK;
+}
+
+static inferd_code parse_input(v2_parse *p, const json_t *input, const char *binary, size_t binary_size,
+                               http_v2_request *out) {
+  const http_v2_spec *spec = p->spec;
+  if (!json_is_object(input)) return bad(p->st, "inputs[0] must be an object");
+  const json_t *name = json_object_get(input, "name");
+  if (!json_is_string(name)) return bad(p->st, "inputs[0]: \"name\" must be a string");
+  p->input = json_string_value(name);
+  if (strcmp(p->input, spec->input_name) != 0 || json_string_length(name) != strlen(spec->input_name))
+    return bad(p->st, "unknown input '%s': model %s has input '%s'", p->input, spec->model_name, spec->input_name);
+
+  const json_t *datatype = json_object_get(input, "datatype");
+  if (!json_is_string(datatype)) return bad(p->st, "input '%s': \"datatype\" must be a string", p->input);
+  if (strcmp(json_string_value(datatype), "FP32") != 0)
+    return bad(p->st, "input '%s': datatype '%s' does not match the model's FP32", p->input,
+               json_string_value(datatype));
+
+  char expected[160];
+  expected_shape(spec, expected, sizeof expected);
+  const json_t *shape = json_object_get(input, "shape");
+  if (!json_is_array(shape)) return bad(p->st, "input '%s': \"shape\" must be an array of integers", p->input);
+  size_t rank = json_array_size(shape);
+  if (rank != (size_t)spec->item_rank + 1)
+    return bad(p->st, "input '%s': shape has rank %zu, model %s takes %s", p->input, rank, spec->model_name,
+               expected);
+  for (size_t d = 0; d < rank; d++) {
+    const json_t *v = json_array_get(shape, d);
+    if (!json_is_integer(v)) return bad(p->st, "input '%s': shape[%zu] is not an integer", p->input, d);
+    long long dim = json_integer_value(v);
+    if (d == 0 && (dim < 1 || dim > spec->max_rows))
+      return bad(p->st, "input '%s': batch %lld out of range: model %s takes 1 to %d rows per request (its "
+                        "job_queue_size)", p->input, dim, spec->model_name, spec->max_rows);
+    if (d > 0 && (dim < 0 || dim != spec->item_dims[d - 1]))
+      return bad(p->st, "input '%s': shape[%zu] is %lld, model %s takes %s", p->input, d, dim, spec->model_name,
+                 expected);
+  }
+  out->rows = (int)json_integer_value(json_array_get(shape, 0));
+  out->row_elems = 1;
+  for (int d = 0; d < spec->item_rank; d++) out->row_elems *= (size_t)spec->item_dims[d];
+  size_t elems = (size_t)out->rows * out->row_elems;
+
+  const json_t *parameters;
+  char where[96];
+  snprintf(where, sizeof where, "input '%.60s'", p->input);
+  if (get_parameters(p, input, where, &parameters) != INFERD_OK) return INFERD_INVALID_ARG;
+  bool is_binary = false;
+  long long binary_bytes = 0;
+  if (parameters && get_size(p, parameters, "binary_data_size", where, &is_binary, &binary_bytes) != INFERD_OK)
+    return INFERD_INVALID_ARG;
+  const json_t *data = json_object_get(input, "data");
+  if (is_binary) {
+    if (data) return bad(p->st, "input '%s': both \"data\" and binary_data_size given", p->input);
+    if (!binary)
+      return bad(p->st, "input '%s': binary_data_size without an Inference-Header-Content-Length header", p->input);
+    if ((unsigned long long)binary_bytes != elems * sizeof(float))
+      return bad(p->st, "input '%s': binary_data_size %lld does not match shape (%zu FP32 values = %zu bytes)",
+                 p->input, binary_bytes, elems, elems * sizeof(float));
+    if ((unsigned long long)binary_bytes > binary_size)
+      return bad(p->st, "input '%s': binary_data_size %lld is more than the %zu bytes after the JSON", p->input,
+                 binary_bytes, binary_size);
+    if ((unsigned long long)binary_bytes < binary_size)
+      return bad(p->st, "%zu bytes of binary data after the JSON, but input '%s' takes %lld", binary_size, p->input,
+                 binary_bytes);
+    out->binary = (const unsigned char *)binary;
+    return INFERD_OK;
+  }
+  if (!data) return bad(p->st, "input '%s': no \"data\" (nor binary_data_size)", p->input);
+  if (!json_is_array(data)) return bad(p->st, "input '%s': \"data\" must be an array", p->input);
+  if (binary && binary_size)
+    return bad(p->st, "%zu bytes of binary data after the JSON, but no input has binary_data_size", binary_size);
+  /* Count first: memory is only taken for a request that holds all its numbers. */
+  size_t count = 0;
+  inferd_code code = walk_data(p, data, (int)rank, elems, &count, NULL);
+  if (code != INFERD_OK) return code;
+  if (count != elems)
+    return bad(p->st, "input '%s': \"data\" has %s%zu values, shape needs %zu", p->input,
+               count > elems ? "more than " : "", count > elems ? elems : count, elems);
+  float *dest = p->alloc(p->alloc_ctx, elems * sizeof(float));
+  if (!dest) return core_fail(p->st, INFERD_NO_MEMORY, "out of memory for %zu input values", elems);
+  count = 0;
+  code = walk_data(p, data, (int)rank, elems, &count, dest);
+  if (code != INFERD_OK) return code;
+  out->data = dest;
+  return INFERD_OK;
+}
+
+static inferd_code parse_outputs(v2_parse *p, const json_t *outputs, http_v2_request *out) {
+  const http_v2_spec *spec = p->spec;
+  if (!json_is_array(outputs)) return bad(p->st, "\"outputs\" must be an array");
+  bool binary = out->binary_output;
+  size_t i;
+  const json_t *o;
+  json_array_foreach(outputs, i, o) {
+    if (!json_is_object(o)) return bad(p->st, "outputs[%zu] must be an object", i);
+    const json_t *name = json_object_get(o, "name");
+    if (!json_is_string(name)) return bad(p->st, "outputs[%zu]: \"name\" must be a string", i);
+    const char *n = json_string_value(name);
+    int found = -1;
+    for (int k = 0; k < spec->output_count && found < 0; k++)
+      if (strcmp(n, spec->output_names[k]) == 0 && json_string_length(name) == strlen(n)) found = k;
+    if (found < 0)
+      return bad(p->st, "unknown output '%s': model %s has output '%s'", n, spec->model_name,
+                 spec->output_count ? spec->output_names[0] : "");
+    if (found > 0)
+      return bad(p->st, "output '%s' is not served: inferd returns only model %s's first output '%s'", n,
+                 spec->model_name, spec->output_names[0]);
+    const json_t *parameters;
+    char where[96];
+    snprintf(where, sizeof where, "output '%.60s'", n);
+    if (get_parameters(p, o, where, &parameters) != INFERD_OK) return INFERD_INVALID_ARG;
+    if (parameters && json_object_get(parameters, "classification"))
+      return core_fail(p->st, INFERD_INVALID_ARG, "output '%s': the classification extension is not supported", n);
+    bool b = out->binary_output;
+    if (get_bool(p, parameters, "binary_data", where, &b) != INFERD_OK) return INFERD_INVALID_ARG;
+    binary = b;
+  }
+  out->binary_output = binary;
+  return INFERD_OK;
+}
+
+static inferd_code parse_root(v2_parse *p, const json_t *root, const char *binary, size_t binary_size,
+                              http_v2_request *out) {
+  if (!json_is_object(root)) return bad(p->st, "the request must be a JSON object");
+  const json_t *id = json_object_get(root, "id");
+  if (id) {
+    if (!json_is_string(id)) return bad(p->st, "\"id\" must be a string");
+    size_t len = json_string_length(id);
+    char *copy = p->alloc(p->alloc_ctx, len + 1);
+    if (!copy) return core_fail(p->st, INFERD_NO_MEMORY, "out of memory");
+    memcpy(copy, json_string_value(id), len + 1);
+    out->id = copy;
+    out->id_len = len;
+  }
+  const json_t *parameters;
+  if (get_parameters(p, root, "request", &parameters) != INFERD_OK) return INFERD_INVALID_ARG;
+  if (get_bool(p, parameters, "binary_data_output", "request parameters", &out->binary_output) != INFERD_OK)
+    return INFERD_INVALID_ARG;
+  const json_t *inputs = json_object_get(root, "inputs");
+  if (!json_is_array(inputs)) return bad(p->st, "\"inputs\" must be an array");
+  if (json_array_size(inputs) != 1)
+    return bad(p->st, "model %s has 1 input ('%s'), the request gives %zu", p->spec->model_name,
+               p->spec->input_name, json_array_size(inputs));
+  inferd_code code = parse_input(p, json_array_get(inputs, 0), binary, binary_size, out);
+  if (code != INFERD_OK) return code;
+  const json_t *outputs = json_object_get(root, "outputs");
+  return outputs ? parse_outputs(p, outputs, out) : INFERD_OK;
+}
+
+inferd_code http_v2_parse(const char *body, size_t size, const char *header, size_t header_len,
+                          const http_v2_spec *spec, http_v2_alloc_fn alloc, void *alloc_ctx, http_v2_request *out,
+                          inferd_status *st) {
+  memset(out, 0, sizeof *out);
+  v2_parse p = {spec, alloc, alloc_ctx, st, ""};
+  size_t json_len = size;
+  const char *binary = NULL;
+  size_t binary_size = 0;
+  if (header) {
+    unsigned long long value = 0;
+    bool ok = header_len > 0 && header_len <= 18;
+    for (size_t i = 0; ok && i < header_len; i++) {
+      ok = header[i] >= '0' && header[i] <= '9';
+      value = value * 10 + (unsigned long long)(header[i] - '0');
+    }
+    if (!ok)
+      return bad(st, "Inference-Header-Content-Length '%.*s' is not a byte count", (int)(header_len > 40 ? 40 : header_len),
+                 header);
+    if (value > size)
+      return bad(st, "Inference-Header-Content-Length %llu is more than the body's %zu bytes", value, size);
+    json_len = (size_t)value;
+    binary = body + json_len;
+    binary_size = size - json_len;
+  }
+  if (json_len == 0) return bad(st, "the request has no JSON (empty body)");
+  json_error_t error;
+  json_t *root = json_loadb(body, json_len, JSON_REJECT_DUPLICATES, &error);
+  if (!root)
+    return bad(st, "malformed JSON at line %d, column %d: %s%s", error.line, error.column, error.text,
+               !header && json_error_code(&error) == json_error_end_of_input_expected
+                   ? " (binary tensor data after the JSON needs an Inference-Header-Content-Length header)"
+                   : "");
+  inferd_code code = parse_root(&p, root, binary, binary_size, out);
+  json_decref(root);
+  if (code != INFERD_OK) memset(out, 0, sizeof *out);
+  return code;
+}
+
+void http_v2_copy_row(const http_v2_request *r, int row, float *dest) {
+  size_t offset = (size_t)row * r->row_elems;
+  if (r->data) {
+    memcpy(dest, r->data + offset, r->row_elems * sizeof(float));
+    return;
+  }
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  memcpy(dest, r->binary + offset * sizeof(float), r->row_elems * sizeof(float));
+#else
+  for (size_t i = 0; i < r->row_elems; i++) {
+    const unsigned char *b = r->binary + (offset + i) * 4;
+    uint32_t bits = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+    memcpy(&dest[i], &bits, sizeof bits);
+  }
+#endif
+}
+
+/* ---- metadata and readiness ------------------------------------------------------------ */
+
+static void json_shape(http__buf *b, const inferd_tensor_info *t) {
+  http__buf_append(b, "[", 1);
+  for (int d = 0; d < t->rank; d++) http__buf_printf(b, "%s%lld", d ? ", " : "", (long long)t->dims[d]);
+  http__buf_append(b, "]", 1);
+}
+
+static const char *v2_datatype(inferd_dtype dtype) {
+  switch (dtype) {
+  case INFERD_DTYPE_FLOAT: return "FP32";
+  case INFERD_DTYPE_UINT8: return "UINT8";
+  case INFERD_DTYPE_INT8: return "INT8";
+  case INFERD_DTYPE_INT32: return "INT32";
+  case INFERD_DTYPE_INT64: return "INT64";
+  case INFERD_DTYPE_BOOL: return "BOOL";
+  default: return "BYTES";
+  }
+}
+
+static void v2_tensors(http__buf *b, const inferd_model *engine, bool inputs) {
+  int count = inputs ? inferd_model_num_inputs(engine) : inferd_model_num_outputs(engine);
+  http__buf_append(b, "[", 1);
+  for (int i = 0; i < count; i++) {
+    inferd_tensor_info t;
+    if ((inputs ? inferd_model_input(engine, i, &t) : inferd_model_output(engine, i, &t)) != INFERD_OK) continue;
+    http__buf_printf(b, "%s{\"name\": ", i ? ", " : "");
+    http__buf_json_string(b, t.name, strlen(t.name));
+    http__buf_printf(b, ", \"datatype\": \"%s\", \"shape\": ", v2_datatype(t.dtype));
+    json_shape(b, &t);
+    http__buf_append(b, "}", 1);
+  }
+  http__buf_append(b, "]", 1);
+}
+
+static void model_metadata(http_server *s, h2o_req_t *req, http__model *m, bool ready_call) {
+  http__buf b;
+  http__buf_init(&b, &req->pool, 512);
+  if (ready_call) {
+    bool ready = !atomic_load(&s->draining) && sched_model_ready(m->sched);
+    http__buf_append(&b, "{\"name\": ", 9);
+    http__buf_json_string(&b, m->name, strlen(m->name));
+    http__buf_printf(&b, ", \"ready\": %s}\n", ready ? "true" : "false");
+    http__send_json(req, ready ? 200 : 503, b.data, b.len);
+  } else {
+    http__buf_append(&b, "{\"name\": ", 9);
+    http__buf_json_string(&b, m->name, strlen(m->name));
+    http__buf_append(&b, ", \"versions\": [", 15);
+    http__buf_json_string(&b, m->version, strlen(m->version));
+    http__buf_append(&b, "], \"platform\": \"onnx\", \"inputs\": ", 33);
+    v2_tensors(&b, m->engine, true);
+    http__buf_append(&b, ", \"outputs\": ", 13);
+    v2_tensors(&b, m->engine, false);
+    http__buf_append(&b, "}\n", 2);
+    http__send_json(req, 200, b.data, b.len);
+  }
+}
+
+/* ---- infer ---------------------------------------------------------------------------------- */
+
+/* One infer call's state, in req->pool: valid only while the request is (job->req). */
+typedef struct v2_call {
+  http_v2_request parsed;
+} v2_call;
+
+static void *pool_alloc(void *ctx, size_t bytes) {
+  return h2o_mem_alloc_pool((h2o_mem_pool_t *)ctx, bytes ? bytes : 1); /* aligned for any type */
+}
+
+/* The dispose hook of an infer whose rows are queued: the client is gone. */
+static void on_request_dispose(void *p) {
+  http__job *first = *(http__job **)p;
+  if (!first) return; /* answered already */
+  first->req = NULL;
+  for (http__job *row = first; row; row = row->next_row) sched_request_cancel(&row->request);
+}
+
+static void json_number(http__buf *b, float x) {
+  if (isfinite(x))
+    http__buf_printf(b, "%.9g", (double)x);
+  else
+    http__buf_append(b, "null", 4); /* JSON has no NaN or infinity */
+}
+
+/* All rows are back and the client is still there (loop thread). */
+static void answer(http__job *first) {
+  h2o_req_t *req = first->req;
+  http__model *m = first->model;
+  const v2_call *call = first->call;
+  *first->hook = NULL;
+  for (http__job *row = first; row; row = row->next_row) {
+    if (row->code != INFERD_OK) {
+      metrics_model_response(m->metrics, http__send_job_error(req, m, row->code, &row->request.status));
+      return;
+    }
+  }
+  int rows = call->parsed.rows;
+  size_t out_elems = m->output_elems;
+  inferd_tensor_info t;
+  memset(&t, 0, sizeof t);
+  size_t dims_product = 1;
+  bool dims_known = inferd_model_output(m->engine, 0, &t) == INFERD_OK && t.rank >= 1;
+  for (int d = 1; dims_known && d < t.rank; d++) {
+    dims_known = t.dims[d] >= 0;
+    dims_product *= dims_known ? (size_t)t.dims[d] : 1;
+  }
+  if (dims_product != out_elems) dims_known = false;
+
+  bool binary = call->parsed.binary_output;
+  size_t bytes = (size_t)rows * out_elems * sizeof(float);
+  http__buf b;
+  http__buf_init(&b, &req->pool, 256 + strlen(m->name) + call->parsed.id_len * 6 + (binary ? bytes : bytes * 5));
+  http__buf_append(&b, "{\"model_name\": ", 15);
+  http__buf_json_string(&b, m->name, strlen(m->name));
+  http__buf_append(&b, ", \"model_version\": ", 19);
+  http__buf_json_string(&b, m->version, strlen(m->version));
+  if (call->parsed.id) {
+    http__buf_append(&b, ", \"id\": ", 8);
+    http__buf_json_string(&b, call->parsed.id, call->parsed.id_len);
+  }
+  http__buf_append(&b, ", \"outputs\": [{\"name\": ", 23);
+  const char *name = t.name ? t.name : "output";
+  http__buf_json_string(&b, name, strlen(name));
+  http__buf_printf(&b, ", \"datatype\": \"FP32\", \"shape\": [%d", rows);
+  if (dims_known)
+    for (int d = 1; d < t.rank; d++) http__buf_printf(&b, ", %lld", (long long)t.dims[d]);
+  else
+    http__buf_printf(&b, ", %zu", out_elems);
+  http__buf_append(&b, "]", 1);
+  if (binary) {
+    http__buf_printf(&b, ", \"parameters\": {\"binary_data_size\": %zu}}]}", bytes);
+    size_t json_len = b.len;
+    for (http__job *row = first; row; row = row->next_row) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+      http__buf_append(&b, (const char *)row->output, out_elems * sizeof(float));
+#else
+      for (size_t i = 0; i < out_elems; i++) {
+        uint32_t bits;
+        memcpy(&bits, &row->output[i], sizeof bits);
+        char le[4] = {(char)bits, (char)(bits >> 8), (char)(bits >> 16), (char)(bits >> 24)};
+        http__buf_append(&b, le, 4);
+      }
+#endif
+    }
+    char *length = h2o_mem_alloc_pool(&req->pool, 24);
+    int length_len = snprintf(length, 24, "%zu", json_len);
+    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("inference-header-content-length"), 0,
+                          "Inference-Header-Content-Length", length, (size_t)length_len);
+    http__send_text(req, 200, "application/octet-stream", b.data, b.len);
+  } else {
+    http__buf_append(&b, ", \"data\": [", 11);
+    bool comma = false;
+    for (http__job *row = first; row; row = row->next_row) {
+      for (size_t i = 0; i < out_elems; i++) {
+        if (comma) http__buf_append(&b, ", ", 2);
+        json_number(&b, row->output[i]);
+        comma = true;
+      }
+    }
+    http__buf_append(&b, "]}]}\n", 5);
+    http__send_json(req, 200, b.data, b.len);
+  }
+  metrics_model_response(m->metrics, 200);
+}
+
+/* A row's job is back from the scheduler (loop thread); the last one answers for all. */
+static void finish_row(http__job *job) {
+  http__job *first = job->first_row;
+  if (--first->rows_pending > 0) return;
+  http__loop *loop = first->loop;
+  http__model *m = first->model;
+  if (first->req) answer(first);
+  for (http__job *row = first, *next; row; row = next) {
+    next = row->next_row;
+    http__job_put(loop, row);
+  }
+  http__model_release(m);
+  atomic_fetch_sub(&loop->server->in_flight, 1);
+}
+
+/* The model's description for the parser, in req->pool. */
+static bool model_spec(h2o_req_t *req, const http__model *m, http_v2_spec *spec) {
+  inferd_tensor_info in;
+  if (inferd_model_num_inputs(m->engine) != 1 || inferd_model_input(m->engine, 0, &in) != INFERD_OK || in.rank < 1)
+    return false;
+  int64_t *item = h2o_mem_alloc_pool(&req->pool, sizeof *item * (size_t)(in.rank > 1 ? in.rank - 1 : 1));
+  size_t elems = 1;
+  for (int d = 1; d < in.rank; d++) {
+    if (in.dims[d] < 0) return false; /* the scheduler batches fixed items only */
+    item[d - 1] = in.dims[d];
+    elems *= (size_t)in.dims[d];
+  }
+  if (elems != m->input_elems) return false;
+  int outputs = inferd_model_num_outputs(m->engine);
+  const char **names = h2o_mem_alloc_pool(&req->pool, sizeof *names * (size_t)(outputs > 0 ? outputs : 1));
+  int count = 0;
+  for (int i = 0; i < outputs; i++) {
+    inferd_tensor_info t;
+    if (inferd_model_output(m->engine, i, &t) == INFERD_OK) names[count++] = t.name;
+  }
+  sched_model_info info;
+  sched_model_describe(m->sched, &info, NULL, 0);
+  *spec = (http_v2_spec){.model_name = m->name,
+                         .input_name = in.name,
+                         .item_rank = in.rank - 1,
+                         .item_dims = item,
+                         .output_names = names,
+                         .output_count = count,
+                         .max_rows = info.job_queue_size > 0 ? info.job_queue_size : 1};
+  return true;
+}
+
+/* Queues every row. Returns how many were queued before the scheduler refused one (all
+ * of them: n), with *st saying why. Rows not queued are recycled here. */
+static int submit_rows(http__loop *loop, http__job *first, int n, inferd_status *st) {
+  int queued = 0;
+  http__job *prev = NULL;
+  for (http__job *row = first; row; prev = row, row = row->next_row, queued++) {
+    if (http__job_submit(row, st) == INFERD_OK) continue;
+    if (prev) prev->next_row = NULL;
+    for (http__job *next; row; row = next) {
+      next = row->next_row;
+      http__job_put(loop, row);
+    }
+    return queued;
+  }
+  (void)n;
+  return queued;
+}
+
+static void infer(http_server *s, h2o_req_t *req, h2o_iovec_t name, h2o_iovec_t version) {
+  http__loop *loop = http__loop_of(req);
+  if (!http__method_is(req, "POST")) {
+    http__send_canned(req, HTTP__CANNED_METHOD);
+    return;
+  }
+  if (atomic_load(&s->draining)) {
+    http__send_canned(req, HTTP__CANNED_SHUTTING_DOWN);
+    return;
+  }
+  inferd_status st;
+  http__model *m = http__model_acquire(s->registry, name.base, name.len, version.base, version.len, &st);
+  if (!m) {
+    http__send_status(req, &st);
+    return;
+  }
+  http_v2_spec spec;
+  if (!model_spec(req, m, &spec)) {
+    http__send_error(req, HTTP__E_INTERNAL, "model %s: cannot describe its input", m->name);
+    metrics_model_response(m->metrics, 500);
+    http__model_release(m);
+    return;
+  }
+  ssize_t h = h2o_find_header_by_str(&req->headers, H2O_STRLIT("inference-header-content-length"), -1);
+  h2o_iovec_t header = h >= 0 ? req->headers.entries[h].value : h2o_iovec_init(NULL, 0);
+  v2_call *call = h2o_mem_alloc_pool(&req->pool, sizeof *call);
+  const char *body = req->entity.base ? req->entity.base : "";
+  inferd_code code = http_v2_parse(body, req->entity.len, h >= 0 ? (header.base ? header.base : "") : NULL,
+                                   header.len, &spec, pool_alloc, &req->pool, &call->parsed, &st);
+  if (code != INFERD_OK) {
+    http__send_status(req, &st);
+    metrics_model_response(m->metrics, http__error_status(http__error_from_code(code)));
+    http__model_release(m);
+    return;
+  }
+  /* One job per row, linked in row order; the first holds the model reference. */
+  int n = call->parsed.rows;
+  double now = core_now_seconds();
+  http__job *first = NULL, *last = NULL;
+  for (int r = 0; r < n; r++) {
+    http__job *job = http__job_get(loop, m);
+    if (!job) {
+      for (http__job *next; first; first = next) {
+        next = first->next_row;
+        http__job_put(loop, first);
+      }
+      http__send_error(req, HTTP__E_UNAVAILABLE, "out of memory for %d rows of model %s", n, m->name);
+      metrics_model_response(m->metrics, 503);
+      http__model_release(m);
+      return;
+    }
+    http_v2_copy_row(&call->parsed, r, job->input);
+    job->received = now;
+    job->model = m;
+    job->finish = finish_row;
+    if (last)
+      last->next_row = job;
+    else
+      first = job;
+    last = job;
+  }
+  for (http__job *row = first; row; row = row->next_row) row->first_row = first;
+  int queued = submit_rows(loop, first, n, &st);
+  if (queued == 0) {
+    http__send_status(req, &st);
+    metrics_model_response(m->metrics, http__error_status(http__error_from_code(st.code)));
+    http__model_release(m);
+    return;
+  }
+  /* The rows queued come back through the done queue to finish_row, which releases the
+   * model reference and recycles them. */
+  first->rows_pending = queued;
+  first->call = call;
+  atomic_fetch_add(&s->in_flight, 1);
+  if (queued < n) { /* refused part-way: answer now, the queued rows are not wanted */
+    http__send_status(req, &st);
+    metrics_model_response(m->metrics, http__error_status(http__error_from_code(st.code)));
+    for (http__job *row = first; row; row = row->next_row) sched_request_cancel(&row->request);
+    return; /* first->req stays NULL: nothing more to answer */
+  }
+  first->req = req;
+  first->hook = h2o_mem_alloc_shared(&req->pool, sizeof *first->hook, on_request_dispose);
+  *first->hook = first;
+}
+
+/* ---- routing under /v2 ----------------------------------------------------------------- */
+
+/* /v2/models/{m}[/versions/{v}][/ready|/infer] */
+static void v2_model(http_server *s, h2o_req_t *req, const http__path *path) {
+  h2o_iovec_t name = path->segments[2], version = h2o_iovec_init("", 0);
+  int next = 3;
+  if (path->count >= 5 && http__segment_is(path->segments[3], "versions")) {
+    version = path->segments[4];
+    next = 5;
+  }
+  bool ready_call = path->count == next + 1 && http__segment_is(path->segments[next], "ready");
+  if (path->count == next + 1 && http__segment_is(path->segments[next], "infer")) {
+    infer(s, req, name, version);
+    return;
+  }
+  if (path->count != next && !ready_call) {
+    http__send_canned(req, HTTP__CANNED_NO_ROUTE);
+    return;
+  }
+  if (!http__method_is(req, "GET")) {
+    http__send_canned(req, HTTP__CANNED_METHOD);
+    return;
+  }
+  inferd_status st;
+  http__model *m = http__model_acquire(s->registry, name.base, name.len, version.base, version.len, &st);
+  if (!m) {
+    http__send_status(req, &st);
+    return;
+  }
+  model_metadata(s, req, m, ready_call);
+  http__model_release(m);
+}
+
+void http__v2(http_server *s, h2o_req_t *req, const http__path *path) {
+  if (path->count == 3 && http__segment_is(path->segments[1], "health")) {
+    if (!http__method_is(req, "GET") && !http__method_is(req, "HEAD")) {
+      http__send_canned(req, HTTP__CANNED_METHOD);
+    } else if (http__segment_is(path->segments[2], "live")) {
+      static const char live[] = "{\"live\": true}\n";
+      http__send_json(req, 200, live, sizeof live - 1);
+    } else if (http__segment_is(path->segments[2], "ready")) {
+      static const char yes[] = "{\"ready\": true}\n", no[] = "{\"ready\": false}\n";
+      if (http__server_ready(s))
+        http__send_json(req, 200, yes, sizeof yes - 1);
+      else
+        http__send_json(req, 503, no, sizeof no - 1);
+    } else {
+      http__send_canned(req, HTTP__CANNED_NO_ROUTE);
+    }
+    return;
+  }
+  if (!http__auth_check(s->auth, req, HTTP__KEY_INFERENCE)) {
+    http__send_canned(req, HTTP__CANNED_UNAUTHORIZED);
+    return;
+  }
+  if (path->count == 1) {
+    static const char meta[] =
+        "{\"name\": \"inferd\", \"version\": \"0.1.0\", \"extensions\": [\"binary_tensor_data\"]}\n";
+    if (http__method_is(req, "GET"))
+      http__send_json(req, 200, meta, sizeof meta - 1);
+    else
+      http__send_canned(req, HTTP__CANNED_METHOD);
+    return;
+  }
+  if (path->count >= 3 && http__segment_is(path->segments[1], "models")) {
+    v2_model(s, req, path);
+    return;
+  }
+  http__send_canned(req, HTTP__CANNED_NO_ROUTE);
+}
