@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# serve_v2.sh - KServe v2 / Open Inference Protocol infer against the real `inferd serve`:
+# a small image classifier made here with onnx (Conv -> Relu -> GlobalAveragePool ->
+# Flatten -> Gemm, [N,3,224,224] -> [N,10], random weights), served with token auth and
+# batching on; serve_v2.py then checks with Python requests that JSON infer at batch 1
+# and 3, nested data and binary tensor data in and out equal `inferd run` on the same
+# input, the id echo, and every 400 / 401 / 404 / 405; /ping must still be 200 after
+# all of it, and SIGTERM must exit 0. ~10 s.
+#
+#   serve_v2.sh INFERD SOURCE_DIR WORK_DIR
+set -euo pipefail
+INFERD=$1 SRC=$2 WORK=$3
+PY=${INFERD_PYTHON:-/usr/bin/python3}
+. "$SRC/tests/e2e/serve_lib.sh"
+trap serve_cleanup EXIT
+
+rm -rf "$WORK"
+mkdir -p "$WORK/store"
+
+"$PY" - "$WORK" <<'PY'
+import os, sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+work = sys.argv[1]
+rng = np.random.default_rng(7)
+w = numpy_helper.from_array((rng.standard_normal((8, 3, 7, 7)) * 0.1).astype(np.float32), "w")
+b = numpy_helper.from_array((rng.standard_normal(8) * 0.1).astype(np.float32), "b")
+fc_w = numpy_helper.from_array(rng.standard_normal((10, 8)).astype(np.float32), "fc_w")
+fc_b = numpy_helper.from_array(rng.standard_normal(10).astype(np.float32), "fc_b")
+nodes = [
+    helper.make_node("Conv", ["input", "w", "b"], ["conv"], name="conv", kernel_shape=[7, 7], strides=[4, 4],
+                     pads=[3, 3, 3, 3]),
+    helper.make_node("Relu", ["conv"], ["relu"], name="relu"),
+    helper.make_node("GlobalAveragePool", ["relu"], ["pool"], name="pool"),
+    helper.make_node("Flatten", ["pool"], ["flat"], name="flatten", axis=1),
+    helper.make_node("Gemm", ["flat", "fc_w", "fc_b"], ["logits"], name="fc", transB=1),
+]
+graph = helper.make_graph(nodes, "small", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 3, 224, 224])],
+                          [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])],
+                          initializer=[w, b, fc_w, fc_b])
+model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+onnx.checker.check_model(model)
+onnx.save(model, os.path.join(work, "store", "small.onnx"))
+# Multiples of 1/8: exact in FP32, short in JSON.
+x = (rng.integers(-512, 512, size=(3, 3, 224, 224)) / 8).astype(np.float32)
+np.save(os.path.join(work, "x3.npy"), x)
+np.save(os.path.join(work, "x1.npy"), x[:1])
+PY
+
+# The reference: the same model and input through `inferd run`.
+"$INFERD" run "$WORK/store/small.onnx" --input "$WORK/x3.npy" --output "$WORK/y3.npy" >/dev/null
+"$INFERD" run "$WORK/store/small.onnx" --input "$WORK/x1.npy" --output "$WORK/y1.npy" >/dev/null
+
+serve_ports
+cat >"$WORK/config.properties" <<EOF
+inference_address=http://127.0.0.1:$INFERENCE_PORT
+management_address=http://127.0.0.1:$MANAGEMENT_PORT
+metrics_address=http://127.0.0.1:$METRICS_PORT
+model_store=$WORK/store
+load_models=small=small.onnx
+default_workers_per_model=1
+number_of_netty_threads=2
+job_queue_size=8
+max_request_size=20000000
+models={"small": {"1.0": {"batchSize": 4, "maxBatchDelay": 20}}}
+EOF
+serve_start "$WORK" --ts-config "$WORK/config.properties" --foreground
+serve_wait_ready 60
+serve_keys "$WORK"
+
+status=0
+"$PY" "$SRC/tests/e2e/serve_v2.py" "http://127.0.0.1:$INFERENCE_PORT" "$INFERENCE_KEY" "$WORK" || status=1
+
+serve_stop 60
+if [ "$SERVER_STATUS" != 0 ]; then
+  echo "FAIL: the server exited with status $SERVER_STATUS after SIGTERM; its log:" >&2
+  tail -20 "$WORK/server.log" >&2
+  status=1
+fi
+if grep -Ei "AddressSanitizer|runtime error" "$WORK/server.log" >&2; then
+  echo "FAIL: sanitizer report in the server log" >&2
+  status=1
+fi
+[ $status = 0 ] && echo "PASS serve_v2" || echo "FAIL serve_v2" >&2
+exit $status
