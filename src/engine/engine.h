@@ -138,7 +138,8 @@ typedef void (*step_fn)(const plan_step *step, void *const *ptrs);
 struct plan_step {
   op_kind op;
   const char *node; /* borrowed from the model's IR */
-  dnnl_primitive_t prim; /* NULL for a custom step */
+  dnnl_primitive_t prim; /* NULL for a custom step, and until the plan is instantiated */
+  dnnl_primitive_desc_t pd; /* a primitive step's, until the plan is instantiated */
   step_fn fn;
   int n_args;
   int slot; /* index of this step's first argument in a session's per-argument arrays;
@@ -172,6 +173,7 @@ typedef struct plan {
   int64_t out_dims[8][IR_MAX_RANK];
   double flops;
   core_arena *consts; /* constants folded for this batch size */
+  bool instantiated;  /* primitives created (engine_plan_instantiate); under model->lock */
 } plan;
 
 /* ---- the model --------------------------------------------------------------------- */
@@ -204,6 +206,9 @@ inferd_code engine_passes_run(inferd_model *m, inferd_status *st);
 
 /* engine_plan.c: compile (caller holds model->lock). */
 inferd_code engine_plan_compile(inferd_model *m, int batch, int threads, plan **out, inferd_status *st);
+/* Creates the plan's oneDNN primitives (kernel code) on its first use; idempotent.
+ * Under model->lock. */
+inferd_code engine_plan_instantiate(plan *p, inferd_status *st);
 void engine_plan_free(plan *p);
 
 /* engine_weights.c: the shared copy of constant `value` in layout `md`, reordering

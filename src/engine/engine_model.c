@@ -393,6 +393,7 @@ static inferd_code session_instance(inferd_session *s, int batch, plan_instance 
   omp_set_num_threads(s->threads);
   pthread_mutex_lock(&m->lock);
   inferd_code rc = plan_get_locked(m, batch, s->threads, &p, st);
+  if (rc == INFERD_OK && !p->instantiated && (rc = engine_plan_instantiate(p, st)) != INFERD_OK) p->refs--;
   pthread_mutex_unlock(&m->lock);
   if (rc != INFERD_OK) return rc;
   if (s->n_inst == SESSION_MAX_PLANS) instance_free(s, &s->inst[--s->n_inst]);

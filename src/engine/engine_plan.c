@@ -202,14 +202,11 @@ inferd_code plan_emit(plan_ctx *c, int node, op_kind op, dnnl_primitive_desc_t p
   }
   const dnnl_memory_desc_t *scratch = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
   size_t scratch_bytes = scratch ? dnnl_memory_desc_get_size(scratch) : 0;
-  dnnl_status_t rc = dnnl_primitive_create(&s->prim, pd);
-  dnnl_primitive_desc_destroy(pd);
-  if (rc != dnnl_success)
-    return node >= 0 ? node_fail(c, node, INFERD_INTERNAL, st, "oneDNN could not create the primitive (status %d)", rc)
-                     : core_fail(st, INFERD_INTERNAL, "oneDNN could not create a reorder (status %d)", rc);
+  s->pd = pd; /* the primitive itself is made when a session first uses the plan */
   if (scratch_bytes > c->p->scratchpad_bytes) c->p->scratchpad_bytes = scratch_bytes;
-  if (add_args(c, s, n_args, arg_kinds, args, st) != INFERD_OK) {
-    dnnl_primitive_destroy(s->prim);
+  if (add_args(c, s, n_args, arg_kinds, args, st) != INFERD_OK) { /* not counted: engine_plan_free misses it */
+    dnnl_primitive_desc_destroy(pd);
+    s->pd = NULL;
     return INFERD_NO_MEMORY;
   }
   s->flops = flops;
@@ -512,10 +509,33 @@ inferd_code engine_plan_compile(inferd_model *m, int batch, int threads, plan **
   return INFERD_OK;
 }
 
+/* Compiling a plan checks every node and lays out its weights, but generates no kernel
+ * code: a plan made only for that (the batch-1 plan at load, when sessions run another
+ * thread count) would hold a few MB of code nobody runs. The first session to use the
+ * plan makes its primitives here. */
+inferd_code engine_plan_instantiate(plan *p, inferd_status *st) {
+  for (int i = 0; i < p->n_steps; i++) {
+    plan_step *s = &p->steps[i];
+    if (!s->pd) continue;
+    dnnl_status_t rc = dnnl_primitive_create(&s->prim, s->pd);
+    if (rc != dnnl_success) {
+      s->prim = NULL;
+      return core_fail(st, INFERD_INTERNAL, "node '%s' (%s): oneDNN could not create the primitive (status %d)",
+                       s->node ? s->node : "(reorder)", engine_op_name(s->op), rc);
+    }
+    dnnl_primitive_desc_destroy(s->pd);
+    s->pd = NULL;
+  }
+  p->instantiated = true;
+  return INFERD_OK;
+}
+
 void engine_plan_free(plan *p) {
   if (!p) return;
-  for (int i = 0; i < p->n_steps; i++)
+  for (int i = 0; i < p->n_steps; i++) {
     if (p->steps[i].prim) dnnl_primitive_destroy(p->steps[i].prim);
+    if (p->steps[i].pd) dnnl_primitive_desc_destroy(p->steps[i].pd);
+  }
   free(p->steps);
   free(p->buffers);
   core_arena_free(p->consts);
