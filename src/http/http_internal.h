@@ -291,7 +291,8 @@ typedef struct http__job {
 } http__job;
 
 /* A job of this loop's free list with slots for m's input and output (NULL: out of
- * memory). Its request fields are reset; the caller sets model, finish, user fields. */
+ * memory), its row links cleared. The caller fills input and sets model and finish;
+ * http__job_submit fills the scheduler request. */
 http__job *http__job_get(http__loop *loop, const http__model *m);
 void http__job_put(http__loop *loop, http__job *job);
 /* Submits job->input to job->model's scheduler, to come back to job->finish on this
