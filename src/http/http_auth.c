@@ -64,11 +64,6 @@ struct http__auth {
 
 static const char *const kind_names[HTTP__KEY_COUNT] = {"inference", "management", "API"};
 
-/* Sets how long inference and management keys live (token_expiration_min, minutes above
- * 0) and re-dates the current two from now, rewriting the key file. INVALID_ARG out of
- * range. Any thread. Meant for http_internal.h, next to http__auth_new; declared here
- * and in http_management.c (its one caller) until it moves there. */
-inferd_code http__auth_set_expiration(http__auth *auth, double minutes, inferd_status *status);
 
 static inferd_code random_key(char out[KEY_CHARS + 1], inferd_status *st) {
   static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";

@@ -118,6 +118,9 @@ bool http__auth_check(http__auth *auth, const h2o_req_t *req, http__key_kind kin
 /* GET /token?type=inference|management (authorized with the API key): new key of that
  * kind, key file rewritten. Any thread. */
 inferd_code http__auth_regenerate(http__auth *auth, http__key_kind kind, inferd_status *status);
+/* token_expiration_min: the lifetime of the inference and management keys (minutes > 0);
+ * re-dates the current two from now and rewrites the key file. Any thread. */
+inferd_code http__auth_set_expiration(http__auth *auth, double minutes, inferd_status *status);
 
 /* ---- server and loops (http_server.c) ------------------------------------------------- */
 

@@ -218,9 +218,6 @@ void http__management_destroy_later(http__management *g, http__model *model) {
   enqueue(g, job);
 }
 
-/* Defined in http_auth.c; its declaration belongs in http_internal.h (see there). */
-inferd_code http__auth_set_expiration(http__auth *auth, double minutes, inferd_status *status);
-
 inferd_code http__management_new(http_server *server, http__management **out, inferd_status *st) {
   /* The keys exist already (http__auth_new has no config): give them their lifetime
    * before any request can be served. */

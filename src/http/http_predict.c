@@ -136,7 +136,6 @@ inferd_code http__job_submit(http__job *job, inferd_status *st) {
     refusal_message(job->model, &job->request.status, st);
   else if (code != INFERD_OK)
     *st = job->request.status;
-  if (code == INFERD_OK) metrics_model_queue_depth_add(job->model->metrics, 1);
   return code;
 }
 
