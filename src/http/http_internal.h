@@ -206,7 +206,8 @@ typedef struct http__model {
   char *name;
   char *version;
   char *url;                 /* modelUrl: what it was registered from, as given */
-  char *handler;             /* "image_classifier" */
+  char *handler;             /* "image_classifier", or "tensor" (KServe v2 infer only) */
+  bool image_classifier;     /* /predictions takes images: handler image_classifier */
   bool loaded_at_startup;
   atomic_bool is_default;    /* under the registry's lock for writers */
   inferd_model *engine;

@@ -52,6 +52,9 @@
 #include "http/http_internal.h"
 
 static const char IMAGE_CLASSIFIER[] = "image_classifier";
+/* A model served as tensors only (KServe v2 infer): what a bare .onnx whose input is not
+ * an image gets, or what a manifest may name. */
+static const char TENSOR[] = "tensor";
 
 /* ---- placement ------------------------------------------------------------------------- */
 
@@ -282,6 +285,13 @@ static inferd_code resolve_path(const config_server *cfg, const char *given, boo
 }
 
 /* The model must take one float image batch [N,3,224,224] (image_classifier). */
+static bool is_image_model(const inferd_model *engine) {
+  inferd_tensor_info in;
+  return inferd_model_num_inputs(engine) == 1 && inferd_model_input(engine, 0, &in) == INFERD_OK &&
+         in.dtype == INFERD_DTYPE_FLOAT && in.rank == 4 && in.dims[1] == HANDLER_IMAGE_CHANNELS &&
+         in.dims[2] == HANDLER_IMAGE_CROP && in.dims[3] == HANDLER_IMAGE_CROP;
+}
+
 static inferd_code check_image_model(const inferd_model *engine, const char *name, inferd_status *st) {
   inferd_tensor_info in;
   if (inferd_model_num_inputs(engine) != 1 || inferd_model_input(engine, 0, &in) != INFERD_OK)
@@ -379,9 +389,9 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
   if (!m->name || !m->version || !m->url || !m->handler) code = core_fail(st, INFERD_NO_MEMORY, "out of memory");
   if (code == INFERD_OK && !config_valid_model_name(m->name))
     code = core_fail(st, INFERD_INVALID_ARG, "'%s' is not a valid model name ([A-Za-z0-9][A-Za-z0-9_.-]*)", m->name);
-  if (code == INFERD_OK && strcmp(handler, IMAGE_CLASSIFIER) != 0)
-    code = core_fail(st, INFERD_UNSUPPORTED, "model %s: handler '%s' is not built in (inferd has: image_classifier)",
-                     m->name, handler);
+  if (code == INFERD_OK && strcmp(handler, IMAGE_CLASSIFIER) != 0 && strcmp(handler, TENSOR) != 0)
+    code = core_fail(st, INFERD_UNSUPPORTED,
+                     "model %s: handler '%s' is not built in (inferd has: image_classifier, tensor)", m->name, handler);
   if (code == INFERD_OK) {
     pthread_rwlock_rdlock(&r->lock);
     if (find_locked(r, m->name, strlen(m->name), m->version, strlen(m->version)))
@@ -408,8 +418,15 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
     if (code != INFERD_OK) core_status_prefix(st, "model %s (%s)", m->name, p->path);
     t_engine = core_now_seconds() - t0 - t_archive;
   }
+  bool chosen = archive_handler(ar) != NULL;
   archive_close(ar); /* the engine holds its own weights now */
-  if (code == INFERD_OK) code = check_image_model(m->engine, m->name, st);
+  if (code == INFERD_OK && !chosen && !is_image_model(m->engine)) {
+    /* a bare .onnx that takes no image: served as tensors (v2 infer) */
+    free(m->handler);
+    if (!(m->handler = strdup(TENSOR))) code = core_fail(st, INFERD_NO_MEMORY, "out of memory");
+  }
+  m->image_classifier = code == INFERD_OK && strcmp(m->handler, IMAGE_CLASSIFIER) == 0;
+  if (code == INFERD_OK && m->image_classifier) code = check_image_model(m->engine, m->name, st);
 
   /* Placement: the plan decides the worker count when it is automatic (0). */
   int sched_workers = workers;

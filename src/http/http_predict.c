@@ -259,7 +259,11 @@ void http__predict(http_server *s, h2o_req_t *req, const http__path *path) {
   }
   h2o_iovec_t image;
   int status = 0;
-  if (req->entity.base == NULL || req->entity.len == 0) {
+  if (!m->image_classifier) {
+    http__send_error(req, HTTP__E_BAD_REQUEST, "model %s takes tensors (handler '%s'): POST them to /v2/models/%s/infer",
+                     m->name, m->handler, m->name);
+    status = 400;
+  } else if (req->entity.base == NULL || req->entity.len == 0) {
     http__send_canned(req, HTTP__CANNED_EMPTY_BODY);
     status = 400;
   } else if (!find_image(req, &image, &st)) {

@@ -5,7 +5,9 @@
 # batching on; serve_v2.py then checks with Python requests that JSON infer at batch 1
 # and 3, nested data and binary tensor data in and out equal `inferd run` on the same
 # input, the id echo, and every 400 / 401 / 404 / 405; /ping must still be 200 after
-# all of it, and SIGTERM must exit 0. ~10 s.
+# all of it, and SIGTERM must exit 0. Beside it, make_tiny.py --mlp's [N,4] model as a
+# bare .onnx: it takes no image, so it is served with the tensor handler, answers v2
+# infer like `inferd run`, and /predictions on it is a 400 that points at v2. ~10 s.
 #
 #   serve_v2.sh INFERD SOURCE_DIR WORK_DIR
 set -euo pipefail
@@ -49,6 +51,11 @@ np.save(os.path.join(work, "x3.npy"), x)
 np.save(os.path.join(work, "x1.npy"), x[:1])
 PY
 
+"$PY" "$SRC/tests/fixtures/make_tiny.py" "$WORK/store/mlp.onnx" --mlp
+"$PY" -c 'import sys, numpy as np; np.save(sys.argv[1], (np.arange(20, dtype=np.float32).reshape(5, 4) - 9) / 4)' \
+  "$WORK/m5.npy"
+"$INFERD" run "$WORK/store/mlp.onnx" --input "$WORK/m5.npy" --output "$WORK/mlp5.npy" >/dev/null
+
 # The reference: the same model and input through `inferd run`.
 "$INFERD" run "$WORK/store/small.onnx" --input "$WORK/x3.npy" --output "$WORK/y3.npy" >/dev/null
 "$INFERD" run "$WORK/store/small.onnx" --input "$WORK/x1.npy" --output "$WORK/y1.npy" >/dev/null
@@ -59,7 +66,7 @@ inference_address=http://127.0.0.1:$INFERENCE_PORT
 management_address=http://127.0.0.1:$MANAGEMENT_PORT
 metrics_address=http://127.0.0.1:$METRICS_PORT
 model_store=$WORK/store
-load_models=small=small.onnx
+load_models=small=small.onnx,mlp=mlp.onnx
 default_workers_per_model=1
 number_of_netty_threads=2
 job_queue_size=8
