@@ -3,19 +3,22 @@
 # response on the same machine), both under wrk in the same run.
 #
 # Servers (both started by this script on free ports of 127.0.0.1, stopped by a trap):
-#   inferd serve   a trivial model: tests/fixtures/make_tiny.py's weightless GlobalAveragePool
-#                  [N,3,224,224] -> [N,3,1,1] as bare tiny.onnx, so the image_classifier handler
-#                  answers 3 classes; token auth off; batch_size 1 (--batch-size);
-#                  one worker on one core (--worker-threads)
+#   inferd serve   two trivial models from tests/fixtures/make_tiny.py, as bare .onnx files:
+#                  tiny.onnx, the weightless GlobalAveragePool [N,3,224,224] -> [N,3,1,1], so the
+#                  image_classifier handler answers 3 classes; and mlp.onnx (--mlp), [N,4] ->
+#                  Gemm 4x4 + Relu, served with the tensor handler (KServe v2 infer); token auth
+#                  off; batch_size 1 (--batch-size); one worker each on one core (--worker-threads)
 #   nginx          Debian's nginx-light with a temporary config: `return 200` of a small static
 #                  body (the size of inferd's /ping answer), access log off, 2 workers
 # Load: wrk -t2 -c64 -d${S}s -s bench/http_wrk.lua (keep-alive, 64 connections), one after another:
 #   1. GET /ping on both: the HTTP path alone (h2o loop, routing, response)
-#   2. POST /predictions/tiny with an 8x8 JPEG (634 bytes) on inferd - the whole request path:
-#      routing, JPEG decode, resize 256 + crop 224 + normalize, queue, batcher, worker, engine,
-#      softmax/top-k, JSON - and the same POST on nginx (which discards the body)
+#   2. POST /v2/models/mlp/infer with a JSON tensor [1,4] on inferd - the request path with a
+#      model that costs nothing: routing, JSON parse, queue, batcher, worker, engine, JSON
+#      answer - and the same POST on nginx (which discards the body)
+#   3. POST /predictions/tiny with an 8x8 JPEG (634 bytes) on inferd - the image path: the same
+#      plus JPEG decode, resize 256 + crop 224 + normalize, softmax/top-k - and on nginx
 # and prints requests/s, p50/p99 latency, errors, and the ratio inferd/nginx per row. Then
-#   3. `inferd bench --mode server` itself (100 keep-alive clients, one process, as in the seed
+#   4. `inferd bench --mode server` itself (100 keep-alive clients, one process, as in the seed
 #      experiment) POSTing the JPEG to nginx and to inferd: the load generator's own ceiling, beside
 #      the highest rate bench/seed-experiment.sh needs of it (its best images/s, read from
 #      bench/results/seed-experiment.md; --needed-rate R overrides), with the ratio (goal: >= 5x).
@@ -145,6 +148,9 @@ PY
 # The trivial model and a tiny image.
 mkdir -p "$WORK/store"
 "$PY" "$ROOT/tests/fixtures/make_tiny.py" "$WORK/store/tiny.onnx" || die "make_tiny.py failed"
+"$PY" "$ROOT/tests/fixtures/make_tiny.py" "$WORK/store/mlp.onnx" --mlp || die "make_tiny.py --mlp failed"
+echo '{"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [1.5, -2, 3.25, 4]}]}' \
+  >"$WORK/infer.json"
 "$PY" - "$WORK/tiny.jpg" <<'PY' || die "making the test image failed"
 import sys
 from PIL import Image
@@ -160,7 +166,7 @@ inference_address=http://127.0.0.1:$P_INF
 management_address=http://127.0.0.1:$P_MGT
 metrics_address=http://127.0.0.1:$P_MET
 model_store=$WORK/store
-load_models=tiny=tiny.onnx
+load_models=tiny=tiny.onnx,mlp=mlp.onnx
 disable_token_authorization=true
 batch_size=$BATCH
 max_batch_delay=$delay
@@ -219,7 +225,12 @@ wait_200 inferd "$INFERD_PID" "http://127.0.0.1:$P_INF/ping" \
 wait_200 nginx "$NGINX_PID" "http://127.0.0.1:$P_NGX/" \
   || { tail -n 20 "$WORK/nginx/error.log" >&2; die "nginx did not start"; }
 
-# The prediction must work before it is measured.
+# Both requests must work before they are measured.
+code=$(curl -s -o "$WORK/answer.json" -w '%{http_code}' --max-time 10 -H 'Content-Type: application/json' \
+  --data-binary "@$WORK/infer.json" "http://127.0.0.1:$P_INF/v2/models/mlp/infer") || code=000
+[ "$code" = 200 ] || die "POST /v2/models/mlp/infer answered $code: $(head -c 300 "$WORK/answer.json" 2>/dev/null)"
+"$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["outputs"][0]["shape"] == [1, 4], d' \
+  "$WORK/answer.json" || die "POST /v2/models/mlp/infer did not answer a [1,4] output: $(head -c 300 "$WORK/answer.json")"
 code=$(curl -s -o "$WORK/answer.json" -w '%{http_code}' --max-time 10 -H 'Content-Type: image/jpeg' \
   --data-binary "@$WORK/tiny.jpg" "http://127.0.0.1:$P_INF/predictions/tiny") || code=000
 [ "$code" = 200 ] || die "POST /predictions/tiny answered $code: $(head -c 300 "$WORK/answer.json" 2>/dev/null)"
@@ -247,6 +258,8 @@ bench() {  # bench NAME URL METHOD [BODY CTYPE] -> $WORK/NAME.json (wrk's JSON l
 }
 bench nginx_get "http://127.0.0.1:$P_NGX/ping" GET
 bench inferd_get "http://127.0.0.1:$P_INF/ping" GET
+bench nginx_v2 "http://127.0.0.1:$P_NGX/v2/models/mlp/infer" POST "$WORK/infer.json" application/json
+bench inferd_v2 "http://127.0.0.1:$P_INF/v2/models/mlp/infer" POST "$WORK/infer.json" application/json
 bench nginx_post "http://127.0.0.1:$P_NGX/predictions/tiny" POST "$WORK/tiny.jpg" image/jpeg
 bench inferd_post "http://127.0.0.1:$P_INF/predictions/tiny" POST "$WORK/tiny.jpg" image/jpeg
 
@@ -274,6 +287,7 @@ def errs(r):
     parts = ["%s %d" % (k, v) for k, v in sorted(e.items()) if v]
     return ", ".join(parts) if parts else "0"
 rows = [("GET /ping", "inferd_get", "nginx_get"),
+        ("POST /v2/models/mlp/infer (JSON tensor [1,4])", "inferd_v2", "nginx_v2"),
         ("POST /predictions/tiny (8x8 JPEG)", "inferd_post", "nginx_post")]
 print("| request | inferd req/s | inferd p50 ms | inferd p99 ms | inferd errors "
       "| nginx req/s | nginx p99 ms | ratio inferd/nginx |")
@@ -317,8 +331,8 @@ fi
 header="CPU: ${cpu:-unknown} ($(nproc) logical CPUs, shared by wrk and the server); \
 wrk $(wrk -v 2>&1 | sed -n 's/^wrk \([^ ]*\).*/\1/p' | head -n 1): 2 threads, $CONNS keep-alive connections, \
 ${SECS} s per run after a 1 s warm-up; $("$NGINX" -v 2>&1 | sed 's/^nginx version: //') (2 workers, \
-static return 200); inferd ${commit} (tiny GlobalAveragePool model, image_classifier handler, \
-batch_size $BATCH, $(sed -n 's/.*info  *\([0-9]* HTTP threads\)$/\1/p' "$WORK/inferd.log" | head -n 1), \
+static return 200); inferd ${commit} (tiny models: a [N,4] MLP with the tensor handler, a \
+GlobalAveragePool with the image_classifier handler; batch_size $BATCH, $(sed -n 's/.*info  *\([0-9]* HTTP threads\)$/\1/p' "$WORK/inferd.log" | head -n 1), \
 $(sed -n 's/.*: placement \(.*\)$/\1/p' "$WORK/inferd.log" | head -n 1))."
 
 echo
@@ -334,10 +348,11 @@ mkdir -p "$RESULTS"
   echo "Command: \`$COMMAND\`"
   echo
   echo "$header"
-  echo "GET /ping is the HTTP path alone; POST /predictions/tiny is the whole request path with a"
-  echo "model that costs nothing (JPEG decode, resize/crop/normalize to 224x224, queue, batcher,"
-  echo "worker, softmax, JSON). nginx answers both with a static body: the ceiling. Only the ratios"
-  echo "are meant to be compared: all runs are from the same run, one after another."
+  echo "GET /ping is the HTTP path alone; POST /v2/models/mlp/infer is the whole request path with a"
+  echo "model that costs nothing (JSON tensor in, queue, batcher, worker, engine, JSON out);"
+  echo "POST /predictions/tiny adds the image path (JPEG decode, resize/crop/normalize to 224x224,"
+  echo "softmax, top-k). nginx answers all with a static body: the ceiling. Only the ratios are"
+  echo "meant to be compared: all runs are from the same run, one after another."
   echo "The second table shows that \`inferd bench\` is not the bottleneck of bench/seed-experiment.sh:"
   echo "the rate it sustains against the fastest servers here, beside the best images/s the seed"
   echo "experiment measured (the most it ever needs of the load generator)."
