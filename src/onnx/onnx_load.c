@@ -48,20 +48,27 @@ typedef struct unpack_ctx {
 enum { PAGE = 4096, NEEDLE = 64, POPULATE_AHEAD = 16 << 20 };
 
 static void populate_ahead(unpack_ctx *u) {
+#ifdef MADV_POPULATE_READ /* Linux 5.14, glibc 2.35 */
+  if (u->populated < u->cursor) u->populated = u->cursor; /* never map back what was dropped */
   if (!u->file || u->populated >= u->file_size || u->populated >= u->cursor + POPULATE_AHEAD / 2) return;
   size_t to = CORE_MIN(u->cursor + POPULATE_AHEAD, u->file_size);
   uintptr_t from = (uintptr_t)(u->file + u->populated) / PAGE * PAGE;
   madvise((void *)from, (uintptr_t)(u->file + to) - from, MADV_POPULATE_READ); /* a hint: errors are harmless */
   u->populated = to;
+#else
+  (void)u;
+#endif
 }
 
 static void drop_copied_pages(unpack_ctx *u) {
-  if (!u->pending || !u->file || u->pending_size < NEEDLE) return;
+  if (!u->pending || !u->file || u->pending_size < NEEDLE || u->cursor >= u->file_size) return;
   const unsigned char *hay = u->file + u->cursor;
   const unsigned char *at = memmem(hay, u->file_size - u->cursor, u->pending, NEEDLE);
   u->pending = NULL;
   if (!at) return;
-  size_t end = (size_t)(at - u->file) + u->pending_size;
+  /* The allocation need not be the file's bytes (a packed varint array is larger in
+   * memory than in the file, and may not be filled yet): never past the file's end. */
+  size_t end = CORE_MIN((size_t)(at - u->file) + u->pending_size, u->file_size);
   /* whole pages of the mapping (the model need not start on a page: a .mar entry) */
   uintptr_t from = (uintptr_t)(u->file + u->cursor) / PAGE * PAGE, to = (uintptr_t)(u->file + end) / PAGE * PAGE;
   if (to > from) madvise((void *)from, to - from, MADV_DONTNEED);

@@ -13,6 +13,11 @@ What it makes, in OUT (the only argument):
                             bytes) but its raw_data holds 100
   unsupported_nms.onnx      a NonMaxSuppression node (an ONNX op inferd does not run)
   unsupported_custom.onnx   an op in a custom domain (com.example.Frobnicate)
+  zeros_int64.onnx          good.onnx's Conv, then three initializers: 40000 int64 zeros as
+                            packed int64_data (40 KB in the file, 320 KB unpacked) and two
+                            70000-byte raw_data floats, the last declared [4] (so the load
+                            fails there): the loader's file-page dropper must not take the
+                            unpacked size of the zeros for their size in the file
   rank3.npy                 float32 [3,8,8]: batch axis missing
   channels4.npy             float32 [1,4,8,8]: wrong channel count
   float64.npy, int64.npy    right shape, wrong dtype
@@ -122,6 +127,18 @@ def main():
     write(out, "short_raw_data.onnx", conv_model(shorten).SerializeToString())
     cases.append(("Conv weight raw_data shorter than its dims", "short_raw_data.onnx", "good.npy",
                   "raw data is 100 bytes.*432"))
+
+    def add_zeros(m):
+        zeros = helper.make_tensor("zeros", TensorProto.INT64, [40000], [0] * 40000)
+        big = helper.make_tensor("big", TensorProto.FLOAT, [17500], RNG.bytes(70000), raw=True)
+        lying = helper.make_tensor("lying", TensorProto.FLOAT, [4], RNG.bytes(16), raw=True)
+        lying.raw_data = RNG.bytes(70000)
+        m.graph.initializer.extend([zeros, big, lying])
+        return m
+
+    write(out, "zeros_int64.onnx", add_zeros(conv_model()).SerializeToString())
+    cases.append(("int64 zeros, then a raw_data longer than its dims", "zeros_int64.onnx", "good.npy",
+                  "raw data is 70000 bytes.*16"))
 
     boxes = helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 16, 4])
     scores = helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["N", 1, 16])

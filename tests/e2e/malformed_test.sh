@@ -9,7 +9,9 @@
 #
 # The bad files come from make_malformed.py (next to this script): truncated and
 # random-byte .onnx files, an empty file, a Conv weight whose raw_data is shorter than
-# its dims, unsupported ops (NonMaxSuppression, a custom domain), .npy inputs of the
+# its dims, a model whose int64 zeros unpack far larger than they are in the file (the
+# loader's page dropper once ran past the file), unsupported ops (NonMaxSuppression, a
+# custom domain), .npy inputs of the
 # wrong rank, channel count and dtype, a truncated .npy, a text file named .npy, and
 # missing paths. It also writes cases.tsv: name, model, input, and the regex
 # (grep -Ei) the stderr line must match.
