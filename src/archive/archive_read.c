@@ -317,8 +317,10 @@ static inferd_code read_entry_malloc(zip_t *z, const zip_entry *e, void **out, i
  * field lengths at 26 and 28, the name at 30, the data after the extra field). The
  * header is found by its signature and name, and the data found there is accepted only
  * if its CRC-32 is the one libzip read from the central directory - the same check
- * libzip makes when it reads an entry. Returns false (read the entry instead) when
- * the entry is compressed or encrypted or no header matches; *data is then unset. */
+ * libzip makes when it reads an entry. Only the first header that names the entry is
+ * tried, so a crafted archive costs at most one CRC pass more than reading it. Returns
+ * false (read the entry instead) when the entry is compressed or encrypted or that
+ * header does not match; *data is then unset. */
 static bool map_stored_entry(const char *path, zip_t *z, const zip_entry *e, const void **base, size_t *base_size,
                              const unsigned char **data) {
   zip_stat_t sb;
@@ -343,16 +345,18 @@ static bool map_stored_entry(const char *path, zip_t *z, const zip_entry *e, con
     if (method != ZIP_CM_STORE || header_name != name_len || start > left || e->size > left - start ||
         memcmp(h + HEADER, e->name, name_len) != 0)
       continue;
-    /* the CRC reads every page: map them in one call rather than a fault per 64 KB */
-    uintptr_t page = (uintptr_t)(h + start) & ~(uintptr_t)4095;
+#ifdef MADV_POPULATE_READ /* the CRC reads every page: map them in one call, not a fault per 64 KB */
+    long page_size = sysconf(_SC_PAGESIZE);
+    uintptr_t page = (uintptr_t)(h + start) / (uintptr_t)page_size * (uintptr_t)page_size;
     madvise((void *)page, (uintptr_t)(h + start + e->size) - page, MADV_POPULATE_READ); /* a hint */
+#endif
     uLong crc = crc32_z(0, Z_NULL, 0);
     for (size_t done = 0; done < e->size;) { /* crc32_z takes z_size_t; chunks keep it portable */
       size_t chunk = e->size - done < ((size_t)1 << 30) ? e->size - done : ((size_t)1 << 30);
       crc = crc32_z(crc, h + start + done, chunk);
       done += chunk;
     }
-    if ((uint32_t)crc != sb.crc) continue;
+    if ((uint32_t)crc != sb.crc) break;
     *base = file;
     *base_size = size;
     *data = h + start;
