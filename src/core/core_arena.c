@@ -189,7 +189,12 @@ static void drop_pages(core_arena *a, size_t i) {
     const arena_big *next = &a->bigs[i + 1];
     if (!next->released && next->p > b->p && (uintptr_t)next->p < to) to -= SMALL_PAGE;
   }
-  if (to > from) madvise((void *)from, to - from, MADV_DONTNEED);
+  if (to <= from) return;
+  /* Not huge-page material any more: khugepaged would otherwise collapse a 2 MB stretch
+   * that keeps a live page back into a whole (zero-filled) huge page. Adjacent released
+   * ranges share the flag, so their areas merge again. */
+  madvise((void *)from, to - from, MADV_NOHUGEPAGE);
+  madvise((void *)from, to - from, MADV_DONTNEED);
 }
 
 void core_arena_release(core_arena *a, void *p) {
