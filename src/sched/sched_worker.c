@@ -209,6 +209,7 @@ static void worker_rebind(sched_worker *w, unsigned placement) {
   core_status_ok(&st);
   int threads;
   inferd_code rc = worker_bind(w, &threads, &st);
+  bool bound = rc == INFERD_OK;
   if (rc == INFERD_OK && threads != w->session_threads) {
     inferd_session *session = NULL;
     rc = worker_new_session(w, threads, &session, &st);
@@ -223,8 +224,11 @@ static void worker_rebind(sched_worker *w, unsigned placement) {
   w->threads = w->session_threads;
   pthread_cond_broadcast(&m->state);
   pthread_mutex_unlock(&m->lock);
-  if (rc != INFERD_OK)
+  if (rc != INFERD_OK && !bound)
     core_log(CORE_LOG_WARN, "model '%s' worker %d keeps its previous placement: %s", m->name, w->id, st.message);
+  else if (rc != INFERD_OK)
+    core_log(CORE_LOG_WARN, "model '%s' worker %d re-bound to slot %d%s%s but keeps its %d-thread session: %s", m->name,
+             w->id, w->slot, w->cores[0] ? ", cores " : "", w->cores, w->session_threads, st.message);
   else
     core_log(CORE_LOG_INFO, "model '%s': worker %d re-bound (slot %d, %d threads%s%s)", m->name, w->id, w->slot,
              threads, w->cores[0] ? ", cores " : "", w->cores);

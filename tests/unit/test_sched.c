@@ -185,10 +185,11 @@ static inferd_code on_bind(void *ctx, sched_binding *b, inferd_status *st) {
   pthread_mutex_lock(&h->lock);
   gate_pass_locked(h, 0);
   bool fail = h->bind_fail_id == -2 || h->bind_fail_id == b->worker_id;
+  int plan_workers = h->plan_workers;
   pthread_mutex_unlock(&h->lock);
   if (fail) return core_fail(st, INFERD_UNAVAILABLE, "test refuses to bind worker %d", b->worker_id);
-  if (h->plan_workers > 0) {
-    int threads = PLAN_CORES / h->plan_workers, first = b->slot * threads;
+  if (plan_workers > 0) {
+    int threads = PLAN_CORES / plan_workers, first = b->slot * threads;
     b->threads = threads;
     if (threads == 1) snprintf(b->cores, sizeof b->cores, "%d", first);
     else snprintf(b->cores, sizeof b->cores, "%d-%d", first, first + threads - 1);
@@ -198,7 +199,7 @@ static inferd_code on_bind(void *ctx, sched_binding *b, inferd_status *st) {
   }
   pthread_mutex_lock(&h->lock);
   if (h->n_binds < MAX_BINDS)
-    h->binds[h->n_binds++] = (bind_record){b->worker_id, b->slot, b->threads, h->plan_workers};
+    h->binds[h->n_binds++] = (bind_record){b->worker_id, b->slot, b->threads, plan_workers};
   pthread_mutex_unlock(&h->lock);
   return INFERD_OK;
 }
@@ -864,7 +865,9 @@ static void test_scale_rebinds_running_workers(void **state) {
   /* Up, while worker 0 runs a batch: it must not re-bind until the batch is over. */
   gate_close(&h);
   hold_one_worker(&h, m, 0);
+  pthread_mutex_lock(&h.lock);
   h.plan_workers = 2; /* the caller installs the new plan, then scales */
+  pthread_mutex_unlock(&h.lock);
   inferd_status st = {0};
   assert_int_equal(sched_model_scale(m, 2, &st), INFERD_OK);
   assert_int_equal(sched_model_wait_ready(m, 50, &st), INFERD_TIMEOUT); /* worker 0 has yet to re-bind */
@@ -888,7 +891,9 @@ static void test_scale_rebinds_running_workers(void **state) {
   serve_some(&h, m, 6);
 
   /* Down: the survivor gets both cores and a 2-thread session again. */
+  pthread_mutex_lock(&h.lock);
   h.plan_workers = 1;
+  pthread_mutex_unlock(&h.lock);
   assert_int_equal(sched_model_scale(m, 1, &st), INFERD_OK);
   assert_int_equal(sched_model_wait_ready(m, 60000, &st), INFERD_OK);
   assert_int_equal(sched_model_describe(m, NULL, w, 4), 1);
