@@ -468,6 +468,9 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
   if (code == INFERD_OK) {
     m->min_workers = sched_workers;
     m->input_elems = sched_model_input_elems(m->sched);
+    sched_model_info info;
+    sched_model_describe(m->sched, &info, NULL, 0);
+    m->job_queue_size = info.job_queue_size;
     m->output_elems = sched_model_output_elems(m->sched);
     m->answer_bytes = handler_classify_json_size(m->labels, HANDLER_TOPK);
     metrics_model_set_workers(m->metrics, sched_workers);

@@ -540,15 +540,13 @@ static bool model_spec(h2o_req_t *req, const http__model *m, http_v2_spec *spec)
     inferd_tensor_info t;
     if (inferd_model_output(m->engine, i, &t) == INFERD_OK) names[count++] = t.name;
   }
-  sched_model_info info;
-  sched_model_describe(m->sched, &info, NULL, 0);
   *spec = (http_v2_spec){.model_name = m->name,
                          .input_name = in.name,
                          .item_rank = in.rank - 1,
                          .item_dims = item,
                          .output_names = names,
                          .output_count = count,
-                         .max_rows = info.job_queue_size > 0 ? info.job_queue_size : 1};
+                         .max_rows = m->job_queue_size > 0 ? m->job_queue_size : 1};
   return true;
 }
 
