@@ -17,9 +17,11 @@
 #                       [--models a,b] [--batches 1,8] [--threads 1,2] [--ort-version V]
 #   --seconds S   timed seconds of each measurement (default 10). A row is inferd once,
 #                 PyTorch three variants and ORT once, ~5*S s plus warm-ups and loading;
-#                 the 12 default rows take about 15 minutes on an idle 2-core machine at the
-#                 default S (plus a first build, ONNX exports and the npm install, ~1-2
-#                 minutes). --seconds 1 is a smoke test, ~8 minutes: every measurement
+#                 the 12 default rows took 17 minutes at --seconds 6 on an idle 2-core
+#                 machine; expect ~25 at the default S (plus a first build, ONNX exports
+#                 and the npm install, ~1-2 minutes; the timings of the slow rows are not
+#                 S: warm-ups and PyTorch eager at batch 8 make resnet152's rows take ~3
+#                 minutes each). --seconds 1 is a smoke test, ~8 minutes: every measurement
 #                 still makes its warm-up and at least 3 timed runs, which for resnet152 at
 #                 batch 8 (~1 s each, PyTorch eager far slower) outlast S.
 #   --build DIR   inferd's CMake build directory (default build/); built as bench/engine.sh does
