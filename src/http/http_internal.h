@@ -244,6 +244,10 @@ typedef struct http__register_params {
  * NULL) is the registered model, borrowed. */
 inferd_code http__registry_register(http__registry *r, const http__register_params *params, http__model **out,
                                     inferd_status *status);
+/* http__model_acquire on the server's registry, or the error answered to req (404 for an
+ * unknown model or version) and NULL. */
+http__model *http__model_acquire_or_reply(http_server *server, h2o_req_t *req, const char *name, size_t name_len,
+                                          const char *version, size_t version_len);
 /* Takes a reference on name/version (version NULL or empty: the default version).
  * NOT_FOUND with TorchServe's message when there is none. Any thread. */
 http__model *http__model_acquire(http__registry *r, const char *name, size_t name_len, const char *version,

@@ -345,12 +345,8 @@ static void describe_models(http_server *s, h2o_req_t *req, const char *name, co
   http__model **models = NULL;
   int n = 0;
   if (version && !all) {
-    inferd_status st;
-    http__model *m = http__model_acquire(s->registry, name, strlen(name), version, strlen(version), &st);
-    if (!m) {
-      http__send_status(req, &st);
-      return;
-    }
+    http__model *m = http__model_acquire_or_reply(s, req, name, strlen(name), version, strlen(version));
+    if (!m) return;
     models = malloc(sizeof *models);
     if (models) models[n++] = m;
     else http__model_release(m);
@@ -567,12 +563,8 @@ void http__management_route(http_server *s, h2o_req_t *req, const http__path *pa
       http__send_error(req, HTTP__E_BAD_REQUEST, "Parameter min_worker is required to scale workers.");
       return;
     }
-    inferd_status st;
-    http__model *m = http__model_acquire(s->registry, name, strlen(name), version, version ? strlen(version) : 0, &st);
-    if (!m) {
-      http__send_status(req, &st);
-      return;
-    }
+    http__model *m = http__model_acquire_or_reply(s, req, name, strlen(name), version, version ? strlen(version) : 0);
+    if (!m) return;
     http__model_release(m);
     if (!(job = calloc(1, sizeof *job)) || !(job->name = strdup(name)) || (version && !(job->version = strdup(version)))) {
       if (job) job_free(job);

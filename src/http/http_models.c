@@ -206,6 +206,14 @@ http__model *http__model_acquire(http__registry *r, const char *name, size_t nam
   return m;
 }
 
+http__model *http__model_acquire_or_reply(http_server *s, h2o_req_t *req, const char *name, size_t name_len,
+                                          const char *version, size_t version_len) {
+  inferd_status st;
+  http__model *m = http__model_acquire(s->registry, name, name_len, version, version_len, &st);
+  if (!m) http__send_status(req, &st);
+  return m;
+}
+
 bool http__registry_ready(http__registry *r) {
   if (!atomic_load(&r->startup_done)) return false;
   bool ready = true;

@@ -252,11 +252,8 @@ void http__predict(http_server *s, h2o_req_t *req, const http__path *path) {
   h2o_iovec_t name = path->segments[1];
   h2o_iovec_t version = path->count == 3 ? path->segments[2] : h2o_iovec_init("", 0);
   inferd_status st;
-  http__model *m = http__model_acquire(s->registry, name.base, name.len, version.base, version.len, &st);
-  if (!m) {
-    http__send_status(req, &st);
-    return;
-  }
+  http__model *m = http__model_acquire_or_reply(s, req, name.base, name.len, version.base, version.len);
+  if (!m) return;
   h2o_iovec_t image;
   int status = 0;
   if (!m->image_classifier) {

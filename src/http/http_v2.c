@@ -579,11 +579,8 @@ static void infer(http_server *s, h2o_req_t *req, h2o_iovec_t name, h2o_iovec_t 
     return;
   }
   inferd_status st;
-  http__model *m = http__model_acquire(s->registry, name.base, name.len, version.base, version.len, &st);
-  if (!m) {
-    http__send_status(req, &st);
-    return;
-  }
+  http__model *m = http__model_acquire_or_reply(s, req, name.base, name.len, version.base, version.len);
+  if (!m) return;
   http_v2_spec spec;
   if (!model_spec(req, m, &spec)) {
     http__send_error(req, HTTP__E_INTERNAL, "model %s: cannot describe its input", m->name);
@@ -676,12 +673,8 @@ static void v2_model(http_server *s, h2o_req_t *req, const http__path *path) {
     http__send_canned(req, HTTP__CANNED_METHOD);
     return;
   }
-  inferd_status st;
-  http__model *m = http__model_acquire(s->registry, name.base, name.len, version.base, version.len, &st);
-  if (!m) {
-    http__send_status(req, &st);
-    return;
-  }
+  http__model *m = http__model_acquire_or_reply(s, req, name.base, name.len, version.base, version.len);
+  if (!m) return;
   model_metadata(s, req, m, ready_call);
   http__model_release(m);
 }
