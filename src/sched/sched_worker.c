@@ -11,8 +11,8 @@
  *   3. its buffers, sized for batch_size once: the batch input [batch_size, item],
  *      every output [batch_size, item], and the request/skip/queue-time arrays. They
  *      are never reallocated; running a batch allocates nothing;
- *   4. warm-up: one batch of 1 (zeros), so the batch-1 plan is compiled and bound to
- *      the session before the model says it is ready.
+ *   4. warm-up: the batch-1 plan is compiled, its kernels generated and bound to the
+ *      session (inferd_session_output_shape) before the model says it is ready.
  * A failure anywhere leaves the worker FAILED with the message (describe shows it,
  * sched_model_wait_ready returns it). Other batch sizes are compiled (engine plan
  * cache) and bound to the session lazily, by the first batch of that size.
@@ -22,8 +22,8 @@
  * model's placement generation and wakes everyone. A running worker notices it only
  * between batches - idle, holding a partial batch open, or coming back from one; never
  * during a run - and then calls bind again for its slot (slots stay 0..n-1), and, when
- * the thread count changed, makes a new session of that many threads (warmed up with a
- * batch of 1, as at start) and frees the old one. Requests wait in the queue meanwhile;
+ * the thread count changed, makes a new session of that many threads (its batch-1 plan
+ * bound, as at start) and frees the old one. Requests wait in the queue meanwhile;
  * the worker stays READY (the model stays ready). sched_model_wait_ready waits for
  * pending re-binds as it waits for starting workers. If bind or the new session fails
  * the worker keeps its previous session and serves on, with a warning.
@@ -164,7 +164,7 @@ static inferd_code worker_bind(sched_worker *w, int *threads, inferd_status *st)
   return INFERD_OK;
 }
 
-/* A new session of `threads` threads with the batch-1 plan bound (the warm-up run). */
+/* A new session of `threads` threads with the batch-1 plan bound. */
 static inferd_code worker_new_session(sched_worker *w, int threads, inferd_session **out, inferd_status *st) {
   sched_model *m = w->model;
   inferd_session_params sp = {.threads = threads};
@@ -176,12 +176,14 @@ static inferd_code worker_new_session(sched_worker *w, int threads, inferd_sessi
     *out = NULL;
     return rc;
   }
-  /* Warm-up: compiles and binds the batch-1 plan before the session serves. */
-  memset(w->input, 0, m->input_elems * sizeof(float));
-  const float *inputs[1] = {w->input};
-  rc = inferd_session_run(*out, 1, inputs, w->outputs, st);
+  /* Binds the batch-1 plan (compiled, kernels generated, scratch mapped) before the
+   * session serves, also for a session made by a re-bind, whose shapes are checked
+   * already. No run of a batch of zeros: it would only add its time to start-up. */
+  int rank;
+  int64_t dims[INFERD_MAX_RANK];
+  rc = inferd_session_output_shape(*out, 1, 0, &rank, dims, st);
   if (rc != INFERD_OK) {
-    core_status_prefix(st, "warm-up run");
+    core_status_prefix(st, "binding the batch-1 plan");
     inferd_session_free(*out);
     *out = NULL;
   }
@@ -192,7 +194,7 @@ static inferd_code worker_start(sched_worker *w, inferd_status *st) {
   int threads;
   inferd_code rc = worker_bind(w, &threads, st);
   if (rc != INFERD_OK) return rc;
-  rc = worker_alloc(w, st); /* before the session: its warm-up run needs them */
+  rc = worker_alloc(w, st);
   if (rc == INFERD_OK) rc = worker_new_session(w, threads, &w->session, st);
   if (rc == INFERD_OK) w->session_threads = threads;
   return rc;
