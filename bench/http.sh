@@ -26,8 +26,9 @@
 # on a 2-core box; only the ratios mean something.
 #
 # Usage: bench/http.sh [--seconds S] [--build DIR] [--no-build] [--connections C] [--batch-size B]
-#   --seconds S       seconds of each wrk run (default 10): 4 runs plus start-up, ~1 minute at the
-#                     default; --seconds 2 is a smoke test (~15 s)
+#   --seconds S       seconds of each wrk run (default 10): 6 runs of S + 1 s, two inferd bench
+#                     runs (~2 s) and start-up: ~1.5 minutes at the default, ~45 s at
+#                     --seconds 5; --seconds 2 is a smoke test (~25 s)
 #   --build DIR       inferd's CMake build directory (default build/); built as bench/engine.sh does
 #   --no-build        never run cmake; DIR/inferd must exist
 #   --connections C   wrk connections (default 64)
