@@ -19,7 +19,8 @@ static inferd_code concat_consts(plan_ctx *c, int node, int axis, const int64_t 
   char *out = malloc((size_t)(total ? total : 1) * es);
   if (!out) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
   int64_t inner_out = total / (outer ? outer : 1), at = 0;
-  for (int k = 0; k < n->n_inputs; k++) {
+  /* an empty result copies nothing (outer may still be 2^62: [2^62, 0] along axis 1) */
+  for (int k = 0; k < n->n_inputs && total > 0; k++) {
     plan_value *v = plan_val(c, n->inputs[k]);
     int64_t inner = core_shape_count(v->rank - axis, v->dims + axis);
     if (!v->data) {

@@ -215,6 +215,7 @@ static void gather_step(const plan_step *s, void *const *ptrs) {
   const int64_t *idx = ptrs[1];
   char *dst = ptrs[2];
   int64_t outer = s->params[0], axis = s->params[1], inner = s->params[2], n = s->params[3];
+  if (n == 0 || inner == 0) return; /* an empty result, however large outer is */
   for (int64_t o = 0; o < outer; o++)
     for (int64_t j = 0; j < n; j++) {
       int64_t k = idx[j] < 0 ? idx[j] + axis : idx[j];
