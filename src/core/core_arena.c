@@ -45,6 +45,7 @@ static void *map_huge_aligned(size_t size, int flags) {
  * would fault whole huge pages of padding in. */
 void *core_pages_alloc(size_t size) {
   if (size == 0) size = 1;
+  if (size > SIZE_MAX / 2) return NULL; /* rounding up below must not wrap */
   size_t mapped = round_up(size, SMALL_PAGE);
   if (mapped >= HUGE_PAGE) return map_huge_aligned(mapped, 0);
   void *p = mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -115,11 +116,11 @@ static void *alloc_big(core_arena *a, size_t size, size_t align) {
     a->cap_bigs = cap;
   }
   if (align < 64) align = 64;
+  if (size > SIZE_MAX / 2) return NULL; /* rounding up below must not wrap */
   arena_region *r = a->regions;
   size_t offset = r ? round_up(r->used, align) : 0;
   if (!r || offset > r->size || size > r->size - offset) {
     size_t want = round_up(size, HUGE_PAGE);
-    if (want < size) return NULL; /* overflow */
     if (want < REGION) want = REGION;
     r = malloc(sizeof *r);
     if (!r) return NULL;
