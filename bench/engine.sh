@@ -151,12 +151,7 @@ for m in "${MODEL_LIST[@]}"; do
 done
 
 # ---- table ---------------------------------------------------------------------------
-cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1)
-if commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null); then
-  git -C "$ROOT" diff --quiet HEAD -- 2>/dev/null || commit="$commit + local changes"
-else
-  commit="(no commit yet)"
-fi
+bench_describe
 
 table=$("$PY" - "$RUN" "$MODELS" "$BATCHES" "$PEAK" "$ROOT/bench" <<'EOF'
 import json, sys

@@ -323,12 +323,7 @@ if bad:
 EOF
 ) || exit 1
 
-cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1)
-if commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null); then
-  git -C "$ROOT" diff --quiet HEAD -- 2>/dev/null || commit="$commit + local changes"
-else
-  commit="(no commit yet)"
-fi
+bench_describe
 header="CPU: ${cpu:-unknown} ($(nproc) logical CPUs, shared by wrk and the server); \
 wrk $(wrk -v 2>&1 | sed -n 's/^wrk \([^ ]*\).*/\1/p' | head -n 1): 2 threads, $CONNS keep-alive connections, \
 ${SECS} s per run after a 1 s warm-up; $("$NGINX" -v 2>&1 | sed 's/^nginx version: //') (2 workers, \

@@ -34,3 +34,14 @@ bench_load_warning() {
     echo "$me: warning: load average $load; other work is running, the numbers will be noisy" >&2
   fi
 }
+
+# Sets cpu (lscpu's model name) and commit (the checkout's short hash, with "+ local
+# changes" when the tree differs from it) for the header of a results table.
+bench_describe() {
+  cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1)
+  if commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null); then
+    git -C "$ROOT" diff --quiet HEAD -- 2>/dev/null || commit="$commit + local changes"
+  else
+    commit="(no commit yet)"
+  fi
+}
