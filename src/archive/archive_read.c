@@ -58,8 +58,8 @@ struct archive_model {
   char *manifest_json;
   void *onnx;
   size_t onnx_size;
-  bool onnx_mapped;     /* in a file mapping (map_base), else core_pages_alloc'ed */
-  const void *map_base; /* the mapping holding onnx: the .onnx file, or the whole .mar */
+  const void *map_base; /* the file mapping holding onnx (the .onnx file, or the whole
+                           .mar); NULL: onnx is core_pages_alloc'ed */
   size_t map_size;
   extra_file *files;
   int file_count;
@@ -186,12 +186,13 @@ static archive_model *model_new(archive_kind kind) {
 
 void archive_release_onnx(archive_model *m) {
   if (!m || !m->onnx) return;
-  if (m->onnx_mapped)
+  if (m->map_base)
     core_file_unmap(m->map_base, m->map_size);
   else
     core_pages_free(m->onnx, m->onnx_size);
   m->onnx = NULL;
   m->onnx_size = 0;
+  m->map_base = NULL;
 }
 
 void archive_close(archive_model *m) {
@@ -232,7 +233,7 @@ const void *archive_onnx(const archive_model *m, size_t *size) {
   return m->onnx;
 }
 
-bool archive_onnx_mapped(const archive_model *m) { return m->onnx && m->onnx_mapped; }
+bool archive_onnx_mapped(const archive_model *m) { return m->onnx && m->map_base; }
 
 int archive_file_count(const archive_model *m) { return m->file_count; }
 
@@ -429,10 +430,9 @@ static inferd_code open_zip(zip_t *z, const char *path, const limits *lim, archi
   if (rc == INFERD_OK) {
     m->onnx_size = (size_t)onnx->size;
     const unsigned char *in_file;
-    if (path && map_stored_entry(path, z, onnx, &m->map_base, &m->map_size, &in_file)) {
+    if (path && map_stored_entry(path, z, onnx, &m->map_base, &m->map_size, &in_file))
       m->onnx = (void *)in_file;
-      m->onnx_mapped = true;
-    } else if (!(m->onnx = core_pages_alloc(m->onnx_size)))
+    else if (!(m->onnx = core_pages_alloc(m->onnx_size)))
       rc = core_fail(st, INFERD_NO_MEMORY, "%s: out of memory for %zu bytes", onnx->name, m->onnx_size);
     else
       rc = read_entry(z, onnx, m->onnx, st);
@@ -623,7 +623,6 @@ static inferd_code open_directory(const char *path, const limits *lim, archive_m
       rc = core_file_map(file, &data, &m->onnx_size, st);
       if (rc == INFERD_OK) {
         m->onnx = (void *)data;
-        m->onnx_mapped = true;
         m->map_base = data;
         m->map_size = m->onnx_size;
       } else if (rc == INFERD_NOT_FOUND) {
@@ -663,10 +662,11 @@ static inferd_code open_onnx(const char *path, archive_model **out, inferd_statu
   if (rc == INFERD_OK) {
     const void *data;
     rc = core_file_map(path, &data, &m->onnx_size, st);
-    m->onnx = (void *)data;
-    m->onnx_mapped = rc == INFERD_OK;
-    m->map_base = data;
-    m->map_size = m->onnx_size;
+    if (rc == INFERD_OK) { /* (data is unset on failure) */
+      m->onnx = (void *)data;
+      m->map_base = data;
+      m->map_size = m->onnx_size;
+    }
   }
   if (rc != INFERD_OK) {
     archive_close(m);
