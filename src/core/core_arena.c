@@ -41,15 +41,19 @@ static void *map_huge_aligned(size_t size, int flags) {
   return p;
 }
 
+/* round_up(size, 4 KB) bytes of small pages. */
+static void *map_small(size_t size) {
+  void *p = mmap(NULL, round_up(size, SMALL_PAGE), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
 /* Mappings are rounded to small pages only: with THP, a mapping rounded up to 2 MB
  * would fault whole huge pages of padding in. */
 void *core_pages_alloc(size_t size) {
   if (size == 0) size = 1;
   if (size > SIZE_MAX / 2) return NULL; /* rounding up below must not wrap */
   size_t mapped = round_up(size, SMALL_PAGE);
-  if (mapped >= HUGE_PAGE) return map_huge_aligned(mapped, 0);
-  void *p = mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  return p == MAP_FAILED ? NULL : p;
+  return mapped >= HUGE_PAGE ? map_huge_aligned(mapped, 0) : map_small(mapped);
 }
 
 void core_pages_free(void *p, size_t size) {
@@ -151,8 +155,7 @@ void *core_arena_alloc(core_arena *a, size_t size, size_t align) {
     size_t chunk = need > a->chunk_size ? need : a->chunk_size;
     /* small pages: a chunk of small objects is rarely filled to a 2 MB boundary, and a
      * huge page there would be mostly padding (3 MB more RSS loading resnet152) */
-    c = mmap(NULL, round_up(chunk, SMALL_PAGE), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (c == MAP_FAILED) return NULL;
+    if (!(c = map_small(chunk))) return NULL;
     c->size = round_up(chunk, SMALL_PAGE);
     c->used = sizeof(arena_chunk);
     c->next = a->chunks;
