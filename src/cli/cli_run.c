@@ -1,13 +1,15 @@
 /*
  * cli_run.c - `inferd run`: one model, no server.
  *
- *   inferd run MODEL.onnx --input X.npy --output Y.npy [--threads N] [--profile]
+ *   inferd run MODEL.onnx --input X.npy --output Y.npy [--threads N] [--profile] [--no-winograd]
  *   inferd run MODEL.onnx --bench [--batch N] [--threads T] [--seconds S] [--json] [--profile]
+ *                                 [--no-winograd]
  *
  * The first form runs one batch read from a float32 .npy (the model's input shape
  * with any batch size) and writes the first output as .npy. The second warms up, then
  * runs batches for S seconds and reports throughput and latency; its last line is
- * `throughput: <float> images/s`, or one JSON object with --json.
+ * `throughput: <float> images/s`, or one JSON object with --json. --no-winograd keeps
+ * every convolution direct (inferd_model_params.no_winograd).
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -18,14 +20,15 @@
 
 typedef struct run_options {
   const char *model, *input, *output;
-  int threads, batch, bench, json, profile;
+  int threads, batch, bench, json, profile, no_winograd;
   double seconds;
 } run_options;
 
 static void run_usage(FILE *f) {
   fprintf(f,
-          "usage: inferd run MODEL.onnx --input X.npy --output Y.npy [--threads N] [--profile]\n"
-          "       inferd run MODEL.onnx --bench [--batch N] [--threads T] [--seconds S] [--json] [--profile]\n");
+          "usage: inferd run MODEL.onnx --input X.npy --output Y.npy [--threads N] [--profile] [--no-winograd]\n"
+          "       inferd run MODEL.onnx --bench [--batch N] [--threads T] [--seconds S] [--json] [--profile]\n"
+          "                                     [--no-winograd]\n");
 }
 
 static int fail(const inferd_status *st) {
@@ -47,7 +50,8 @@ static int parse_options(int argc, char **argv, run_options *o) {
       {"threads", required_argument, 0, 't'}, {"batch", required_argument, 0, 'b'},
       {"seconds", required_argument, 0, 's'}, {"bench", no_argument, 0, 'B'},
       {"json", no_argument, 0, 'j'},          {"profile", no_argument, 0, 'p'},
-      {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
+      {"no-winograd", no_argument, 0, 'W'},   {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0},
   };
   *o = (run_options){.batch = 1, .seconds = 5.0};
   optind = 1;
@@ -71,6 +75,7 @@ static int parse_options(int argc, char **argv, run_options *o) {
     case 'B': o->bench = 1; break;
     case 'j': o->json = 1; break;
     case 'p': o->profile = 1; break;
+    case 'W': o->no_winograd = 1; break;
     case 'h': run_usage(stdout); return 0;
     default: run_usage(stderr); return 2;
     }
@@ -110,20 +115,16 @@ static inferd_code check_input(const inferd_model *m, const core_npy *x, int *ba
   return INFERD_OK;
 }
 
-static int run_once(inferd_model *m, inferd_session *s, run_options *o) {
+static int run_once(inferd_model *m, inferd_session *s, run_options *o, const core_npy *x) {
   inferd_status st = {0};
-  core_npy x;
   int batch = 0, rank = 0;
   int64_t dims[INFERD_MAX_RANK];
-  if (core_npy_read(o->input, &x, &st) != INFERD_OK) return fail(&st);
+  if (check_input(m, x, &batch, &st) != INFERD_OK ||
+      inferd_session_output_shape(s, batch, 0, &rank, dims, &st) != INFERD_OK)
+    return fail(&st);
+  o->batch = batch;
   int rc = 0;
   float *y = NULL;
-  if (check_input(m, &x, &batch, &st) == INFERD_OK) o->batch = batch;
-  if (st.code != INFERD_OK ||
-      inferd_session_output_shape(s, batch, 0, &rank, dims, &st) != INFERD_OK) {
-    rc = fail(&st);
-    goto out;
-  }
   int n_out = inferd_model_num_outputs(m);
   float *outs[8] = {0};
   for (int k = 0; k < n_out; k++) {
@@ -138,14 +139,12 @@ static int run_once(inferd_model *m, inferd_session *s, run_options *o) {
     }
   }
   y = outs[0];
-  const float *ins[1] = {x.data};
+  const float *ins[1] = {x->data};
   if (inferd_session_run(s, batch, ins, outs, &st) != INFERD_OK ||
       core_npy_write(o->output, INFERD_DTYPE_FLOAT, rank, dims, y, &st) != INFERD_OK)
     rc = fail(&st);
 free_outs:
   for (int k = 0; k < n_out; k++) free(outs[k]);
-out:
-  core_npy_free(&x);
   return rc;
 }
 
@@ -233,16 +232,25 @@ int cli_run(int argc, char **argv) {
   int rc = parse_options(argc, argv, &o);
   if (rc >= 0) return rc;
   inferd_status st = {0};
+  /* the input first: the model is tuned for its batch size (inferd_model_params.opt_batch) */
+  core_npy x = {0};
+  if (!o.bench && core_npy_read(o.input, &x, &st) != INFERD_OK) return fail(&st);
+  int opt_batch = o.bench ? o.batch : x.rank >= 1 && x.dims[0] >= 1 && x.dims[0] <= 1024 ? (int)x.dims[0] : 1;
   inferd_model *m;
-  if (inferd_model_load(o.model, NULL, &m, &st) != INFERD_OK) return fail(&st);
+  inferd_model_params mp = {.opt_batch = opt_batch, .no_winograd = o.no_winograd};
+  if (inferd_model_load(o.model, &mp, &m, &st) != INFERD_OK) {
+    core_npy_free(&x);
+    return fail(&st);
+  }
   inferd_session *s;
   inferd_session_params sp = {.threads = o.threads, .profile = o.profile};
   if (inferd_session_new(m, &sp, &s, &st) != INFERD_OK) {
     inferd_model_free(m);
+    core_npy_free(&x);
     return fail(&st);
   }
-  if (o.threads == 0) o.threads = 0; /* 0: all the process may use */
-  rc = o.bench ? run_bench(m, s, &o) : run_once(m, s, &o);
+  rc = o.bench ? run_bench(m, s, &o) : run_once(m, s, &o, &x);
+  core_npy_free(&x);
   if (o.profile && rc == 0) {
     char buf[4096];
     FILE *f = o.bench && !o.json ? stdout : stderr;

@@ -85,10 +85,11 @@ typedef enum op_kind {
 #undef ENGINE__ENUM
   OP_COUNT,
   OP_REORDER = OP_COUNT, /* steps the planner inserts (layout changes, copies) */
+  OP_CONV_WINOGRAD,      /* a Conv run by Winograd (its own row in profiles) */
   OP_KIND_COUNT
 } op_kind;
 
-const char *engine_op_name(op_kind op); /* "Conv"; "Reorder" for OP_REORDER */
+const char *engine_op_name(op_kind op); /* "Conv"; "Reorder" for OP_REORDER, "Conv/Winograd" */
 int engine_op_min_inputs(op_kind op);
 /* Looks an ONNX op type up; returns OP_COUNT when the engine does not run it. */
 op_kind engine_op_find(const char *op_type, const char *domain);
@@ -191,6 +192,8 @@ struct inferd_model {
   } cache[PLAN_CACHE_MAX];
   int max_plans, max_batch;
   size_t max_scratch; /* bytes of activations + scratchpad a plan may need */
+  bool no_winograd;
+  int opt_batch; /* compiled at load: its kernel choices fix the weights' layouts */
   uint64_t clock;
   weight_copy **weights; /* [graph->n_values]: reordered copies of each constant */
   bool *weight_only;     /* [graph->n_values]: read only as a primitive's weights */
@@ -246,6 +249,7 @@ const node_extra *plan_extra(const plan_ctx *c, int node);
 plan_value *plan_val(plan_ctx *c, int value);
 dnnl_engine_t plan_engine(const plan_ctx *c);
 int plan_batch(const plan_ctx *c);
+bool plan_winograd(const plan_ctx *c); /* may 3x3 convolutions use Winograd */
 
 /* Records value v as a constant computed at plan time (data copied). */
 inferd_code plan_set_const(plan_ctx *c, int v, inferd_dtype dtype, int rank, const int64_t *dims,

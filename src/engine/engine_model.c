@@ -31,6 +31,7 @@ static const char *const op_names[OP_KIND_COUNT] = {
     ENGINE_OPS(ENGINE__NAME)
 #undef ENGINE__NAME
         [OP_REORDER] = "Reorder",
+        [OP_CONV_WINOGRAD] = "Conv/Winograd",
 };
 _Static_assert(CORE_ARRAY_LEN(op_names) == OP_KIND_COUNT, "op name table size");
 
@@ -139,6 +140,8 @@ static inferd_code finish_load(ir_graph *g, const inferd_model_params *params, i
   m->max_plans = params && params->max_cached_plans > 0 ? CORE_MIN(params->max_cached_plans, PLAN_CACHE_MAX) : 8;
   m->max_batch = params && params->max_batch > 0 ? params->max_batch : 1024;
   m->max_scratch = params && params->max_scratch_bytes ? params->max_scratch_bytes : (size_t)8 << 30;
+  m->no_winograd = params && params->no_winograd;
+  m->opt_batch = params && params->opt_batch > 0 ? CORE_MIN(params->opt_batch, m->max_batch) : 1;
   inferd_code rc = INFERD_OK;
   m->extra = calloc((size_t)g->n_nodes + 1, sizeof *m->extra);
   m->weight_arena = core_arena_new(8 << 20);
@@ -152,10 +155,11 @@ static inferd_code finish_load(ir_graph *g, const inferd_model_params *params, i
     rc = core_fail(st, INFERD_NO_MEMORY, "out of memory");
   if (rc == INFERD_OK) rc = engine_weights_mark(m, st);
   if (rc == INFERD_OK) {
-    /* Compile batch 1 now: it checks every node and fills the weight cache. */
+    /* Compile the batch the model is tuned for now: it checks every node and fills the
+     * weight cache, in the layouts that batch's kernels chose. */
     plan *p;
     pthread_mutex_lock(&m->lock);
-    rc = plan_get_locked(m, 1, omp_get_max_threads(), &p, st);
+    rc = plan_get_locked(m, m->opt_batch, omp_get_max_threads(), &p, st);
     if (rc == INFERD_OK) {
       p->refs--;
       engine_weights_release_plain(m);

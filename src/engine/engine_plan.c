@@ -88,6 +88,7 @@ const node_extra *plan_extra(const plan_ctx *c, int node) { return &c->m->extra[
 plan_value *plan_val(plan_ctx *c, int value) { return &c->vals[value]; }
 dnnl_engine_t plan_engine(const plan_ctx *c) { return c->m->engine; }
 int plan_batch(const plan_ctx *c) { return c->p->batch; }
+bool plan_winograd(const plan_ctx *c) { return !c->m->no_winograd; }
 
 inferd_code node_fail(const plan_ctx *c, int node, inferd_code code, inferd_status *st, const char *fmt, ...) {
   char msg[256];

@@ -422,9 +422,11 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
     size_t size = 0;
     const void *onnx = archive_onnx(ar, &size);
     /* a plan per batch size the batcher can form: workers share them instead of each
-     * recompiling a size the model's cache evicted (the engine caps the cache at 32) */
+     * recompiling a size the model's cache evicted (the engine caps the cache at 32);
+     * kernels and weight layouts tuned for full batches, what a loaded server runs */
     inferd_model_params mp = {.max_batch = m->batch_size,
                               .max_cached_plans = m->batch_size,
+                              .opt_batch = m->batch_size,
                               .mapped_file = archive_onnx_mapped(ar)};
     code = inferd_model_load_memory(onnx, size, &mp, &m->engine, st);
     if (code != INFERD_OK) core_status_prefix(st, "model %s (%s)", m->name, p->path);

@@ -1102,10 +1102,12 @@ static void run_and_compare(builder *b, inferd_session *s, int batch, int thread
   }
 }
 
-/* Loads b's model and checks every output against the reference at batch sizes 1
- * and 3, with 1 and 2 threads. Frees b. */
-static void check_graph(builder *b) {
-  inferd_model *m = load_or_fail(b, NULL);
+/* Loads b's model with `params` (NULL: defaults) and checks every output against the
+ * reference at batch sizes 1 and 3, with 1 and 2 threads. With `winograd`, each session
+ * must also have run a convolution by Winograd (its profile's Conv/Winograd row), so a
+ * test of that path cannot pass on the direct one. Frees b. */
+static void check_graph_with(builder *b, const inferd_model_params *params, bool winograd) {
+  inferd_model *m = load_or_fail(b, params);
   assert_int_equal(inferd_model_num_inputs(m), b->n_inputs);
   assert_int_equal(inferd_model_num_outputs(m), b->n_outputs);
   for (int k = 0; k < b->n_inputs; k++) {
@@ -1120,15 +1122,29 @@ static void check_graph(builder *b) {
   for (size_t t = 0; t < sizeof run_threads / sizeof *run_threads; t++) {
     inferd_session *s = NULL;
     inferd_status st = {0};
-    inferd_session_params sp = {.threads = run_threads[t]};
+    inferd_session_params sp = {.threads = run_threads[t], .profile = winograd};
     inferd_code rc = inferd_session_new(m, &sp, &s, &st);
     if (rc != INFERD_OK) fail_msg("%s: session_new: got %s: %s", b->what, inferd_code_name(rc), st.message);
     for (size_t k = 0; k < sizeof run_batches / sizeof *run_batches; k++)
       run_and_compare(b, s, run_batches[k], run_threads[t], run++);
+    if (winograd) {
+      char profile[4096];
+      inferd_session_profile(s, profile, sizeof profile);
+      if (!strstr(profile, "\nConv/Winograd "))
+        fail_msg("%s: no convolution ran by Winograd (%d threads)", b->what, run_threads[t]);
+    }
     inferd_session_free(s);
   }
   inferd_model_free(m);
   b_free(b);
+}
+
+static void check_graph(builder *b) { check_graph_with(b, NULL, false); }
+
+/* The model tuned for batch 3 (its layouts chosen there), expecting Winograd to run. */
+static void check_graph_winograd(builder *b) {
+  const inferd_model_params params = {.opt_batch = 3};
+  check_graph_with(b, &params, true);
 }
 
 /* Loads b's model expecting failure with `code` and every string of `needles` in the
@@ -1167,6 +1183,7 @@ typedef struct conv_case {
    * HardSwish, Clip6 (bounds 0 and 6 as constant inputs), ClipMin0 (min only), BN */
   const char *post;
   float in_range; /* inputs uniform in [-in_range, in_range]; 0 means 1 */
+  bool winograd;  /* check_graph_winograd: tuned for batch 3, Winograd must run */
 } conv_case;
 
 /* Appends post-op `op` reading `in`, writing `out`; k numbers its constants. */
@@ -1244,7 +1261,8 @@ static void run_conv_case(const char *name, const conv_case *c) {
     add_post_op(b, ops[k], in, out, c->cout, k);
   }
   b_output(b, "y");
-  check_graph(b);
+  if (c->winograd) check_graph_winograd(b);
+  else check_graph(b);
 }
 
 #define CONV_TEST(fn, ...)                     \
@@ -1350,6 +1368,27 @@ CONV_TEST(test_fuse_conv_relu_clip6_c32_to_32, .cin = 32, .cout = 32, .h = 5, .w
 CONV_TEST(test_fuse_conv_long_chain_c5_to_24, .cin = 5, .cout = 24, .h = 6, .w = 6, .kh = 3, .kw = 3,
           .pads = {1, 1, 1, 1}, .post = "HardSigmoid,HardSigmoid,Relu,Sigmoid")
 
+/* Winograd F(4x4, 3x3) for 3x3 stride-1 convolutions with enough output pixels per
+ * channel (ops_conv.c): the model is tuned for batch 3, so the batch-3 plan picks
+ * Winograd and fixes the weights' layout; batch 1 then runs on that one copy, by
+ * Winograd or by the direct kernel that takes the layout. Output sizes that are not a
+ * multiple of the 4x4 tile, with and without padding, with post-ops fused. */
+CONV_TEST(test_winograd_c16_9x7_relu, .cin = 16, .cout = 16, .h = 9, .w = 7, .kh = 3, .kw = 3, .pads = {1, 1, 1, 1},
+          .post = "Relu", .winograd = true)
+CONV_TEST(test_winograd_c16_to_32_no_pad_bn_relu, .cin = 16, .cout = 32, .h = 10, .w = 11, .kh = 3, .kw = 3,
+          .post = "BN,Relu", .winograd = true)
+CONV_TEST(test_winograd_c24_to_40, .cin = 24, .cout = 40, .h = 10, .w = 10, .kh = 3, .kw = 3, .pads = {1, 1, 1, 1},
+          .winograd = true)
+CONV_TEST(test_winograd_c64_14x14_no_bias_relu, .cin = 64, .cout = 64, .h = 14, .w = 14, .kh = 3, .kw = 3,
+          .pads = {1, 1, 1, 1}, .no_bias = true, .post = "Relu", .winograd = true)
+CONV_TEST(test_winograd_c32_to_16_pad_height_only, .cin = 32, .cout = 16, .h = 12, .w = 9, .kh = 3, .kw = 3,
+          .pads = {1, 0, 1, 0}, .winograd = true)
+/* Winograd refuses these (oneDNN 2.6: clip post-ops, unequal pads); the direct kernel runs */
+CONV_TEST(test_winograd_refused_clip6, .cin = 16, .cout = 16, .h = 9, .w = 9, .kh = 3, .kw = 3, .pads = {1, 1, 1, 1},
+          .post = "Clip6")
+CONV_TEST(test_winograd_refused_asymmetric_pads, .cin = 32, .cout = 16, .h = 12, .w = 9, .kh = 3, .kw = 3,
+          .pads = {0, 1, 2, 1})
+
 /* ==== tests: residual blocks (Add fused as an in-place sum post-op) ========================================== */
 
 /* x0 = Relu(Conv0(x)); s = Add(Conv2(Relu(Conv1(x0))), x0) (operands swapped when asked);
@@ -1452,6 +1491,17 @@ static void test_residual_is_graph_input(void **state) {
   add_residual_block(b, "x0", "blk", 24, false, "y");
   b_output(b, "y");
   check_graph(b);
+}
+
+/* Two residual blocks of 16 channels, each 3x3 convolution by Winograd, the second of
+ * each carrying the residual sum in place. */
+static void test_winograd_residual_blocks(void **state) {
+  builder *b = b_new(__func__);
+  add_stem(b, 16, 16, 9, 10);
+  add_residual_block(b, "x0", "blk1", 16, false, "y1");
+  add_residual_block(b, "y1", "blk2", 16, true, "y");
+  b_output(b, "y");
+  check_graph_winograd(b);
 }
 
 /* Regression: y = Add(Conv(x0), x0), the Conv reading the residual itself. The sum
@@ -2267,6 +2317,14 @@ int main(void) {
       cmocka_unit_test(test_fuse_conv_relu_clip6_c32_to_32),
       cmocka_unit_test(test_fuse_conv_long_chain_c5_to_24),
       /* residual blocks */
+      cmocka_unit_test(test_winograd_c16_9x7_relu),
+      cmocka_unit_test(test_winograd_c16_to_32_no_pad_bn_relu),
+      cmocka_unit_test(test_winograd_c24_to_40),
+      cmocka_unit_test(test_winograd_c64_14x14_no_bias_relu),
+      cmocka_unit_test(test_winograd_c32_to_16_pad_height_only),
+      cmocka_unit_test(test_winograd_refused_clip6),
+      cmocka_unit_test(test_winograd_refused_asymmetric_pads),
+      cmocka_unit_test(test_winograd_residual_blocks),
       cmocka_unit_test(test_residual_add),
       cmocka_unit_test(test_residual_add_swapped_operands),
       cmocka_unit_test(test_residual_two_blocks_chained),
