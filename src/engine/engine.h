@@ -250,6 +250,8 @@ plan_value *plan_val(plan_ctx *c, int value);
 dnnl_engine_t plan_engine(const plan_ctx *c);
 int plan_batch(const plan_ctx *c);
 bool plan_winograd(const plan_ctx *c); /* may 3x3 convolutions use Winograd */
+/* oneDNN gave only its reference (plain C++ loop) kernel for this descriptor */
+bool plan_pd_is_reference(const_dnnl_primitive_desc_t pd);
 
 /* Records value v as a constant computed at plan time (data copied). */
 inferd_code plan_set_const(plan_ctx *c, int v, inferd_dtype dtype, int rank, const int64_t *dims,

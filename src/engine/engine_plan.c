@@ -90,6 +90,12 @@ dnnl_engine_t plan_engine(const plan_ctx *c) { return c->m->engine; }
 int plan_batch(const plan_ctx *c) { return c->p->batch; }
 bool plan_winograd(const plan_ctx *c) { return !c->m->no_winograd; }
 
+bool plan_pd_is_reference(const_dnnl_primitive_desc_t pd) {
+  const char *impl = NULL;
+  return dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl &&
+         strncmp(impl, "ref", 3) == 0;
+}
+
 inferd_code node_fail(const plan_ctx *c, int node, inferd_code code, inferd_status *st, const char *fmt, ...) {
   char msg[256];
   va_list ap;

@@ -1103,10 +1103,12 @@ static void run_and_compare(builder *b, inferd_session *s, int batch, int thread
 }
 
 /* Loads b's model with `params` (NULL: defaults) and checks every output against the
- * reference at batch sizes 1 and 3, with 1 and 2 threads. With `winograd`, each session
- * must also have run a convolution by Winograd (its profile's Conv/Winograd row), so a
- * test of that path cannot pass on the direct one. Frees b. */
-static void check_graph_with(builder *b, const inferd_model_params *params, bool winograd) {
+ * reference at each of `batches` (run_batches when NULL), with 1 and 2 threads. With
+ * `winograd`, each session must also have run a convolution by Winograd (its profile's
+ * Conv/Winograd row), so a test of that path cannot pass on the direct one. Frees b. */
+static void check_graph_with(builder *b, const inferd_model_params *params, const int *batches, int n_batches,
+                             bool winograd) {
+  if (!batches) batches = run_batches, n_batches = (int)(sizeof run_batches / sizeof *run_batches);
   inferd_model *m = load_or_fail(b, params);
   assert_int_equal(inferd_model_num_inputs(m), b->n_inputs);
   assert_int_equal(inferd_model_num_outputs(m), b->n_outputs);
@@ -1125,8 +1127,7 @@ static void check_graph_with(builder *b, const inferd_model_params *params, bool
     inferd_session_params sp = {.threads = run_threads[t], .profile = winograd};
     inferd_code rc = inferd_session_new(m, &sp, &s, &st);
     if (rc != INFERD_OK) fail_msg("%s: session_new: got %s: %s", b->what, inferd_code_name(rc), st.message);
-    for (size_t k = 0; k < sizeof run_batches / sizeof *run_batches; k++)
-      run_and_compare(b, s, run_batches[k], run_threads[t], run++);
+    for (int k = 0; k < n_batches; k++) run_and_compare(b, s, batches[k], run_threads[t], run++);
     if (winograd) {
       char profile[4096];
       inferd_session_profile(s, profile, sizeof profile);
@@ -1139,13 +1140,17 @@ static void check_graph_with(builder *b, const inferd_model_params *params, bool
   b_free(b);
 }
 
-static void check_graph(builder *b) { check_graph_with(b, NULL, false); }
+static void check_graph(builder *b) { check_graph_with(b, NULL, NULL, 0, false); }
 
-/* The model tuned for batch 3 (its layouts chosen there), expecting Winograd to run. */
-static void check_graph_winograd(builder *b) {
-  const inferd_model_params params = {.opt_batch = 3};
-  check_graph_with(b, &params, true);
-}
+/* The model tuned for batch 4, where convolutions take blocked layouts (ops_conv.c) and
+ * the weights' layout is fixed; then batches 1 and 3 run on that copy. */
+static const inferd_model_params tuned_params = {.opt_batch = 4};
+static const int tuned_batches[] = {4, 1, 3};
+
+static void check_graph_tuned(builder *b) { check_graph_with(b, &tuned_params, tuned_batches, 3, false); }
+
+/* check_graph_tuned, and Winograd must have run */
+static void check_graph_winograd(builder *b) { check_graph_with(b, &tuned_params, tuned_batches, 3, true); }
 
 /* Loads b's model expecting failure with `code` and every string of `needles` in the
  * message. Frees b. */
@@ -1183,7 +1188,7 @@ typedef struct conv_case {
    * HardSwish, Clip6 (bounds 0 and 6 as constant inputs), ClipMin0 (min only), BN */
   const char *post;
   float in_range; /* inputs uniform in [-in_range, in_range]; 0 means 1 */
-  bool winograd;  /* check_graph_winograd: tuned for batch 3, Winograd must run */
+  bool winograd;  /* check_graph_winograd: tuned for batch 4, Winograd must run */
 } conv_case;
 
 /* Appends post-op `op` reading `in`, writing `out`; k numbers its constants. */
@@ -1369,8 +1374,8 @@ CONV_TEST(test_fuse_conv_long_chain_c5_to_24, .cin = 5, .cout = 24, .h = 6, .w =
           .pads = {1, 1, 1, 1}, .post = "HardSigmoid,HardSigmoid,Relu,Sigmoid")
 
 /* Winograd F(4x4, 3x3) for 3x3 stride-1 convolutions with enough output pixels per
- * channel (ops_conv.c): the model is tuned for batch 3, so the batch-3 plan picks
- * Winograd and fixes the weights' layout; batch 1 then runs on that one copy, by
+ * channel (ops_conv.c): the model is tuned for batch 4, so the batch-4 plan picks
+ * Winograd and fixes the weights' layout; batches 1 and 3 then run on that one copy, by
  * Winograd or by the direct kernel that takes the layout. Output sizes that are not a
  * multiple of the 4x4 tile, with and without padding, with post-ops fused. */
 CONV_TEST(test_winograd_c16_9x7_relu, .cin = 16, .cout = 16, .h = 9, .w = 7, .kh = 3, .kw = 3, .pads = {1, 1, 1, 1},
@@ -1491,6 +1496,24 @@ static void test_residual_is_graph_input(void **state) {
   add_residual_block(b, "x0", "blk", 24, false, "y");
   b_output(b, "y");
   check_graph(b);
+}
+
+/* A squeeze-excitation block on blocked layouts (tuned for batch 4): the [N, 32, 1, 1]
+ * scales stay in the blocked layout their Conv wrote, and the broadcast Mul takes both
+ * operands as they are (ops_binary.c). */
+static void test_blocked_squeeze_excitation(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 16, 6, 5));
+  b_random(b, "w0", DIMS(32, 16, 1, 1), -0.5f, 0.5f);
+  b_random(b, "w1", DIMS(32, 32, 1, 1), -0.3f, 0.3f);
+  b_random(b, "b1", DIMS(32), -0.5f, 0.5f);
+  b_node(b, "Conv", IN("x", "w0"), OUT("c0"), ATTRS(A_INTS("kernel_shape", 1, 1)));
+  b_node(b, "GlobalAveragePool", IN("c0"), OUT("pooled"), NULL);
+  b_node(b, "Conv", IN("pooled", "w1", "b1"), OUT("c1"), ATTRS(A_INTS("kernel_shape", 1, 1)));
+  b_node(b, "Sigmoid", IN("c1"), OUT("scale"), NULL);
+  b_node(b, "Mul", IN("c0", "scale"), OUT("y"), NULL);
+  b_output(b, "y");
+  check_graph_tuned(b);
 }
 
 /* Two residual blocks of 16 channels, each 3x3 convolution by Winograd, the second of
@@ -2325,6 +2348,7 @@ int main(void) {
       cmocka_unit_test(test_winograd_refused_clip6),
       cmocka_unit_test(test_winograd_refused_asymmetric_pads),
       cmocka_unit_test(test_winograd_residual_blocks),
+      cmocka_unit_test(test_blocked_squeeze_excitation),
       cmocka_unit_test(test_residual_add),
       cmocka_unit_test(test_residual_add_swapped_operands),
       cmocka_unit_test(test_residual_two_blocks_chained),

@@ -105,6 +105,33 @@ static bool scalar_const(const plan_value *v, float *out) {
   return true;
 }
 
+static dnnl_primitive_desc_t binary_pd(plan_ctx *c, dnnl_alg_kind_t alg, const dnnl_memory_desc_t *a,
+                                       const dnnl_memory_desc_t *b) {
+  dnnl_binary_desc_t desc;
+  dnnl_primitive_desc_t pd = NULL;
+  dnnl_primitive_attr_t attr = plan_attr_new();
+  if (dnnl_binary_desc_init(&desc, alg, a, b, a) != dnnl_success ||
+      dnnl_primitive_desc_create(&pd, &desc, attr, plan_engine(c), NULL) != dnnl_success)
+    pd = NULL;
+  dnnl_primitive_attr_destroy(attr);
+  return pd;
+}
+
+/* A broadcast operand in the blocked layout its producer wrote (the [N, C, 1, 1] scales
+ * of a squeeze-excitation block) beside a blocked tensor `a`: oneDNN's jit kernel takes
+ * the pair as they are, where a plain operand beside a blocked one gets only its
+ * reference kernel. Returns the pair's primitive descriptor, or NULL. */
+static dnnl_primitive_desc_t broadcast_as_is(plan_ctx *c, dnnl_alg_kind_t alg, const dnnl_memory_desc_t *a,
+                                             const plan_value *v1, int rank) {
+  if (v1->is_const || !v1->defined || v1->rank != rank || md_is_plain(a)) return NULL;
+  dnnl_primitive_desc_t pd = binary_pd(c, alg, a, &v1->ref.md);
+  if (pd && plan_pd_is_reference(pd)) {
+    dnnl_primitive_desc_destroy(pd);
+    pd = NULL;
+  }
+  return pd;
+}
+
 inferd_code ops_binary_lower(plan_ctx *c, int node, inferd_status *st) {
   const ir_node *n = plan_node(c, node);
   op_kind op = plan_extra(c, node)->op;
@@ -142,11 +169,16 @@ inferd_code ops_binary_lower(plan_ctx *c, int node, inferd_status *st) {
     src0 = n->inputs[1], src1 = n->inputs[0];
   }
   plan_value *v1 = plan_val(c, src1);
+  dnnl_alg_kind_t alg = op == OP_ADD ? dnnl_binary_add : op == OP_SUB ? dnnl_binary_sub
+                      : op == OP_MUL ? dnnl_binary_mul : dnnl_binary_div;
   plan_ref args[3];
   inferd_code rc = plan_src(c, src0, NULL, &args[0], st);
   if (rc != INFERD_OK) return rc;
+  dnnl_primitive_desc_t pd = NULL;
   if (v1->rank == rank && memcmp(v1->dims, dims, (size_t)rank * sizeof *dims) == 0 && !v1->is_const) {
     rc = plan_src(c, src1, &args[0].md, &args[1], st);
+  } else if ((pd = broadcast_as_is(c, alg, &args[0].md, v1, rank))) {
+    rc = plan_src(c, src1, NULL, &args[1], st);
   } else {
     int64_t d1[IR_MAX_RANK];
     for (int i = 0; i < rank; i++) d1[i] = i < rank - v1->rank ? 1 : v1->dims[i - (rank - v1->rank)];
@@ -160,16 +192,12 @@ inferd_code ops_binary_lower(plan_ctx *c, int node, inferd_status *st) {
       args[1].md = md1; /* same bytes, rank padded with leading 1s */
     }
   }
-  if (rc != INFERD_OK) return rc;
-  dnnl_alg_kind_t alg = op == OP_ADD ? dnnl_binary_add : op == OP_SUB ? dnnl_binary_sub
-                      : op == OP_MUL ? dnnl_binary_mul : dnnl_binary_div;
-  dnnl_binary_desc_t desc;
-  dnnl_primitive_desc_t pd;
-  dnnl_primitive_attr_t attr = plan_attr_new();
-  dnnl_status_t drc = dnnl_binary_desc_init(&desc, alg, &args[0].md, &args[1].md, &args[0].md);
-  if (drc == dnnl_success) drc = dnnl_primitive_desc_create(&pd, &desc, attr, plan_engine(c), NULL);
-  dnnl_primitive_attr_destroy(attr);
-  if (drc != dnnl_success) return node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN refuses this binary op");
+  if (rc == INFERD_OK && !pd && !(pd = binary_pd(c, alg, &args[0].md, &args[1].md)))
+    rc = node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN refuses this binary op");
+  if (rc != INFERD_OK) {
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    return rc;
+  }
   if ((rc = plan_define(c, n->outputs[0], &args[0].md, st)) != INFERD_OK) {
     dnnl_primitive_desc_destroy(pd);
     return rc;

@@ -4,7 +4,9 @@
 # Why: the promise for any torchvision image classifier exported the usual way (opset 13,
 # dynamic batch; tests/fixtures/make_models.py) is "runs correctly, or is refused at load
 # with a message naming the unsupported op and node — never a wrong answer, never a
-# crash". This checks that promise on one model, for batches 1 and 2 and 2 input seeds:
+# crash". This checks that promise on one model, for batches 1 and 4 and 2 input seeds
+# (from batch 4 up the engine picks blocked layouts and Winograd where they pay, so both
+# kinds of plan are checked):
 #   - inferd exits 0: its output must match PyTorch's (compare.py --rtol 1e-4 --top5);
 #   - inferd refuses: exit status exactly 2, no output file, and stderr exactly one line
 #     containing "node '<name>' (<OpType>): ", where a node of that name and op type is
@@ -13,7 +15,7 @@
 #     a wrong answer, a model refused for one batch size but run for another) fails.
 #
 # Usage: classifier_test.sh INFERD_BIN FIXDIR NAME
-#   FIXDIR holds NAME.onnx and NAME.bB.sK.{input,output}.npy for B in 1,2 and K in 0,1
+#   FIXDIR holds NAME.onnx and NAME.bB.sK.{input,output}.npy for B in 1,4 and K in 0,1
 #   (ctest fixture "classifiers").
 # Environment: INFERD_PYTHON (default /usr/bin/python3; needs numpy and onnx).
 # Prints one line per run (the error bound reached, or the refusal) and a summary line;
@@ -27,7 +29,7 @@ fi
 inferd=$1 fixdir=$2 name=$3 model=$2/$3.onnx
 python=${INFERD_PYTHON:-/usr/bin/python3}
 compare="$(cd "$(dirname "$0")/../../fixtures" && pwd)/compare.py"
-batches="1 2" seeds=2
+batches="1 4" seeds=2
 
 for f in "$inferd" "$model" "$compare"; do
     [ -e "$f" ] || { echo "$name: missing $f" >&2; exit 2; }
