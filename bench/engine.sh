@@ -11,12 +11,17 @@
 # the CPU and the command. Only the ratios mean something: both sides are measured in the
 # same run on the same machine; absolute numbers move with the machine and its load.
 #
-# Usage: bench/engine.sh [--seconds S] [--build DIR] [--no-build] [--profile]
+# Usage: bench/engine.sh [--seconds S] [--rounds R] [--build DIR] [--no-build] [--profile]
 #                        [--models a,b] [--batches 1,8] [--threads T] [--peak GFLOPS]
 #   --seconds S   timed seconds of each measurement (default 10). inferd runs once and PyTorch
-#                 three variants per row, so 4 rows take ~16*S s plus warm-ups and model
-#                 loading: about 4-5 minutes on an idle 2-core machine, plus the first build
-#                 and ONNX exports (~1 minute). --seconds 1 is a quick smoke test.
+#                 three variants per row and round, so 4 rows take ~16*S*R s plus warm-ups
+#                 and model loading: about 8-10 minutes at the defaults on an idle 2-core
+#                 machine, plus the first build and ONNX exports (~1 minute). --seconds 1
+#                 --rounds 1 is a quick smoke test.
+#   --rounds R    measure each row R times, the sides alternating (default 2); the table
+#                 takes each side's best round. This machine's speed drifts by 10% and more
+#                 over minutes (other tenants of the host); alternating rounds let each side
+#                 meet the same drift, and the best round is what each reaches when left alone.
 #   --build DIR   inferd's CMake build directory (default build/ in the repository). If it has
 #                 no CMakeCache.txt and no inferd, it is configured (Release) and built; if it
 #                 has a CMakeCache.txt, `cmake --build` brings it up to date; a bare DIR/inferd
@@ -41,6 +46,7 @@ TMP="$RESULTS/tmp"
 RUN="$TMP/last"          # this run's raw JSON and logs
 
 SECS=10
+ROUNDS=2
 BUILD="$ROOT/build"
 NO_BUILD=0
 PROFILE=0
@@ -60,6 +66,7 @@ COMMAND="bench/engine.sh${*:+ $*}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) [ $# -ge 2 ] || die "--seconds needs a value"; SECS=$2; shift 2 ;;
+    --rounds)  [ $# -ge 2 ] || die "--rounds needs a value"; ROUNDS=$2; shift 2 ;;
     --build)   [ $# -ge 2 ] || die "--build needs a directory"; BUILD=$2; shift 2 ;;
     --no-build) NO_BUILD=1; shift ;;
     --profile) PROFILE=1; shift ;;
@@ -76,6 +83,7 @@ if ! [[ $SECS =~ ^[0-9]+([.][0-9]+)?$ ]] || ! awk "BEGIN { exit !($SECS > 0) }";
 fi
 [[ $THREADS =~ ^[1-9][0-9]*$ ]] || die "--threads must be a positive integer, not '$THREADS'"
 [[ $PEAK =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--peak must be a number, not '$PEAK'"
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "--rounds must be a positive integer, not '$ROUNDS'"
 [[ $BATCHES =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "--batches must be like 1,8, not '$BATCHES'"
 [[ $MODELS =~ ^[a-z0-9_]+(,[a-z0-9_]+)*$ ]] || die "--models must be like resnet50,resnet152, not '$MODELS'"
 case "$BUILD" in /*) ;; *) BUILD="$PWD/$BUILD" ;; esac
@@ -140,29 +148,30 @@ i=0
 for m in "${MODEL_LIST[@]}"; do
   for b in "${BATCH_LIST[@]}"; do
     i=$((i + 1))
-    echo "engine.sh: [$i/$n] $m batch $b: inferd" >&2
-    run_logged "$RUN/$m.b$b.inferd.json" "$RUN/$m.b$b.inferd.log" "inferd ($m, batch $b)" \
-      "$INFERD" run "$TMP/$m.onnx" --bench --batch "$b" --threads "$THREADS" --seconds "$SECS" --json
-    check_json "$RUN/$m.b$b.inferd.json" "inferd run $m.onnx --batch $b --json" || exit 1
-    echo "engine.sh: [$i/$n] $m batch $b: PyTorch" >&2
-    run_logged "$RUN/$m.b$b.torch.json" "$RUN/$m.b$b.torch.log" "engine_torch.py ($m, batch $b)" \
-      "$PY" "$TORCH_BENCH" --model "$m" --batch "$b" --threads "$THREADS" --seconds "$SECS" --json
+    for r in $(seq 1 "$ROUNDS"); do  # the sides alternate, round after round
+      base="$RUN/$m.b$b"
+      echo "engine.sh: [$i/$n] $m batch $b, round $r/$ROUNDS: inferd" >&2
+      run_logged "$base.inferd.r$r.json" "$base.inferd.r$r.log" "inferd ($m, batch $b)" \
+        "$INFERD" run "$TMP/$m.onnx" --bench --batch "$b" --threads "$THREADS" --seconds "$SECS" --json
+      check_json "$base.inferd.r$r.json" "inferd run $m.onnx --batch $b --json" || exit 1
+      echo "engine.sh: [$i/$n] $m batch $b, round $r/$ROUNDS: PyTorch" >&2
+      run_logged "$base.torch.r$r.json" "$base.torch.r$r.log" "engine_torch.py ($m, batch $b)" \
+        "$PY" "$TORCH_BENCH" --model "$m" --batch "$b" --threads "$THREADS" --seconds "$SECS" --json
+    done
   done
 done
 
 # ---- table ---------------------------------------------------------------------------
 bench_describe
 
-table=$("$PY" - "$RUN" "$MODELS" "$BATCHES" "$PEAK" "$ROOT/bench" <<'EOF'
+table=$("$PY" - "$RUN" "$MODELS" "$BATCHES" "$PEAK" "$ROUNDS" "$ROOT/bench" <<'EOF'
 import json, sys
 
 run, models, batches, peak = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(","), float(sys.argv[4])
+rounds = int(sys.argv[5])
 
 sys.path.insert(0, sys.argv[-1])  # bench/, for bench_json
 import bench_json
-
-def load(path, what):
-    return bench_json.load(path, what, "engine.sh")
 
 def number(obj, key, what):
     return bench_json.number(obj, key, what, "engine.sh")
@@ -172,8 +181,10 @@ for m in models:
     for b in batches:
         what_i = "inferd run %s --batch %s --json" % (m, b)
         what_t = "engine_torch.py --model %s --batch %s --json" % (m, b)
-        inf = load("%s/%s.b%s.inferd.json" % (run, m, b), what_i)
-        tor = load("%s/%s.b%s.torch.json" % (run, m, b), what_t)
+        inf = bench_json.best_round("%s/%s.b%s.inferd" % (run, m, b), rounds, what_i, "engine.sh",
+                                    lambda o: number(o, "throughput", what_i))
+        tor = bench_json.best_round("%s/%s.b%s.torch" % (run, m, b), rounds, what_t, "engine.sh",
+                                    lambda o: number(o.get("best", {}), "throughput", what_t))
         if inf.get("batch") is not None and int(inf["batch"]) != int(b):
             sys.exit("engine.sh: %s reports batch %r" % (what_i, inf["batch"]))
         ti = number(inf, "throughput", what_i)
@@ -216,7 +227,8 @@ EOF
 ) || exit 1
 
 torch_version=$("$PY" -c 'import torch; print(torch.__version__)')
-header="CPU: ${cpu:-unknown} ($(nproc) logical CPUs); ${THREADS} threads; ${SECS} s per measurement; \
+header="CPU: ${cpu:-unknown} ($(nproc) logical CPUs); ${THREADS} threads; ${SECS} s per measurement, \
+best of ${ROUNDS} alternating rounds per side; \
 fp32 peak ${PEAK} GFLOP/s; GFLOP/image counted on the PyTorch model (2 x MACs of Conv2d + Linear); \
 PyTorch ${torch_version}; inferd ${commit}."
 
@@ -233,7 +245,8 @@ echo "$table"
   echo "Command: \`$COMMAND\`"
   echo
   echo "$header"
-  echo "Only the ratios are meant to be compared: both sides ran one after another in the same run."
+  echo "Only the ratios are meant to be compared: both sides ran one after another in the same run,"
+  echo "their rounds alternating."
   echo
   echo "$table"
 } >"$RESULTS/engine.md.tmp"

@@ -13,8 +13,11 @@
 # The table also goes to bench/results/peers.md with the date, the CPU and the command. Only
 # the ratios mean something: absolute numbers move with the machine and its load.
 #
-# Usage: bench/peers.sh [--seconds S] [--build DIR] [--no-build]
+# Usage: bench/peers.sh [--seconds S] [--rounds R] [--build DIR] [--no-build]
 #                       [--models a,b] [--batches 1,8] [--threads 1,2] [--ort-version V]
+#   --rounds R    measure each row R times, the sides alternating (default 2); the table
+#                 takes each side's best round (see bench/engine.sh: the machine's speed
+#                 drifts over minutes). The time below is per round.
 #   --seconds S   timed seconds of each measurement (default 10). A row is inferd once,
 #                 PyTorch three variants and ORT once, ~5*S s plus warm-ups and loading;
 #                 the 12 default rows took 17 minutes at --seconds 6 on an idle 2-core
@@ -49,6 +52,7 @@ TMP="$RESULTS/tmp"
 RUN="$TMP/peers-last"
 
 SECS=10
+ROUNDS=2
 BUILD="$ROOT/build"
 NO_BUILD=0
 MODELS=resnet50,resnet152,mobilenet_v2
@@ -63,6 +67,7 @@ COMMAND="bench/peers.sh${*:+ $*}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) [ $# -ge 2 ] || die "--seconds needs a value"; SECS=$2; shift 2 ;;
+    --rounds)  [ $# -ge 2 ] || die "--rounds needs a value"; ROUNDS=$2; shift 2 ;;
     --build)   [ $# -ge 2 ] || die "--build needs a directory"; BUILD=$2; shift 2 ;;
     --no-build) NO_BUILD=1; shift ;;
     --models)  [ $# -ge 2 ] || die "--models needs a value"; MODELS=$2; shift 2 ;;
@@ -76,6 +81,7 @@ done
 if ! [[ $SECS =~ ^[0-9]+([.][0-9]+)?$ ]] || ! awk "BEGIN { exit !($SECS > 0) }"; then
   die "--seconds must be a positive number, not '$SECS'"
 fi
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "--rounds must be a positive integer, not '$ROUNDS'"
 [[ $BATCHES =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "--batches must be like 1,8, not '$BATCHES'"
 [[ $THREAD_COUNTS =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "--threads must be like 1,2, not '$THREAD_COUNTS'"
 [[ $MODELS =~ ^[a-z0-9_]+(,[a-z0-9_]+)*$ ]] || die "--models must be like resnet50,mobilenet_v2, not '$MODELS'"
@@ -148,15 +154,18 @@ for m in "${MODEL_LIST[@]}"; do
     for t in "${THREAD_LIST[@]}"; do
       i=$((i + 1))
       base="$RUN/$m.b$b.t$t"
-      echo "peers.sh: [$i/$n] $m batch $b threads $t: inferd" >&2
-      run_logged "$base.inferd.json" "$base.inferd.log" "inferd ($m, batch $b, $t threads)" \
-        "$INFERD" run "$TMP/$m.onnx" --bench --batch "$b" --threads "$t" --seconds "$SECS" --json
-      echo "peers.sh: [$i/$n] $m batch $b threads $t: PyTorch" >&2
-      run_logged "$base.torch.json" "$base.torch.log" "engine_torch.py ($m, batch $b, $t threads)" \
-        "$PY" "$TORCH_BENCH" --model "$m" --batch "$b" --threads "$t" --seconds "$SECS" --json
-      echo "peers.sh: [$i/$n] $m batch $b threads $t: ONNX Runtime" >&2
-      run_logged "$base.ort.json" "$base.ort.log" "peers_ort.js ($m, batch $b, $t threads)" \
-        node "$ORT_BENCH" --model "$TMP/$m.onnx" --batch "$b" --threads "$t" --seconds "$SECS"
+      for r in $(seq 1 "$ROUNDS"); do  # the sides alternate, round after round
+        what="[$i/$n] $m batch $b threads $t, round $r/$ROUNDS"
+        echo "peers.sh: $what: inferd" >&2
+        run_logged "$base.inferd.r$r.json" "$base.inferd.r$r.log" "inferd ($m, batch $b, $t threads)" \
+          "$INFERD" run "$TMP/$m.onnx" --bench --batch "$b" --threads "$t" --seconds "$SECS" --json
+        echo "peers.sh: $what: PyTorch" >&2
+        run_logged "$base.torch.r$r.json" "$base.torch.r$r.log" "engine_torch.py ($m, batch $b, $t threads)" \
+          "$PY" "$TORCH_BENCH" --model "$m" --batch "$b" --threads "$t" --seconds "$SECS" --json
+        echo "peers.sh: $what: ONNX Runtime" >&2
+        run_logged "$base.ort.r$r.json" "$base.ort.r$r.log" "peers_ort.js ($m, batch $b, $t threads)" \
+          node "$ORT_BENCH" --model "$TMP/$m.onnx" --batch "$b" --threads "$t" --seconds "$SECS"
+      done
     done
   done
 done
@@ -164,16 +173,14 @@ done
 # ---- table ---------------------------------------------------------------------------
 bench_describe
 
-table=$("$PY" - "$RUN" "$MODELS" "$BATCHES" "$THREAD_COUNTS" "$ROOT/bench" <<'EOF'
+table=$("$PY" - "$RUN" "$MODELS" "$BATCHES" "$THREAD_COUNTS" "$ROUNDS" "$ROOT/bench" <<'EOF'
 import json, sys
 
 run, models, batches, threads = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(","), sys.argv[4].split(",")
+rounds = int(sys.argv[5])
 
 sys.path.insert(0, sys.argv[-1])  # bench/, for bench_json
 import bench_json
-
-def load(path, what):
-    return bench_json.load(path, what, "peers.sh")
 
 def number(obj, key, what):
     return bench_json.number(obj, key, what, "peers.sh")
@@ -186,7 +193,10 @@ for m in models:
             wi = "inferd run %s --batch %s --threads %s --json" % (m, b, t)
             wt = "engine_torch.py --model %s --batch %s --threads %s --json" % (m, b, t)
             wo = "peers_ort.js --model %s --batch %s --threads %s" % (m, b, t)
-            inf, tor, ort = load(base + ".inferd.json", wi), load(base + ".torch.json", wt), load(base + ".ort.json", wo)
+            best_of = lambda side, what, get: bench_json.best_round(base + "." + side, rounds, what, "peers.sh", get)
+            inf = best_of("inferd", wi, lambda o: number(o, "throughput", wi))
+            tor = best_of("torch", wt, lambda o: number(o.get("best", {}), "throughput", wt))
+            ort = best_of("ort", wo, lambda o: number(o, "throughput", wo))
             for obj, what in ((inf, wi), (ort, wo)):
                 if obj.get("batch") is not None and int(obj["batch"]) != int(b):
                     sys.exit("peers.sh: %s reports batch %r" % (what, obj["batch"]))
@@ -224,7 +234,8 @@ EOF
 ) || exit 1
 
 torch_version=$("$PY" -c 'import torch; print(torch.__version__)')
-header="CPU: ${cpu:-unknown} ($(nproc) logical CPUs); ${SECS} s per measurement; \
+header="CPU: ${cpu:-unknown} ($(nproc) logical CPUs); ${SECS} s per measurement, \
+best of ${ROUNDS} alternating rounds per side; \
 PyTorch ${torch_version} (best of eager, channels_last, frozen TorchScript); \
 ONNX Runtime ${ORT_VERSION} (onnxruntime-node, CPU EP, graph optimization 'all', sequential, \
 inter-op 1 thread); Node $(node --version); inferd ${commit}."
@@ -243,7 +254,7 @@ echo "$table"
   echo
   echo "$header"
   echo "Same ONNX file and thread count on every side; only the ratios are meant to be compared:"
-  echo "all sides ran one after another in the same run."
+  echo "all sides ran one after another in the same run, their rounds alternating."
   echo
   echo "$table"
 } >"$RESULTS/peers.md.tmp"
