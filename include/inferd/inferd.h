@@ -98,7 +98,8 @@ typedef struct inferd_model_params {
                            at load, and the kernels it picks fix the layout of the one shared
                            copy of the weights; other batch sizes run on that copy, with the
                            kernels that take its layout. Set it to the batch that runs most
-                           (the server's batchSize). */
+                           (the server's batchSize). Clamped to max_batch; a model whose
+                           plan cannot be made at this batch is refused at load. */
   bool no_winograd;     /* only direct convolutions. By default a 3x3 stride-1 convolution
                            with enough output pixels per channel uses Winograd F(4x4, 3x3):
                            up to 2x faster, within ~1e-6 of the output's magnitude of the
