@@ -20,11 +20,12 @@
 #                 drifts over minutes). The time below is per round.
 #   --seconds S   timed seconds of each measurement (default 10). A row is inferd once,
 #                 PyTorch three variants and ORT once, ~5*S s plus warm-ups and loading;
-#                 the 12 default rows took 17 minutes at --seconds 6 on an idle 2-core
-#                 machine; expect ~25 at the default S (plus a first build, ONNX exports
+#                 one round of the 12 default rows took 17 minutes at --seconds 6 on an
+#                 idle 2-core machine, two rounds at --seconds 4 took 38; expect ~25 per
+#                 round at the default S (plus a first build, ONNX exports
 #                 and the npm install, ~1-2 minutes; the timings of the slow rows are not
 #                 S: warm-ups and PyTorch eager at batch 8 make resnet152's rows take ~3
-#                 minutes each). --seconds 1 is a smoke test, ~8 minutes: every measurement
+#                 minutes each). --seconds 1 --rounds 1 is a smoke test, ~8 minutes: every measurement
 #                 still makes its warm-up and at least 3 timed runs, which for resnet152 at
 #                 batch 8 (~1 s each, PyTorch eager far slower) outlast S.
 #   --build DIR   inferd's CMake build directory (default build/); built as bench/engine.sh does
