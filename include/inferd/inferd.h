@@ -159,6 +159,12 @@ size_t inferd_session_scratch_bytes(const inferd_session *session, int batch);
  * written as text lines "op  calls  total_ms  share%" into buf. */
 void inferd_session_profile(const inferd_session *session, char *buf, size_t size);
 
+/* The `top` steps of batch size `batch`'s plan that took the most time in this session's
+ * runs of that batch (profile=1), slowest first, as text lines: milliseconds per run,
+ * share of the run, GFLOP/s (convolutions and matrix products), op kind, the oneDNN
+ * kernel, the output's shape and the ONNX node. Empty when that batch has not run. */
+void inferd_session_profile_steps(const inferd_session *session, int batch, int top, char *buf, size_t size);
+
 #ifdef __cplusplus
 }
 #endif

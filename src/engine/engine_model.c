@@ -253,6 +253,8 @@ typedef struct plan_instance {
   void **ptrs;            /* custom steps' resolved pointers, same shape */
   io_binding *io;
   int n_io;
+  double *step_seconds; /* [plan->n_steps], with profile on: each step's time over `runs` */
+  long runs;
 } plan_instance;
 
 enum { SESSION_MAX_PLANS = 16 };
@@ -293,6 +295,7 @@ static void instance_free(inferd_session *s, plan_instance *in) {
   free(in->args);
   free(in->ptrs);
   free(in->io);
+  free(in->step_seconds);
   core_pages_free(in->arena, in->arena_size);
   plan_release(s->model, in->plan);
   memset(in, 0, sizeof *in);
@@ -340,7 +343,8 @@ static inferd_code instance_bind(inferd_session *s, plan *p, plan_instance *in, 
   in->args = calloc((size_t)slots + 1, sizeof *in->args);
   in->ptrs = calloc((size_t)slots + 1, sizeof *in->ptrs);
   in->io = calloc((size_t)slots + 1, sizeof *in->io);
-  if (!in->arena || !in->mems || !in->args || !in->ptrs || !in->io) {
+  if (s->profile) in->step_seconds = calloc((size_t)p->n_steps + 1, sizeof *in->step_seconds);
+  if (!in->arena || !in->mems || !in->args || !in->ptrs || !in->io || (s->profile && !in->step_seconds)) {
     core_fail(st, INFERD_NO_MEMORY, "out of memory for a %zu-byte scratch arena", in->arena_size);
     instance_free(s, in);
     return INFERD_NO_MEMORY;
@@ -454,11 +458,16 @@ inferd_code inferd_session_run(inferd_session *s, int batch, const float *const 
       step->fn(step, &in->ptrs[base]);
     }
     if (s->profile) {
-      s->op_seconds[step->op] += core_now_seconds() - ts;
+      double dt = core_now_seconds() - ts;
+      s->op_seconds[step->op] += dt;
       s->op_calls[step->op]++;
+      in->step_seconds[i] += dt;
     }
   }
-  if (s->profile) s->run_seconds += core_now_seconds() - t0;
+  if (s->profile) {
+    s->run_seconds += core_now_seconds() - t0;
+    in->runs++;
+  }
   return INFERD_OK;
 }
 
@@ -471,4 +480,69 @@ void inferd_session_profile(const inferd_session *s, char *buf, size_t size) {
                             s->op_calls[op], s->op_seconds[op] * 1e3,
                             s->run_seconds > 0 ? 100.0 * s->op_seconds[op] / s->run_seconds : 0.0);
   }
+}
+
+/* The oneDNN implementation that runs a step ("jit_1x1:avx512_core"), or "inferd". */
+static const char *step_kernel(const plan_step *step) {
+  const_dnnl_primitive_desc_t pd;
+  const char *impl = NULL;
+  if (step->prim && dnnl_primitive_get_primitive_desc(step->prim, &pd) == dnnl_success &&
+      dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
+    return impl;
+  return "inferd";
+}
+
+/* The shape a step writes ("8x256x14x14"): its destination argument's. */
+static void step_output_shape(const plan_step *step, char *buf, size_t size) {
+  int a = step->n_args - 1;
+  for (int i = 0; i < step->n_args; i++)
+    if (step->arg_kinds[i] == DNNL_ARG_DST || step->arg_kinds[i] == DNNL_ARG_TO) a = i;
+  buf[0] = '\0';
+  if (a < 0) return;
+  const dnnl_memory_desc_t *md = &step->args[a].md;
+  size_t off = 0;
+  for (int d = 0; d < md->ndims && off < size; d++)
+    off += (size_t)snprintf(buf + off, size - off, d ? "x%lld" : "%lld", (long long)md->dims[d]);
+}
+
+typedef struct step_time {
+  double seconds;
+  int index;
+} step_time;
+
+static int slower_first(const void *a, const void *b) {
+  double x = ((const step_time *)a)->seconds, y = ((const step_time *)b)->seconds;
+  return (x < y) - (x > y);
+}
+
+void inferd_session_profile_steps(const inferd_session *s, int batch, int top, char *buf, size_t size) {
+  if (size) buf[0] = '\0';
+  const plan_instance *in = NULL;
+  for (int i = 0; i < s->n_inst; i++)
+    if (s->inst[i].plan->batch == batch) in = &s->inst[i];
+  if (!in || !in->step_seconds || in->runs == 0 || size == 0) return;
+  const plan *p = in->plan;
+  step_time *order = malloc((size_t)p->n_steps * sizeof *order);
+  if (!order) return;
+  double total = 0;
+  for (int i = 0; i < p->n_steps; i++) {
+    order[i] = (step_time){in->step_seconds[i], i};
+    total += in->step_seconds[i];
+  }
+  qsort(order, (size_t)p->n_steps, sizeof *order, slower_first);
+  size_t off = (size_t)snprintf(buf, size, "%d slowest of %d steps at batch %d (%ld runs):\n%8s %6s %7s  %-15s %-26s %-16s %s\n",
+                                top < p->n_steps ? top : p->n_steps, p->n_steps, batch, in->runs, "ms/run", "share",
+                                "GFLOP/s", "op", "kernel", "output", "node");
+  for (int k = 0; k < p->n_steps && k < top && off < size; k++) {
+    const plan_step *step = &p->steps[order[k].index];
+    double per_run = order[k].seconds / (double)in->runs;
+    char gflops[16] = "-", shape[64];
+    double rate = per_run > 0 ? step->flops / per_run * 1e-9 : 0;
+    if (rate > 0) snprintf(gflops, sizeof gflops, rate >= 100 ? "%.0f" : "%.2g", rate);
+    step_output_shape(step, shape, sizeof shape);
+    off += (size_t)snprintf(buf + off, size - off, "%8.3f %5.1f%% %7s  %-15s %-26s %-16s %s\n", per_run * 1e3,
+                            total > 0 ? 100.0 * order[k].seconds / total : 0.0, gflops, engine_op_name(step->op),
+                            step_kernel(step), shape, step->node ? step->node : "");
+  }
+  free(order);
 }
