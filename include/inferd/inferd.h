@@ -152,8 +152,12 @@ inferd_code inferd_session_output_shape(inferd_session *session, int batch, int 
                                         int *rank, int64_t dims[INFERD_MAX_RANK],
                                         inferd_status *status);
 
-/* Bytes of scratch the session holds for batch size `batch` (its memory plan), or 0. */
+/* Bytes of scratch batch size `batch`'s plan needs (activations by its memory plan, then
+ * oneDNN's scratchpad), or 0 when the session has not run it. */
 size_t inferd_session_scratch_bytes(const inferd_session *session, int batch);
+/* Bytes of scratch the session holds: one arena that all its batch sizes share (a session
+ * runs one batch at a time), the largest of their inferd_session_scratch_bytes. */
+size_t inferd_session_arena_bytes(const inferd_session *session);
 
 /* Per-op-kind time breakdown of the runs since the session was made with profile=1,
  * written as text lines "op  calls  total_ms  share%" into buf. */

@@ -3,16 +3,20 @@
  * the plan cache, sessions and runs.
  *
  * DESIGN
- * Load = parse (onnx/) -> passes (engine_passes.c) -> compile the batch-1 plan, which
+ * Load = parse (onnx/) -> passes (engine_passes.c) -> compile the plan of the batch the
+ * model is tuned for (inferd_model_params.opt_batch), which
  * checks every node and reorders every weight into the weight cache -> release the
  * IR's plain weight copies. A model is read-only after that except for its plan cache
  * and weight cache, both under model->lock.
  *
- * A session keeps, per (batch size), a plan_instance: the plan (a counted reference),
- * one scratch arena from the memory plan plus oneDNN's scratchpad, and oneDNN memory
- * objects bound to it. Running a batch size the session has seen touches only the
- * session: no allocation, no lock. Input/output arrays are bound per run with
- * dnnl_memory_set_data_handle.
+ * A session keeps, per (batch size), a plan_instance: the plan (a counted reference)
+ * and oneDNN memory objects bound to the session's scratch arena. A session runs one
+ * batch at a time, so its instances share that one arena (activations from the memory
+ * plan, then oneDNN's scratchpad), sized for the largest plan bound so far: binding a
+ * larger plan grows it and points the other instances at the new one. A worker that
+ * sees every batch size up to 8 holds the batch-8 scratch, not the sum of eight. Running
+ * a batch size the session has seen touches only the session: no allocation, no lock.
+ * Input/output arrays are bound per run with dnnl_memory_set_data_handle.
  *
  * Threads: the compute team of a run is the calling thread's OpenMP team, sized by
  * the session's thread count; plans are compiled per (batch, threads).
@@ -246,8 +250,7 @@ typedef struct io_binding {
 
 typedef struct plan_instance {
   plan *plan;
-  void *arena; /* activations, then oneDNN's scratchpad */
-  size_t arena_size;
+  size_t arena_size; /* what the plan needs of the session's arena */
   dnnl_memory_t *mems;    /* [plan->n_slots]: see plan_step.slot */
   dnnl_exec_arg_t *args;  /* same shape */
   void **ptrs;            /* custom steps' resolved pointers, same shape */
@@ -265,6 +268,8 @@ struct inferd_session {
   dnnl_stream_t stream;
   plan_instance inst[SESSION_MAX_PLANS];
   int n_inst;
+  char *arena; /* the instances' scratch: activations, then oneDNN's scratchpad */
+  size_t arena_size;
   bool profile;
   double op_seconds[OP_KIND_COUNT];
   long op_calls[OP_KIND_COUNT];
@@ -289,14 +294,13 @@ inferd_code inferd_session_new(inferd_model *m, const inferd_session_params *par
 
 static void instance_free(inferd_session *s, plan_instance *in) {
   if (!in->plan) return;
-  for (int i = 0; i < in->plan->n_slots; i++)
+  for (int i = 0; in->mems && i < in->plan->n_slots; i++)
     if (in->mems[i]) dnnl_memory_destroy(in->mems[i]);
   free(in->mems);
   free(in->args);
   free(in->ptrs);
   free(in->io);
   free(in->step_seconds);
-  core_pages_free(in->arena, in->arena_size);
   plan_release(s->model, in->plan);
   memset(in, 0, sizeof *in);
 }
@@ -304,16 +308,17 @@ static void instance_free(inferd_session *s, plan_instance *in) {
 void inferd_session_free(inferd_session *s) {
   if (!s) return;
   for (int i = 0; i < s->n_inst; i++) instance_free(s, &s->inst[i]);
+  core_pages_free(s->arena, s->arena_size);
   dnnl_stream_destroy(s->stream);
   free(s);
 }
 
-static void *ref_pointer(const plan_instance *in, const plan_ref *r) {
+static void *ref_pointer(const plan *p, char *arena, const plan_ref *r) {
   switch (r->kind) {
   case REF_BUFFER: {
-    const plan_buffer *b = &in->plan->buffers[r->index];
+    const plan_buffer *b = &p->buffers[r->index];
     if (b->bind != REF_BUFFER) return NULL; /* bound per run */
-    return (char *)in->arena + b->offset + r->offset;
+    return arena + b->offset + r->offset;
   }
   case REF_WEIGHT: return (void *)r->data;
   default: return NULL;
@@ -333,30 +338,62 @@ static bool ref_io(const plan *p, const plan_ref *r, ref_kind *kind, int *index)
   return false;
 }
 
+/* Points a bound instance's arena buffers and scratchpads into a new `arena` (the
+ * weights and the caller's arrays stay as they are). */
+static void instance_repoint(inferd_session *s, plan_instance *in, char *arena) {
+  const plan *p = in->plan;
+  for (int i = 0; i < p->n_steps; i++) {
+    const plan_step *step = &p->steps[i];
+    int base = step->slot;
+    for (int a = 0; a <= step->n_args; a++) {
+      void *ptr = arena + p->arena_bytes; /* the scratchpad, after the arguments */
+      if (a < step->n_args) {
+        if (step->args[a].kind != REF_BUFFER || !(ptr = ref_pointer(p, arena, &step->args[a]))) continue;
+        in->ptrs[base + a] = ptr;
+      }
+      if (in->mems[base + a]) dnnl_memory_set_data_handle_v2(in->mems[base + a], ptr, s->stream);
+    }
+  }
+}
+
+/* Makes the session's arena at least `size` bytes, pointing its instances at the new one. */
+static inferd_code session_arena_reserve(inferd_session *s, size_t size, inferd_status *st) {
+  if (size <= s->arena_size && s->arena) return INFERD_OK;
+  char *arena = core_pages_alloc(size);
+  if (!arena) return core_fail(st, INFERD_NO_MEMORY, "out of memory for a %zu-byte scratch arena", size);
+  for (int i = 0; i < s->n_inst; i++) instance_repoint(s, &s->inst[i], arena);
+  core_pages_free(s->arena, s->arena_size);
+  s->arena = arena;
+  s->arena_size = size;
+  return INFERD_OK;
+}
+
 static inferd_code instance_bind(inferd_session *s, plan *p, plan_instance *in, inferd_status *st) {
   memset(in, 0, sizeof *in);
   in->plan = p;
   int slots = p->n_slots;
   in->arena_size = p->arena_bytes + p->scratchpad_bytes;
-  in->arena = core_pages_alloc(in->arena_size);
   in->mems = calloc((size_t)slots + 1, sizeof *in->mems);
   in->args = calloc((size_t)slots + 1, sizeof *in->args);
   in->ptrs = calloc((size_t)slots + 1, sizeof *in->ptrs);
   in->io = calloc((size_t)slots + 1, sizeof *in->io);
   if (s->profile) in->step_seconds = calloc((size_t)p->n_steps + 1, sizeof *in->step_seconds);
-  if (!in->arena || !in->mems || !in->args || !in->ptrs || !in->io || (s->profile && !in->step_seconds)) {
-    core_fail(st, INFERD_NO_MEMORY, "out of memory for a %zu-byte scratch arena", in->arena_size);
+  if (!in->mems || !in->args || !in->ptrs || !in->io || (s->profile && !in->step_seconds)) {
     instance_free(s, in);
-    return INFERD_NO_MEMORY;
+    return core_fail(st, INFERD_NO_MEMORY, "out of memory");
   }
-  void *scratchpad = (char *)in->arena + p->arena_bytes;
+  inferd_code rc = session_arena_reserve(s, in->arena_size, st);
+  if (rc != INFERD_OK) {
+    instance_free(s, in);
+    return rc;
+  }
   dnnl_engine_t eng = s->model->engine;
   for (int i = 0; i < p->n_steps; i++) {
     const plan_step *step = &p->steps[i];
     int base = step->slot;
     for (int a = 0; a < step->n_args; a++) {
       const plan_ref *r = &step->args[a];
-      void *ptr = ref_pointer(in, r);
+      void *ptr = ref_pointer(p, s->arena, r);
       in->ptrs[base + a] = ptr;
       ref_kind kind;
       int index;
@@ -376,7 +413,7 @@ static inferd_code instance_bind(inferd_session *s, plan *p, plan_instance *in, 
       const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
       if (smd && dnnl_memory_desc_get_size(smd) > 0) {
         int a = step->n_args;
-        if (dnnl_memory_create(&in->mems[base + a], smd, eng, scratchpad) != dnnl_success) {
+        if (dnnl_memory_create(&in->mems[base + a], smd, eng, s->arena + p->arena_bytes) != dnnl_success) {
           instance_free(s, in);
           return core_fail(st, INFERD_INTERNAL, "oneDNN could not create a scratchpad");
         }
@@ -430,6 +467,8 @@ size_t inferd_session_scratch_bytes(const inferd_session *s, int batch) {
     if (s->inst[i].plan->batch == batch) return s->inst[i].arena_size;
   return 0;
 }
+
+size_t inferd_session_arena_bytes(const inferd_session *s) { return s->arena ? s->arena_size : 0; }
 
 inferd_code inferd_session_run(inferd_session *s, int batch, const float *const *inputs, float *const *outputs,
                                inferd_status *st) {
