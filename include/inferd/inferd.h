@@ -152,12 +152,22 @@ inferd_code inferd_session_output_shape(inferd_session *session, int batch, int 
                                         int *rank, int64_t dims[INFERD_MAX_RANK],
                                         inferd_status *status);
 
-/* Bytes of scratch the session holds for batch size `batch` (its memory plan), or 0. */
+/* Bytes of scratch batch size `batch`'s plan needs (activations by its memory plan, then
+ * oneDNN's scratchpad), or 0 when the session has not run it. */
 size_t inferd_session_scratch_bytes(const inferd_session *session, int batch);
+/* Bytes of scratch the session holds: one arena that all its batch sizes share (a session
+ * runs one batch at a time), the largest of their inferd_session_scratch_bytes. */
+size_t inferd_session_arena_bytes(const inferd_session *session);
 
 /* Per-op-kind time breakdown of the runs since the session was made with profile=1,
  * written as text lines "op  calls  total_ms  share%" into buf. */
 void inferd_session_profile(const inferd_session *session, char *buf, size_t size);
+
+/* The `top` steps of batch size `batch`'s plan that took the most time in this session's
+ * runs of that batch (profile=1), slowest first, as text lines: milliseconds per run,
+ * share of the run, GFLOP/s (convolutions and matrix products), op kind, the oneDNN
+ * kernel, the output's shape and the ONNX node. Empty when that batch has not run. */
+void inferd_session_profile_steps(const inferd_session *session, int batch, int top, char *buf, size_t size);
 
 #ifdef __cplusplus
 }

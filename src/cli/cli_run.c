@@ -9,7 +9,9 @@
  * with any batch size) and writes the first output as .npy. The second warms up, then
  * runs batches for S seconds and reports throughput and latency; its last line is
  * `throughput: <float> images/s`, or one JSON object with --json. --no-winograd keeps
- * every convolution direct (inferd_model_params.no_winograd).
+ * every convolution direct (inferd_model_params.no_winograd). --profile then prints the
+ * time per op kind and the PROFILE_STEPS slowest steps of the plan (each with its node,
+ * oneDNN kernel, output shape and GFLOP/s).
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -17,6 +19,8 @@
 #include <string.h>
 
 #include "cli/cli.h"
+
+enum { PROFILE_STEPS = 20 };
 
 typedef struct run_options {
   const char *model, *input, *output;
@@ -252,9 +256,11 @@ int cli_run(int argc, char **argv) {
   rc = o.bench ? run_bench(m, s, &o) : run_once(m, s, &o, &x);
   core_npy_free(&x);
   if (o.profile && rc == 0) {
-    char buf[4096];
+    char buf[8192];
     FILE *f = o.bench && !o.json ? stdout : stderr;
     inferd_session_profile(s, buf, sizeof buf);
+    fprintf(f, "%s", buf);
+    inferd_session_profile_steps(s, o.batch, PROFILE_STEPS, buf, sizeof buf);
     fprintf(f, "%s", buf);
     fprintf(f, "memory: weights %.1f MB (shared), scratch %.1f MB at batch %d (this session)\n",
             inferd_model_weights_bytes(m) / 1048576.0, inferd_session_scratch_bytes(s, o.batch) / 1048576.0, o.batch);

@@ -325,6 +325,10 @@ static inline int64_t engine_clamp(double x, int64_t lo, int64_t hi) {
 
 /* Numpy broadcasting of two shapes (ops_binary.c); false when they do not broadcast. */
 bool ops_broadcast_shape(const plan_value *a, const plan_value *b, int *rank, int64_t *dims);
+/* oneDNN's binary `alg` of a and b into a tensor laid out as a (ops_binary.c), with `attr`
+ * (post-ops; NULL: the plain scratchpad attribute); NULL when oneDNN refuses it. */
+dnnl_primitive_desc_t ops_binary_pd(plan_ctx *c, dnnl_alg_kind_t alg, const dnnl_memory_desc_t *a,
+                                    const dnnl_memory_desc_t *b, const_dnnl_primitive_attr_t attr);
 /* Element offset in `v` (right-aligned to `rank`) of the broadcast output index `idx`. */
 int64_t ops_broadcast_offset(const plan_value *v, int rank, const int64_t *idx);
 

@@ -3,16 +3,20 @@
  * the plan cache, sessions and runs.
  *
  * DESIGN
- * Load = parse (onnx/) -> passes (engine_passes.c) -> compile the batch-1 plan, which
+ * Load = parse (onnx/) -> passes (engine_passes.c) -> compile the plan of the batch the
+ * model is tuned for (inferd_model_params.opt_batch), which
  * checks every node and reorders every weight into the weight cache -> release the
  * IR's plain weight copies. A model is read-only after that except for its plan cache
  * and weight cache, both under model->lock.
  *
- * A session keeps, per (batch size), a plan_instance: the plan (a counted reference),
- * one scratch arena from the memory plan plus oneDNN's scratchpad, and oneDNN memory
- * objects bound to it. Running a batch size the session has seen touches only the
- * session: no allocation, no lock. Input/output arrays are bound per run with
- * dnnl_memory_set_data_handle.
+ * A session keeps, per (batch size), a plan_instance: the plan (a counted reference)
+ * and oneDNN memory objects bound to the session's scratch arena. A session runs one
+ * batch at a time, so its instances share that one arena (activations from the memory
+ * plan, then oneDNN's scratchpad), sized for the largest plan bound so far: binding a
+ * larger plan grows it and points the other instances at the new one. A worker that
+ * sees every batch size up to 8 holds the batch-8 scratch, not the sum of eight. Running
+ * a batch size the session has seen touches only the session: no allocation, no lock.
+ * Input/output arrays are bound per run with dnnl_memory_set_data_handle.
  *
  * Threads: the compute team of a run is the calling thread's OpenMP team, sized by
  * the session's thread count; plans are compiled per (batch, threads).
@@ -246,13 +250,14 @@ typedef struct io_binding {
 
 typedef struct plan_instance {
   plan *plan;
-  void *arena; /* activations, then oneDNN's scratchpad */
-  size_t arena_size;
+  size_t arena_size; /* what the plan needs of the session's arena */
   dnnl_memory_t *mems;    /* [plan->n_slots]: see plan_step.slot */
   dnnl_exec_arg_t *args;  /* same shape */
   void **ptrs;            /* custom steps' resolved pointers, same shape */
   io_binding *io;
   int n_io;
+  double *step_seconds; /* [plan->n_steps], with profile on: each step's time over `runs` */
+  long runs;
 } plan_instance;
 
 enum { SESSION_MAX_PLANS = 16 };
@@ -263,6 +268,8 @@ struct inferd_session {
   dnnl_stream_t stream;
   plan_instance inst[SESSION_MAX_PLANS];
   int n_inst;
+  char *arena; /* the instances' scratch: activations, then oneDNN's scratchpad */
+  size_t arena_size;
   bool profile;
   double op_seconds[OP_KIND_COUNT];
   long op_calls[OP_KIND_COUNT];
@@ -287,13 +294,13 @@ inferd_code inferd_session_new(inferd_model *m, const inferd_session_params *par
 
 static void instance_free(inferd_session *s, plan_instance *in) {
   if (!in->plan) return;
-  for (int i = 0; i < in->plan->n_slots; i++)
+  for (int i = 0; in->mems && i < in->plan->n_slots; i++)
     if (in->mems[i]) dnnl_memory_destroy(in->mems[i]);
   free(in->mems);
   free(in->args);
   free(in->ptrs);
   free(in->io);
-  core_pages_free(in->arena, in->arena_size);
+  free(in->step_seconds);
   plan_release(s->model, in->plan);
   memset(in, 0, sizeof *in);
 }
@@ -301,16 +308,17 @@ static void instance_free(inferd_session *s, plan_instance *in) {
 void inferd_session_free(inferd_session *s) {
   if (!s) return;
   for (int i = 0; i < s->n_inst; i++) instance_free(s, &s->inst[i]);
+  core_pages_free(s->arena, s->arena_size);
   dnnl_stream_destroy(s->stream);
   free(s);
 }
 
-static void *ref_pointer(const plan_instance *in, const plan_ref *r) {
+static void *ref_pointer(const plan *p, char *arena, const plan_ref *r) {
   switch (r->kind) {
   case REF_BUFFER: {
-    const plan_buffer *b = &in->plan->buffers[r->index];
+    const plan_buffer *b = &p->buffers[r->index];
     if (b->bind != REF_BUFFER) return NULL; /* bound per run */
-    return (char *)in->arena + b->offset + r->offset;
+    return arena + b->offset + r->offset;
   }
   case REF_WEIGHT: return (void *)r->data;
   default: return NULL;
@@ -330,29 +338,62 @@ static bool ref_io(const plan *p, const plan_ref *r, ref_kind *kind, int *index)
   return false;
 }
 
+/* Points a bound instance's arena buffers and scratchpads into a new `arena` (the
+ * weights and the caller's arrays stay as they are). */
+static void instance_repoint(inferd_session *s, plan_instance *in, char *arena) {
+  const plan *p = in->plan;
+  for (int i = 0; i < p->n_steps; i++) {
+    const plan_step *step = &p->steps[i];
+    int base = step->slot;
+    for (int a = 0; a <= step->n_args; a++) {
+      void *ptr = arena + p->arena_bytes; /* the scratchpad, after the arguments */
+      if (a < step->n_args) {
+        if (step->args[a].kind != REF_BUFFER || !(ptr = ref_pointer(p, arena, &step->args[a]))) continue;
+        in->ptrs[base + a] = ptr;
+      }
+      if (in->mems[base + a]) dnnl_memory_set_data_handle_v2(in->mems[base + a], ptr, s->stream);
+    }
+  }
+}
+
+/* Makes the session's arena at least `size` bytes, pointing its instances at the new one. */
+static inferd_code session_arena_reserve(inferd_session *s, size_t size, inferd_status *st) {
+  if (size <= s->arena_size && s->arena) return INFERD_OK;
+  char *arena = core_pages_alloc(size);
+  if (!arena) return core_fail(st, INFERD_NO_MEMORY, "out of memory for a %zu-byte scratch arena", size);
+  for (int i = 0; i < s->n_inst; i++) instance_repoint(s, &s->inst[i], arena);
+  core_pages_free(s->arena, s->arena_size);
+  s->arena = arena;
+  s->arena_size = size;
+  return INFERD_OK;
+}
+
 static inferd_code instance_bind(inferd_session *s, plan *p, plan_instance *in, inferd_status *st) {
   memset(in, 0, sizeof *in);
   in->plan = p;
   int slots = p->n_slots;
   in->arena_size = p->arena_bytes + p->scratchpad_bytes;
-  in->arena = core_pages_alloc(in->arena_size);
   in->mems = calloc((size_t)slots + 1, sizeof *in->mems);
   in->args = calloc((size_t)slots + 1, sizeof *in->args);
   in->ptrs = calloc((size_t)slots + 1, sizeof *in->ptrs);
   in->io = calloc((size_t)slots + 1, sizeof *in->io);
-  if (!in->arena || !in->mems || !in->args || !in->ptrs || !in->io) {
-    core_fail(st, INFERD_NO_MEMORY, "out of memory for a %zu-byte scratch arena", in->arena_size);
+  if (s->profile) in->step_seconds = calloc((size_t)p->n_steps + 1, sizeof *in->step_seconds);
+  if (!in->mems || !in->args || !in->ptrs || !in->io || (s->profile && !in->step_seconds)) {
     instance_free(s, in);
-    return INFERD_NO_MEMORY;
+    return core_fail(st, INFERD_NO_MEMORY, "out of memory");
   }
-  void *scratchpad = (char *)in->arena + p->arena_bytes;
+  inferd_code rc = session_arena_reserve(s, in->arena_size, st);
+  if (rc != INFERD_OK) {
+    instance_free(s, in);
+    return rc;
+  }
   dnnl_engine_t eng = s->model->engine;
   for (int i = 0; i < p->n_steps; i++) {
     const plan_step *step = &p->steps[i];
     int base = step->slot;
     for (int a = 0; a < step->n_args; a++) {
       const plan_ref *r = &step->args[a];
-      void *ptr = ref_pointer(in, r);
+      void *ptr = ref_pointer(p, s->arena, r);
       in->ptrs[base + a] = ptr;
       ref_kind kind;
       int index;
@@ -372,7 +413,7 @@ static inferd_code instance_bind(inferd_session *s, plan *p, plan_instance *in, 
       const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
       if (smd && dnnl_memory_desc_get_size(smd) > 0) {
         int a = step->n_args;
-        if (dnnl_memory_create(&in->mems[base + a], smd, eng, scratchpad) != dnnl_success) {
+        if (dnnl_memory_create(&in->mems[base + a], smd, eng, s->arena + p->arena_bytes) != dnnl_success) {
           instance_free(s, in);
           return core_fail(st, INFERD_INTERNAL, "oneDNN could not create a scratchpad");
         }
@@ -427,6 +468,8 @@ size_t inferd_session_scratch_bytes(const inferd_session *s, int batch) {
   return 0;
 }
 
+size_t inferd_session_arena_bytes(const inferd_session *s) { return s->arena ? s->arena_size : 0; }
+
 inferd_code inferd_session_run(inferd_session *s, int batch, const float *const *inputs, float *const *outputs,
                                inferd_status *st) {
   plan_instance *in = NULL;
@@ -454,11 +497,16 @@ inferd_code inferd_session_run(inferd_session *s, int batch, const float *const 
       step->fn(step, &in->ptrs[base]);
     }
     if (s->profile) {
-      s->op_seconds[step->op] += core_now_seconds() - ts;
+      double dt = core_now_seconds() - ts;
+      s->op_seconds[step->op] += dt;
       s->op_calls[step->op]++;
+      in->step_seconds[i] += dt;
     }
   }
-  if (s->profile) s->run_seconds += core_now_seconds() - t0;
+  if (s->profile) {
+    s->run_seconds += core_now_seconds() - t0;
+    in->runs++;
+  }
   return INFERD_OK;
 }
 
@@ -471,4 +519,69 @@ void inferd_session_profile(const inferd_session *s, char *buf, size_t size) {
                             s->op_calls[op], s->op_seconds[op] * 1e3,
                             s->run_seconds > 0 ? 100.0 * s->op_seconds[op] / s->run_seconds : 0.0);
   }
+}
+
+/* The oneDNN implementation that runs a step ("jit_1x1:avx512_core"), or "inferd". */
+static const char *step_kernel(const plan_step *step) {
+  const_dnnl_primitive_desc_t pd;
+  const char *impl = NULL;
+  if (step->prim && dnnl_primitive_get_primitive_desc(step->prim, &pd) == dnnl_success &&
+      dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
+    return impl;
+  return "inferd";
+}
+
+/* The shape a step writes ("8x256x14x14"): its destination argument's. */
+static void step_output_shape(const plan_step *step, char *buf, size_t size) {
+  int a = step->n_args - 1;
+  for (int i = 0; i < step->n_args; i++)
+    if (step->arg_kinds[i] == DNNL_ARG_DST || step->arg_kinds[i] == DNNL_ARG_TO) a = i;
+  buf[0] = '\0';
+  if (a < 0) return;
+  const dnnl_memory_desc_t *md = &step->args[a].md;
+  size_t off = 0;
+  for (int d = 0; d < md->ndims && off < size; d++)
+    off += (size_t)snprintf(buf + off, size - off, d ? "x%lld" : "%lld", (long long)md->dims[d]);
+}
+
+typedef struct step_time {
+  double seconds;
+  int index;
+} step_time;
+
+static int slower_first(const void *a, const void *b) {
+  double x = ((const step_time *)a)->seconds, y = ((const step_time *)b)->seconds;
+  return (x < y) - (x > y);
+}
+
+void inferd_session_profile_steps(const inferd_session *s, int batch, int top, char *buf, size_t size) {
+  if (size) buf[0] = '\0';
+  const plan_instance *in = NULL;
+  for (int i = 0; i < s->n_inst; i++)
+    if (s->inst[i].plan->batch == batch) in = &s->inst[i];
+  if (!in || !in->step_seconds || in->runs == 0 || size == 0) return;
+  const plan *p = in->plan;
+  step_time *order = malloc((size_t)p->n_steps * sizeof *order);
+  if (!order) return;
+  double total = 0;
+  for (int i = 0; i < p->n_steps; i++) {
+    order[i] = (step_time){in->step_seconds[i], i};
+    total += in->step_seconds[i];
+  }
+  qsort(order, (size_t)p->n_steps, sizeof *order, slower_first);
+  size_t off = (size_t)snprintf(buf, size, "%d slowest of %d steps at batch %d (%ld runs):\n%8s %6s %7s  %-15s %-26s %-16s %s\n",
+                                top < p->n_steps ? top : p->n_steps, p->n_steps, batch, in->runs, "ms/run", "share",
+                                "GFLOP/s", "op", "kernel", "output", "node");
+  for (int k = 0; k < p->n_steps && k < top && off < size; k++) {
+    const plan_step *step = &p->steps[order[k].index];
+    double per_run = order[k].seconds / (double)in->runs;
+    char gflops[16] = "-", shape[64];
+    double rate = per_run > 0 ? step->flops / per_run * 1e-9 : 0;
+    if (rate > 0) snprintf(gflops, sizeof gflops, rate >= 100 ? "%.0f" : "%.2g", rate);
+    step_output_shape(step, shape, sizeof shape);
+    off += (size_t)snprintf(buf + off, size - off, "%8.3f %5.1f%% %7s  %-15s %-26s %-16s %s\n", per_run * 1e3,
+                            total > 0 ? 100.0 * order[k].seconds / total : 0.0, gflops, engine_op_name(step->op),
+                            step_kernel(step), shape, step->node ? step->node : "");
+  }
+  free(order);
 }

@@ -9,6 +9,8 @@
 #     100, responseTimeout 200;
 #   - start-up time to /ping 200 is printed (a figure, not a pass/fail: it depends on
 #     the machine's load);
+#   - a worker holds one scratch arena: batches of every size 1..8 grow RSS by at most
+#     2 x the batch-8 plan's scratch plus a quarter of the weights;
 #   - workers share one copy of the weights: RSS of the ready server with 4 workers is
 #     below RSS with 1 worker plus half the weights' size (both measured the same way,
 #     after the workers' warm-up);
@@ -81,6 +83,20 @@ form = subprocess.run(["curl", "-s", "--max-time", "120", *auth, "-F", "data=@" 
 assert raw == r.text and form == r.text, (raw, form, r.text)
 print("ok   requests.post, curl -T and curl -F data=@ give the same 5 labels")
 PY
+# ---- a worker holds one scratch arena, its largest plan's, whatever batch sizes it ran ----
+# Clients at concurrency 1..8 against maxBatchDelay 100 make batches of every size up to
+# 8. RSS may grow by 2 workers x the batch-8 plan's scratch, plus the other seven plans'
+# kernels and metadata (allowed: a quarter of the weights). An arena per batch size held
+# 1 + 2 + ... + 8 plans' scratch: 2 x 315 MB.
+rss_ready=$(rss_kb)
+for c in 1 2 3 4 5 6 7 8; do
+  "$INFERD" bench --mode server --url "$I/predictions/resnet-152" --file "$WORK/coffee.jpg" --requests $((4 * c)) \
+    --concurrency $c --header "Authorization: Bearer $INFERENCE_KEY" >"$WORK/sweep.out" 2>&1 ||
+    fail "bench at concurrency $c: $(tail -n 3 "$WORK/sweep.out")"
+done
+rss_swept=$(rss_kb)
+scratch8_kb=$("$INFERD" run "$FIX/resnet152.onnx" --bench --batch 8 --seconds 0.5 --profile |
+  sed -n 's/.*scratch \([0-9.]*\) MB at batch 8.*/\1/p' | awk '{printf "%d", $1 * 1024}')
 curl -s -H "Authorization: Bearer $MANAGEMENT_KEY" "http://127.0.0.1:$MANAGEMENT_PORT/models/resnet-152" >"$WORK/describe.json"
 /usr/bin/python3 - "$WORK/describe.json" <<'PY' || fail "describe does not show the config"
 import json, sys
@@ -91,6 +107,13 @@ print("ok   describe: 2 workers (cores %s), batchSize 8, maxBatchDelay 100, resp
       % ", ".join(w["cores"] or "-" for w in ready))
 PY
 weights_kb=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["memoryUsage"] // 1024)' "$WORK/describe.json")
+grown=$((rss_swept - rss_ready))
+bound=$((2 * scratch8_kb + weights_kb / 4))
+if [ -n "$scratch8_kb" ] && [ "$scratch8_kb" -gt 0 ] && [ "$grown" -le "$bound" ]; then
+  echo "ok   batches 1..8 on 2 workers grew RSS by $((grown / 1024)) MB (at most $((bound / 1024)): 2 x $((scratch8_kb / 1024)) MB of batch-8 scratch + a quarter of the weights)"
+else
+  fail "batches 1..8 on 2 workers grew RSS by $((grown / 1024)) MB, above $((bound / 1024)) MB (batch-8 scratch '${scratch8_kb}' kB)"
+fi
 serve_stop 120
 [ "$SERVER_STATUS" = 0 ] || fail "SIGTERM: exit status $SERVER_STATUS"
 

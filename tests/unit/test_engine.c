@@ -1,7 +1,8 @@
 /*
  * test_engine.c - the engine's sharing contract on the real MobileNetV2 in models/:
  * one copy of the weights whatever the batch sizes and sessions, plans cached per batch
- * size, sessions that give the same answers, and errors that name what is wrong.
+ * size, one scratch arena per session, sessions that give the same answers, and errors
+ * that name what is wrong.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -64,6 +65,18 @@ static void test_one_copy_of_weights(void **state) {
     if (y1[i] - ya[5 * 1000 + i] > 1e-4f || ya[5 * 1000 + i] - y1[i] > 1e-4f)
       fail_msg("row 5 element %d: alone %g, in a batch %g", i, y1[i], ya[5 * 1000 + i]);
   assert_true(inferd_session_scratch_bytes(a, 8) > inferd_session_scratch_bytes(a, 1));
+  /* one arena per session, the largest plan's, not one per batch size: it grew at each
+   * larger batch above, and the batch-1 run after batch 8 read its new place */
+  size_t largest = 0, sum = 0;
+  for (int batch = 1; batch <= 8; batch++) {
+    size_t need = inferd_session_scratch_bytes(a, batch);
+    if (need == 0) fail_msg("batch %d: no scratch", batch);
+    largest = need > largest ? need : largest;
+    sum += need;
+  }
+  assert_int_equal(inferd_session_arena_bytes(a), largest);
+  assert_int_equal(inferd_session_arena_bytes(b), inferd_session_scratch_bytes(b, 8));
+  assert_true(largest < sum);
   free(x);
   free(ya);
   free(yb);

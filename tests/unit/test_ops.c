@@ -2276,6 +2276,79 @@ static void test_error_batch_size(void **state) {
   b_free(b);
 }
 
+/* The line of a step profile that ends with node `name`, copied into line[]. */
+static bool profile_line(const char *profile, const char *name, char *line, size_t size) {
+  char tail[64];
+  snprintf(tail, sizeof tail, " %s\n", name);
+  const char *end = strstr(profile, tail);
+  if (!end) return false;
+  const char *start = end;
+  while (start > profile && start[-1] != '\n') start--;
+  snprintf(line, size, "%.*s", (int)(end + strlen(tail) - start), start);
+  return true;
+}
+
+/* inferd_session_profile_steps: the slowest steps of the plan that ran, slowest first,
+ * each with its op, a oneDNN kernel, its output shape, GFLOP/s and its node; nothing for
+ * a batch size that did not run or a session without profile. */
+static void test_profile_steps(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 16, 12, 12));
+  b_random(b, "w0", DIMS(32, 16, 3, 3), -0.3f, 0.3f);
+  b_random(b, "w1", DIMS(8, 32, 1, 1), -0.3f, 0.3f);
+  char big[B_NAME], small[B_NAME];
+  snprintf(big, sizeof big, "%s",
+           b_node(b, "Conv", IN("x", "w0"), OUT("c0"), ATTRS(A_INTS("kernel_shape", 3, 3), A_INTS("pads", 1, 1, 1, 1))));
+  b_node(b, "Relu", IN("c0"), OUT("r0"), NULL);
+  snprintf(small, sizeof small, "%s", b_node(b, "Conv", IN("r0", "w1"), OUT("y"), ATTRS(A_INTS("kernel_shape", 1, 1))));
+  b_output(b, "y");
+  inferd_model *m = load_or_fail(b, NULL);
+  inferd_session *s = NULL, *quiet = NULL;
+  inferd_status st = {0};
+  assert_int_equal(inferd_session_new(m, &(inferd_session_params){.threads = 1, .profile = 1}, &s, &st), INFERD_OK);
+  assert_int_equal(inferd_session_new(m, &(inferd_session_params){.threads = 1}, &quiet, &st), INFERD_OK);
+  static float in[2 * 16 * 12 * 12], out[2 * 8 * 12 * 12];
+  for (size_t i = 0; i < sizeof in / sizeof *in; i++) in[i] = (float)(i % 7) - 3.0f;
+  const float *ins[1] = {in};
+  float *outs[1] = {out};
+  for (int r = 0; r < 3; r++) {
+    assert_int_equal(inferd_session_run(s, 2, ins, outs, &st), INFERD_OK);
+    assert_int_equal(inferd_session_run(quiet, 2, ins, outs, &st), INFERD_OK);
+  }
+  char profile[4096], line[256];
+  inferd_session_profile_steps(s, 2, 10, profile, sizeof profile);
+  if (!strstr(profile, "at batch 2 (3 runs)")) fail_msg("no header for batch 2, 3 runs:\n%s", profile);
+  if (!profile_line(profile, big, line, sizeof line)) fail_msg("no line for node %s:\n%s", big, profile);
+  double ms, share, gflops;
+  char op[32], kernel[64], shape[32];
+  if (sscanf(line, "%lf %lf%% %lf %31s %63s %31s", &ms, &share, &gflops, op, kernel, shape) != 6)
+    fail_msg("line for %s does not parse: %s", big, line);
+  if (strncmp(op, "Conv", 4) != 0 || strcmp(kernel, "inferd") == 0 || strcmp(shape, "2x32x12x12") != 0 ||
+      !(ms > 0) || !(gflops > 0) || !(share > 0 && share <= 100))
+    fail_msg("line for %s: %s", big, line);
+  if (!profile_line(profile, small, line, sizeof line) || !strstr(line, " 2x8x12x12 "))
+    fail_msg("no line with shape 2x8x12x12 for node %s:\n%s", small, profile);
+  /* slowest first */
+  double last = 1e30;
+  for (const char *p = strchr(strchr(profile, '\n') + 1, '\n') + 1; *p; p = strchr(p, '\n') + 1) {
+    double t = strtod(p, NULL);
+    if (t > last) fail_msg("steps not slowest first:\n%s", profile);
+    last = t;
+  }
+  inferd_session_profile_steps(s, 2, 1, profile, sizeof profile);
+  int lines = 0;
+  for (const char *p = profile; *p; p++) lines += *p == '\n';
+  if (lines != 3) fail_msg("top 1: expected a header of 2 lines and one step:\n%s", profile);
+  inferd_session_profile_steps(s, 3, 10, profile, sizeof profile);
+  if (profile[0]) fail_msg("batch 3 never ran, yet:\n%s", profile);
+  inferd_session_profile_steps(quiet, 2, 10, profile, sizeof profile);
+  if (profile[0]) fail_msg("a session without profile, yet:\n%s", profile);
+  inferd_session_free(quiet);
+  inferd_session_free(s);
+  inferd_model_free(m);
+  b_free(b);
+}
+
 static void test_error_group_does_not_divide_channels(void **state) {
   builder *b = b_new(__func__);
   b_input(b, "x", DIMS(0, 5, 4, 4));
@@ -2349,6 +2422,7 @@ int main(void) {
       cmocka_unit_test(test_winograd_refused_asymmetric_pads),
       cmocka_unit_test(test_winograd_residual_blocks),
       cmocka_unit_test(test_blocked_squeeze_excitation),
+      cmocka_unit_test(test_profile_steps),
       cmocka_unit_test(test_residual_add),
       cmocka_unit_test(test_residual_add_swapped_operands),
       cmocka_unit_test(test_residual_two_blocks_chained),

@@ -105,15 +105,15 @@ static bool scalar_const(const plan_value *v, float *out) {
   return true;
 }
 
-static dnnl_primitive_desc_t binary_pd(plan_ctx *c, dnnl_alg_kind_t alg, const dnnl_memory_desc_t *a,
-                                       const dnnl_memory_desc_t *b) {
+dnnl_primitive_desc_t ops_binary_pd(plan_ctx *c, dnnl_alg_kind_t alg, const dnnl_memory_desc_t *a,
+                                    const dnnl_memory_desc_t *b, const_dnnl_primitive_attr_t attr) {
   dnnl_binary_desc_t desc;
   dnnl_primitive_desc_t pd = NULL;
-  dnnl_primitive_attr_t attr = plan_attr_new();
+  dnnl_primitive_attr_t own = attr ? NULL : plan_attr_new();
   if (dnnl_binary_desc_init(&desc, alg, a, b, a) != dnnl_success ||
-      dnnl_primitive_desc_create(&pd, &desc, attr, plan_engine(c), NULL) != dnnl_success)
+      dnnl_primitive_desc_create(&pd, &desc, attr ? attr : own, plan_engine(c), NULL) != dnnl_success)
     pd = NULL;
-  dnnl_primitive_attr_destroy(attr);
+  if (own) dnnl_primitive_attr_destroy(own);
   return pd;
 }
 
@@ -124,7 +124,7 @@ static dnnl_primitive_desc_t binary_pd(plan_ctx *c, dnnl_alg_kind_t alg, const d
 static dnnl_primitive_desc_t broadcast_as_is(plan_ctx *c, dnnl_alg_kind_t alg, const dnnl_memory_desc_t *a,
                                              const plan_value *v1, int rank) {
   if (v1->is_const || !v1->defined || v1->rank != rank || md_is_plain(a)) return NULL;
-  dnnl_primitive_desc_t pd = binary_pd(c, alg, a, &v1->ref.md);
+  dnnl_primitive_desc_t pd = ops_binary_pd(c, alg, a, &v1->ref.md, NULL);
   if (pd && plan_pd_is_reference(pd)) {
     dnnl_primitive_desc_destroy(pd);
     pd = NULL;
@@ -192,7 +192,7 @@ inferd_code ops_binary_lower(plan_ctx *c, int node, inferd_status *st) {
       args[1].md = md1; /* same bytes, rank padded with leading 1s */
     }
   }
-  if (rc == INFERD_OK && !pd && !(pd = binary_pd(c, alg, &args[0].md, &args[1].md)))
+  if (rc == INFERD_OK && !pd && !(pd = ops_binary_pd(c, alg, &args[0].md, &args[1].md, NULL)))
     rc = node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN refuses this binary op");
   if (rc != INFERD_OK) {
     if (pd) dnnl_primitive_desc_destroy(pd);

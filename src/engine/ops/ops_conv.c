@@ -132,12 +132,9 @@ static inferd_code add_residual_unfused(plan_ctx *c, int node, int residual, inf
     dnnl_primitive_attr_set_post_ops(attr, po);
     dnnl_post_ops_destroy(po);
   }
-  dnnl_binary_desc_t desc;
-  dnnl_primitive_desc_t pd;
-  dnnl_status_t drc = dnnl_binary_desc_init(&desc, dnnl_binary_add, &args[0].md, &args[1].md, &args[0].md);
-  if (drc == dnnl_success) drc = dnnl_primitive_desc_create(&pd, &desc, attr, plan_engine(c), NULL);
+  dnnl_primitive_desc_t pd = ops_binary_pd(c, dnnl_binary_add, &args[0].md, &args[1].md, attr);
   dnnl_primitive_attr_destroy(attr);
-  if (drc != dnnl_success) return node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN refuses the residual Add");
+  if (!pd) return node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN refuses the residual Add");
   int kinds[3] = {DNNL_ARG_SRC_0, DNNL_ARG_SRC_1, DNNL_ARG_DST};
   return plan_emit(c, node, OP_ADD, pd, 3, kinds, args, 0, st);
 }
