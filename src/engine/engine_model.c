@@ -339,8 +339,9 @@ static bool ref_io(const plan *p, const plan_ref *r, ref_kind *kind, int *index)
 }
 
 /* Points a bound instance's arena buffers and scratchpads into a new `arena` (the
- * weights and the caller's arrays stay as they are). */
-static void instance_repoint(inferd_session *s, plan_instance *in, char *arena) {
+ * weights and the caller's arrays stay as they are). False if oneDNN refused one. */
+static bool instance_repoint(inferd_session *s, plan_instance *in, char *arena) {
+  bool ok = true;
   const plan *p = in->plan;
   for (int i = 0; i < p->n_steps; i++) {
     const plan_step *step = &p->steps[i];
@@ -351,9 +352,11 @@ static void instance_repoint(inferd_session *s, plan_instance *in, char *arena) 
         if (step->args[a].kind != REF_BUFFER || !(ptr = ref_pointer(p, arena, &step->args[a]))) continue;
         in->ptrs[base + a] = ptr;
       }
-      if (in->mems[base + a]) dnnl_memory_set_data_handle_v2(in->mems[base + a], ptr, s->stream);
+      if (in->mems[base + a] && dnnl_memory_set_data_handle_v2(in->mems[base + a], ptr, s->stream) != dnnl_success)
+        ok = false;
     }
   }
+  return ok;
 }
 
 /* Makes the session's arena at least `size` bytes, pointing its instances at the new one. */
@@ -361,7 +364,13 @@ static inferd_code session_arena_reserve(inferd_session *s, size_t size, inferd_
   if (size <= s->arena_size && s->arena) return INFERD_OK;
   char *arena = core_pages_alloc(size);
   if (!arena) return core_fail(st, INFERD_NO_MEMORY, "out of memory for a %zu-byte scratch arena", size);
-  for (int i = 0; i < s->n_inst; i++) instance_repoint(s, &s->inst[i], arena);
+  for (int i = 0; i < s->n_inst; i++) {
+    if (!instance_repoint(s, &s->inst[i], arena)) { /* back to the old arena, which stays */
+      for (int k = 0; k <= i; k++) instance_repoint(s, &s->inst[k], s->arena);
+      core_pages_free(arena, size);
+      return core_fail(st, INFERD_INTERNAL, "oneDNN could not move a memory object to a %zu-byte arena", size);
+    }
+  }
   core_pages_free(s->arena, s->arena_size);
   s->arena = arena;
   s->arena_size = size;
@@ -559,7 +568,7 @@ void inferd_session_profile_steps(const inferd_session *s, int batch, int top, c
   const plan_instance *in = NULL;
   for (int i = 0; i < s->n_inst; i++)
     if (s->inst[i].plan->batch == batch) in = &s->inst[i];
-  if (!in || !in->step_seconds || in->runs == 0 || size == 0) return;
+  if (!in || !in->step_seconds || in->runs == 0 || size == 0 || top < 1) return;
   const plan *p = in->plan;
   step_time *order = malloc((size_t)p->n_steps * sizeof *order);
   if (!order) return;
