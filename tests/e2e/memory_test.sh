@@ -6,9 +6,10 @@
 # Baseline: the same binary and input running a weightless model (make_tiny.py), so
 # that libraries, the .npy input and the process itself cancel out. Peak RSS comes
 # from /usr/bin/time -v; the weight and scratch sizes from `inferd run --profile`.
-# The check allows 10% of the weights for what is neither: compiled kernels (oneDNN's
-# JIT code for two plans) and the graph's metadata; a second copy of the weights,
-# even of a tenth of them, fails it.
+# The check allows 5% of the weights for what is neither: compiled kernels (oneDNN's
+# JIT code, its primitives, the pages of libdnnl.so's code they touch) and the graph's
+# metadata; a second copy of the weights, even of a twentieth of them, fails it
+# (measured: 2.9-3.0%).
 #
 # Usage: memory_test.sh INFERD_BIN FIXDIR WORKDIR
 set -eu
@@ -36,6 +37,6 @@ awk -v base="$base" -v peak="$peak" -v w="$weights" -v s="$scratch" 'BEGIN {
   printf "peak RSS %.1f MB, baseline %.1f MB: loading + batch 8 added %.1f MB\n", peak / 1024, base / 1024, added
   printf "weights %.1f MB + scratch %.1f MB = %.1f MB; other %.1f MB (%.1f%% of the weights)\n", w, s, bound, added - bound, 100 * (added - bound) / w
   if (w < 200) { print "FAIL: resnet152 weights should be about 230 MB"; exit 1 }
-  if (added > bound + 0.10 * w) { print "FAIL: more than weights + scratch + 10% of the weights"; exit 1 }
+  if (added > bound + 0.05 * w) { print "FAIL: more than weights + scratch + 5% of the weights"; exit 1 }
   print "ok"
 }'
