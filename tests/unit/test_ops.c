@@ -1519,6 +1519,61 @@ static void test_blocked_squeeze_excitation(void **state) {
   check_graph_tuned(b);
 }
 
+/* The line of a step profile that ends with node `name`, copied into line[]. */
+static bool profile_line(const char *profile, const char *name, char *line, size_t size) {
+  char tail[64];
+  snprintf(tail, sizeof tail, " %s\n", name);
+  const char *end = strstr(profile, tail);
+  if (!end) return false;
+  const char *start = end;
+  while (start > profile && start[-1] != '\n') start--;
+  snprintf(line, size, "%.*s", (int)(end + strlen(tail) - start), start);
+  return true;
+}
+
+/* A 3x3 stride-2 convolution between blocked ones (ResNet's downsampling): from batch 4
+ * it alone runs nhwc (ops_conv.c, conv_wants_blocked), with reorders on both sides. */
+static builder *downsampling_graph(const char *what) {
+  builder *b = b_new(what);
+  b_input(b, "x", DIMS(0, 16, 9, 10));
+  b_random(b, "w0", DIMS(16, 16, 1, 1), -0.4f, 0.4f);
+  b_random(b, "w1", DIMS(32, 16, 3, 3), -0.2f, 0.2f);
+  b_random(b, "w2", DIMS(32, 32, 1, 1), -0.3f, 0.3f);
+  b_node(b, "Conv", IN("x", "w0"), OUT("c0"), ATTRS(A_INTS("kernel_shape", 1, 1)));
+  b_node(b, "Relu", IN("c0"), OUT("r0"), NULL);
+  b_node(b, "Conv", IN("r0", "w1"), OUT("c1"),
+         ATTRS(A_INTS("kernel_shape", 3, 3), A_INTS("strides", 2, 2), A_INTS("pads", 1, 1, 1, 1)));
+  b_node(b, "Relu", IN("c1"), OUT("r1"), NULL);
+  b_node(b, "Conv", IN("r1", "w2"), OUT("y"), ATTRS(A_INTS("kernel_shape", 1, 1)));
+  b_output(b, "y");
+  return b;
+}
+
+static void test_downsampling_conv_nhwc(void **state) {
+  check_graph_tuned(downsampling_graph(__func__));
+  /* the kernels: brgemm (nhwc) for the stride-2 convolution only */
+  builder *b = downsampling_graph(__func__);
+  inferd_model *m = load_or_fail(b, &tuned_params);
+  inferd_session *s = NULL;
+  inferd_status st = {0};
+  assert_int_equal(inferd_session_new(m, &(inferd_session_params){.threads = 1, .profile = 1}, &s, &st), INFERD_OK);
+  static float in[4 * 16 * 9 * 10], out[4 * 32 * 5 * 5];
+  const float *ins[1] = {in};
+  float *outs[1] = {out};
+  assert_int_equal(inferd_session_run(s, 4, ins, outs, &st), INFERD_OK);
+  char profile[4096], line[256];
+  inferd_session_profile_steps(s, 4, 20, profile, sizeof profile);
+  static const char *const nodes[] = {"Conv_0", "Conv_2", "Conv_4"};
+  for (int k = 0; k < 3; k++) {
+    if (!profile_line(profile, nodes[k], line, sizeof line)) fail_msg("no step for %s:\n%s", nodes[k], profile);
+    bool brgemm = strstr(line, " brg") != NULL;
+    if (brgemm != (k == 1)) fail_msg("%s should run %s:\n%s", nodes[k], k == 1 ? "brgemm (nhwc)" : "blocked", profile);
+  }
+  inferd_session_free(s);
+  inferd_model_free(m);
+  b_free(b);
+}
+
 /* Two residual blocks of 16 channels, each 3x3 convolution by Winograd, the second of
  * each carrying the residual sum in place. */
 static void test_winograd_residual_blocks(void **state) {
@@ -2279,18 +2334,6 @@ static void test_error_batch_size(void **state) {
   b_free(b);
 }
 
-/* The line of a step profile that ends with node `name`, copied into line[]. */
-static bool profile_line(const char *profile, const char *name, char *line, size_t size) {
-  char tail[64];
-  snprintf(tail, sizeof tail, " %s\n", name);
-  const char *end = strstr(profile, tail);
-  if (!end) return false;
-  const char *start = end;
-  while (start > profile && start[-1] != '\n') start--;
-  snprintf(line, size, "%.*s", (int)(end + strlen(tail) - start), start);
-  return true;
-}
-
 /* inferd_session_profile_steps: the slowest steps of the plan that ran, slowest first,
  * each with its op, a oneDNN kernel, its output shape, GFLOP/s and its node; nothing for
  * a batch size that did not run or a session without profile. */
@@ -2425,6 +2468,7 @@ int main(void) {
       cmocka_unit_test(test_winograd_refused_asymmetric_pads),
       cmocka_unit_test(test_winograd_residual_blocks),
       cmocka_unit_test(test_blocked_squeeze_excitation),
+      cmocka_unit_test(test_downsampling_conv_nhwc),
       cmocka_unit_test(test_profile_steps),
       cmocka_unit_test(test_residual_add),
       cmocka_unit_test(test_residual_add_swapped_operands),
