@@ -165,8 +165,9 @@ void inferd_session_profile(const inferd_session *session, char *buf, size_t siz
 
 /* The `top` steps of batch size `batch`'s plan that took the most time in this session's
  * runs of that batch (profile=1), slowest first, as text lines: milliseconds per run,
- * share of all the steps' time, GFLOP/s (convolutions and matrix products), op kind, the oneDNN
- * kernel, the output's shape and the ONNX node. Empty when that batch has not run. */
+ * share of all the steps' time, GFLOP/s (convolutions and matrix products), op kind,
+ * the oneDNN kernel, the output's shape and the ONNX node. Empty when that batch has
+ * not run. */
 void inferd_session_profile_steps(const inferd_session *session, int batch, int top, char *buf, size_t size);
 
 #ifdef __cplusplus
