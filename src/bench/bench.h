@@ -4,6 +4,11 @@
  *   server mode: N POSTs of one image from C concurrent keep-alive clients (libcurl's
  *                multi interface, one multi handle per process, C easy handles reused),
  *                optionally spread over P forked processes whose results are piped back.
+ *                Closed loop by default (a client sends its next request when the last
+ *                is answered); with a request rate R, open loop: request i is due at
+ *                start + i/R whatever the answers, C bounds the requests in flight, and
+ *                a request's latency counts from when it was due, so time spent waiting
+ *                for a free client is not hidden (no coordinated omission).
  *   local mode:  N independent jobs, at most C at once, each a fresh process (this same
  *                binary re-executed as `inferd bench --mode job`) that loads the model,
  *                preprocesses the image, runs it with one thread and prints its top-5.
@@ -39,6 +44,7 @@ typedef struct bench_params {
   int64_t requests;                         /* N */
   int concurrency;                          /* C */
   int processes;                            /* P (server mode), default 1 */
+  double request_rate;                      /* R requests/s (server mode); 0 = closed loop */
   double timeout_seconds;                   /* per request or job, default 60 */
   const char *self_exe;                     /* what local mode re-executes: /proc/self/exe */
 } bench_params;
@@ -58,6 +64,9 @@ typedef struct bench_result {
   bench_job *jobs;                       /* [done] in local mode, else NULL; owned */
   int64_t connections;                   /* server mode: TCP connections opened (keep-alive:
                                             about one per client) */
+  int64_t delayed;                       /* open loop: requests due while all C clients
+                                            were busy, sent late (their wait is in their
+                                            latency) */
   double seconds;                        /* wall time of the whole run */
   double peak_cpu_percent, peak_memory_percent; /* of the machine */
 } bench_result;
@@ -75,6 +84,10 @@ int bench_job_main(const char *model, const char *file, const char *labels);
 
 /* Printing: text for people or one JSON object (jansson). */
 void bench_report(const bench_params *params, const bench_result *result, int json);
+/* After the n runs of a concurrency sweep, each already reported as text: a table with
+ * a row per run; or, for --json (nothing printed before), one object whose "sweep" array
+ * holds each run's object. */
+void bench_report_sweep(const bench_params *params, const bench_result *results, int n, int json);
 
 /* ---- internal, shared by the files of src/bench/ ---------------------------------- */
 

@@ -2,7 +2,9 @@
  * bench_report.c - what `inferd bench` prints: total time, throughput (requests/s and
  * images/s: one image per request), latency p50/p90/p99/max, counts by HTTP status (or
  * job exit status), errors, peak CPU % and memory % of the machine; as text, or as one
- * JSON object built with jansson (--json). Local mode adds each job's top-5.
+ * JSON object built with jansson (--json). Local mode adds each job's top-5; open loop
+ * (--request-rate) adds the rate and the delayed requests. A concurrency sweep prints
+ * each level's report and then a table of them all, or one JSON object with an array.
  *
  * Percentiles are nearest-rank over every sample (no histogram): the sample at
  * ceil(q * n) in sorted order.
@@ -55,62 +57,76 @@ static int64_t successes(const bench_params *p, const bench_result *r) {
   return r->status_count[p->mode == BENCH_MODE_SERVER ? 200 : 0];
 }
 
-void bench_report(const bench_params *p, const bench_result *r, int json) {
+static double per_second(int64_t n, const bench_result *r) { return r->seconds > 0 ? (double)n / r->seconds : 0; }
+
+static json_t *report_json(const bench_params *p, const bench_result *r) {
   latency_summary s = summarize(r);
   int server = p->mode == BENCH_MODE_SERVER;
   int64_t ok = successes(p, r);
-  int64_t errors = r->done - ok;
-  double rate = r->seconds > 0 ? (double)r->done / r->seconds : 0;
-  double image_rate = r->seconds > 0 ? (double)ok / r->seconds : 0;
-  if (json) {
-    json_t *o = json_object();
-    json_object_set_new(o, "mode", json_string(server ? "server" : "local"));
-    json_object_set_new(o, "requests", json_integer(p->requests));
-    json_object_set_new(o, "concurrency", json_integer(p->concurrency));
-    if (server) json_object_set_new(o, "processes", json_integer(p->processes));
-    if (server) json_object_set_new(o, "connections", json_integer(r->connections));
-    json_object_set_new(o, "completed", json_integer(r->done));
-    json_object_set_new(o, "ok", json_integer(ok));
-    json_object_set_new(o, "errors", json_integer(errors));
-    json_object_set_new(o, "total_seconds", json_real(r->seconds));
-    json_object_set_new(o, "requests_per_second", json_real(rate));
-    json_object_set_new(o, "images_per_second", json_real(image_rate));
-    json_t *l = json_object();
-    json_object_set_new(l, "p50", json_real(s.p50));
-    json_object_set_new(l, "p90", json_real(s.p90));
-    json_object_set_new(l, "p99", json_real(s.p99));
-    json_object_set_new(l, "max", json_real(s.max));
-    json_object_set_new(l, "mean", json_real(s.mean));
-    json_object_set_new(o, "latency_ms", l);
-    json_t *st = json_object();
-    for (int i = 0; i < BENCH_STATUS_SLOTS; i++)
-      if (r->status_count[i]) {
-        char key[16];
-        snprintf(key, sizeof key, "%d", i);
-        json_object_set_new(st, key, json_integer(r->status_count[i]));
-      }
-    json_object_set_new(o, server ? "status" : "exit_status", st);
-    json_object_set_new(o, "peak_cpu_percent", json_real(r->peak_cpu_percent));
-    json_object_set_new(o, "peak_memory_percent", json_real(r->peak_memory_percent));
-    if (!server && r->jobs) {
-      json_t *jobs = json_array();
-      for (int64_t i = 0; i < r->done; i++) {
-        json_t *j = json_object();
-        json_object_set_new(j, "exit_status", json_integer(r->jobs[i].exit_status));
-        json_object_set_new(j, "ms", json_real(r->jobs[i].ms));
-        json_t *top = json_loads(r->jobs[i].output, 0, NULL);
-        json_object_set_new(j, "top5", top ? top : json_null());
-        json_array_append_new(jobs, j);
-      }
-      json_object_set_new(o, "jobs", jobs);
+  json_t *o = json_object();
+  json_object_set_new(o, "mode", json_string(server ? "server" : "local"));
+  json_object_set_new(o, "requests", json_integer(p->requests));
+  json_object_set_new(o, "concurrency", json_integer(p->concurrency));
+  if (server) json_object_set_new(o, "processes", json_integer(p->processes));
+  if (server && p->request_rate > 0) {
+    json_object_set_new(o, "request_rate", json_real(p->request_rate));
+    json_object_set_new(o, "delayed", json_integer(r->delayed));
+  }
+  if (server) json_object_set_new(o, "connections", json_integer(r->connections));
+  json_object_set_new(o, "completed", json_integer(r->done));
+  json_object_set_new(o, "ok", json_integer(ok));
+  json_object_set_new(o, "errors", json_integer(r->done - ok));
+  json_object_set_new(o, "total_seconds", json_real(r->seconds));
+  json_object_set_new(o, "requests_per_second", json_real(per_second(r->done, r)));
+  json_object_set_new(o, "images_per_second", json_real(per_second(ok, r)));
+  json_t *l = json_object();
+  json_object_set_new(l, "p50", json_real(s.p50));
+  json_object_set_new(l, "p90", json_real(s.p90));
+  json_object_set_new(l, "p99", json_real(s.p99));
+  json_object_set_new(l, "max", json_real(s.max));
+  json_object_set_new(l, "mean", json_real(s.mean));
+  json_object_set_new(o, "latency_ms", l);
+  json_t *st = json_object();
+  for (int i = 0; i < BENCH_STATUS_SLOTS; i++)
+    if (r->status_count[i]) {
+      char key[16];
+      snprintf(key, sizeof key, "%d", i);
+      json_object_set_new(st, key, json_integer(r->status_count[i]));
     }
-    char *text = json_dumps(o, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
-    if (text) printf("%s\n", text);
-    free(text);
-    json_decref(o);
-    fflush(stdout);
+  json_object_set_new(o, server ? "status" : "exit_status", st);
+  json_object_set_new(o, "peak_cpu_percent", json_real(r->peak_cpu_percent));
+  json_object_set_new(o, "peak_memory_percent", json_real(r->peak_memory_percent));
+  if (!server && r->jobs) {
+    json_t *jobs = json_array();
+    for (int64_t i = 0; i < r->done; i++) {
+      json_t *j = json_object();
+      json_object_set_new(j, "exit_status", json_integer(r->jobs[i].exit_status));
+      json_object_set_new(j, "ms", json_real(r->jobs[i].ms));
+      json_t *top = json_loads(r->jobs[i].output, 0, NULL);
+      json_object_set_new(j, "top5", top ? top : json_null());
+      json_array_append_new(jobs, j);
+    }
+    json_object_set_new(o, "jobs", jobs);
+  }
+  return o;
+}
+
+static void print_json(json_t *o) {
+  char *text = json_dumps(o, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+  if (text) printf("%s\n", text);
+  free(text);
+  json_decref(o);
+  fflush(stdout);
+}
+
+void bench_report(const bench_params *p, const bench_result *r, int json) {
+  if (json) {
+    print_json(report_json(p, r));
     return;
   }
+  latency_summary s = summarize(r);
+  int server = p->mode == BENCH_MODE_SERVER;
+  int64_t ok = successes(p, r);
   if (!server && r->jobs)
     for (int64_t i = 0; i < r->done; i++)
       printf("job %lld: exit %d, %.1f ms\n%s", (long long)(i + 1), r->jobs[i].exit_status, r->jobs[i].ms,
@@ -118,14 +134,39 @@ void bench_report(const bench_params *p, const bench_result *r, int json) {
   printf("mode:        %s, %lld %s, concurrency %d", server ? "server" : "local", (long long)p->requests,
          server ? "requests" : "jobs", p->concurrency);
   if (server) printf(", %d process%s", p->processes, p->processes == 1 ? "" : "es");
+  if (server && p->request_rate > 0) printf(", open loop at %.2f requests/s", p->request_rate);
   printf("\ntotal time:  %.3f s\n", r->seconds);
-  printf("throughput:  %.2f requests/s, %.2f images/s\n", rate, image_rate);
+  printf("throughput:  %.2f requests/s, %.2f images/s\n", per_second(r->done, r), per_second(ok, r));
   printf("latency:     p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms\n", s.p50, s.p90, s.p99, s.max);
   printf("%s", server ? "status:     " : "exit status:");
   for (int i = 0; i < BENCH_STATUS_SLOTS; i++)
     if (r->status_count[i]) printf(" %d x %lld", i, (long long)r->status_count[i]);
-  printf("\nerrors:      %lld\n", (long long)errors);
+  printf("\nerrors:      %lld\n", (long long)(r->done - ok));
+  if (server && p->request_rate > 0)
+    printf("delayed:     %lld (due while all %d clients were busy; their wait counts in the latency)\n",
+           (long long)r->delayed, p->concurrency);
   if (server) printf("connections: %lld opened\n", (long long)r->connections);
   printf("peak CPU:    %.1f %%\npeak memory: %.1f %%\n", r->peak_cpu_percent, r->peak_memory_percent);
+  fflush(stdout);
+}
+
+void bench_report_sweep(const bench_params *params, const bench_result *results, int n, int json) {
+  if (json) {
+    json_t *o = json_object(), *runs = json_array();
+    json_object_set_new(o, "mode", json_string(params[0].mode == BENCH_MODE_SERVER ? "server" : "local"));
+    for (int i = 0; i < n; i++) json_array_append_new(runs, report_json(&params[i], &results[i]));
+    json_object_set_new(o, "sweep", runs);
+    print_json(o);
+    return;
+  }
+  printf("\n%11s %12s %10s %9s %9s %9s %9s %7s\n", "concurrency", "requests/s", "images/s", "p50 ms", "p90 ms",
+         "p99 ms", "max ms", "errors");
+  for (int i = 0; i < n; i++) {
+    const bench_result *r = &results[i];
+    latency_summary s = summarize(r);
+    int64_t ok = successes(&params[i], r);
+    printf("%11d %12.2f %10.2f %9.2f %9.2f %9.2f %9.2f %7lld\n", params[i].concurrency, per_second(r->done, r),
+           per_second(ok, r), s.p50, s.p90, s.p99, s.max, (long long)(r->done - ok));
+  }
   fflush(stdout);
 }

@@ -9,8 +9,16 @@
  * waits in curl_multi_poll. Every request has a timeout (--timeout), so a dead server
  * gives errors with status 0, never a hang.
  *
+ * Closed loop (the default): every client sends its next request as soon as its last
+ * one is answered. Open loop (--request-rate R): request k is due at start + k/R and is
+ * sent then by a free client; when all C are busy it waits for one, and its latency
+ * counts from when it was due, so the wait shows in the percentiles instead of being
+ * hidden (coordinated omission); such requests are counted as delayed. The loop sleeps
+ * in curl_multi_poll until the next answer or the next due time.
+ *
  * With --processes P, P children are forked first; child i runs N_i requests on C_i
- * clients (N and C split as evenly as possible) and writes back through a pipe one
+ * clients (N and C split as evenly as possible; open loop: child i sends requests i,
+ * i + P, i + 2P, ... of the one schedule) and writes back through a pipe one
  * fixed-size record (its status counts and sample count) followed by its latency
  * samples. A progress counter in a shared anonymous mapping feeds the progress bar.
  */
@@ -33,12 +41,24 @@ typedef struct worker_record {
   int64_t status_count[BENCH_STATUS_SLOTS];
   int64_t samples; /* doubles that follow: latencies in ms */
   int64_t connections;
+  int64_t delayed;
   int32_t failed;  /* nonzero: the worker could not run (curl init failed) */
 } worker_record;
 
+/* Open loop: this process's request k is due at start + (first + k * stride) / rate
+ * seconds. rate 0: closed loop, every request is due at once. */
+typedef struct schedule {
+  double start, rate;
+  int64_t first, stride;
+} schedule;
+
+static double due_time(const schedule *sc, int64_t k) {
+  return sc->start + (double)(sc->first + k * sc->stride) / sc->rate;
+}
+
 typedef struct client {
   CURL *easy;
-  double started; /* seconds */
+  double started; /* seconds: when sent, or in open loop when it was due */
 } client;
 
 static size_t discard_body(char *data, size_t size, size_t count, void *user) {
@@ -72,14 +92,19 @@ static int read_whole_file(const char *path, char **data, size_t *size, char *er
   return 0;
 }
 
-/* Runs `requests` requests on `concurrency` clients in this process. `latency_ms` has
- * room for `requests` samples; `progress` is bumped per finished request. Returns 0,
- * or -1 with `err` when curl could not be set up. */
-static int run_clients(const bench_params *p, const char *body, size_t body_size, int64_t requests,
-                       int concurrency, int64_t *status_count, double *latency_ms, int64_t *done,
-                       int64_t *connections, volatile int64_t *progress, char *err, size_t err_size) {
-  *done = 0;
-  *connections = 0;
+/* What run_clients counts, besides the latencies. */
+typedef struct client_counts {
+  int64_t *status_count; /* [BENCH_STATUS_SLOTS] */
+  int64_t done, connections, delayed;
+} client_counts;
+
+/* Runs `requests` requests on `concurrency` clients in this process, on schedule `sc`.
+ * `latency_ms` has room for `requests` samples; `progress` is bumped per finished
+ * request. Returns 0, or -1 with `err` when curl could not be set up. */
+static int run_clients(const bench_params *p, const schedule *sc, const char *body, size_t body_size,
+                       int64_t requests, int concurrency, client_counts *out, double *latency_ms,
+                       volatile int64_t *progress, char *err, size_t err_size) {
+  out->done = out->connections = out->delayed = 0;
   if (requests <= 0) return 0;
   if (concurrency > requests) concurrency = (int)requests;
   if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
@@ -88,9 +113,10 @@ static int run_clients(const bench_params *p, const char *body, size_t body_size
   }
   CURLM *multi = curl_multi_init();
   client *clients = calloc((size_t)concurrency, sizeof *clients);
+  client **idle = calloc((size_t)concurrency, sizeof *idle); /* a stack of free clients */
   struct curl_slist *headers = NULL;
   int rc = -1;
-  if (!multi || !clients) {
+  if (!multi || !clients || !idle) {
     snprintf(err, err_size, "out of memory");
     goto out;
   }
@@ -118,12 +144,22 @@ static int run_clients(const bench_params *p, const char *body, size_t body_size
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(e, CURLOPT_PRIVATE, (void *)&clients[i]);
   }
+  for (int i = 0; i < concurrency; i++) idle[i] = &clients[concurrency - 1 - i];
+  int n_idle = concurrency;
   int64_t started = 0;
-  for (int i = 0; i < concurrency; i++, started++) {
-    clients[i].started = bench__now();
-    curl_multi_add_handle(multi, clients[i].easy);
-  }
-  while (*done < requests) {
+  double freed_at = 0; /* open loop: when the last time all clients were busy ended */
+  while (out->done < requests) {
+    /* send every request that is due, while a client is free */
+    double now = bench__now();
+    while (started < requests && n_idle > 0) {
+      double due = sc->rate > 0 ? due_time(sc, started) : now;
+      if (due > now) break;
+      if (due < freed_at) out->delayed++;
+      client *c = idle[--n_idle];
+      c->started = due;
+      curl_multi_add_handle(multi, c->easy);
+      started++;
+    }
     int running = 0;
     if (curl_multi_perform(multi, &running) != CURLM_OK) {
       snprintf(err, err_size, "curl_multi_perform failed");
@@ -141,21 +177,24 @@ static int run_clients(const bench_params *p, const char *body, size_t body_size
       if (result == CURLE_OK) curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
       long new_connections = 0;
       curl_easy_getinfo(e, CURLINFO_NUM_CONNECTS, &new_connections);
-      *connections += new_connections;
+      out->connections += new_connections;
       if (status < 0 || status >= BENCH_STATUS_SLOTS) status = 0;
-      double now = bench__now();
-      status_count[status]++;
-      latency_ms[(*done)++] = (now - c->started) * 1000.0;
+      now = bench__now();
+      out->status_count[status]++;
+      latency_ms[out->done++] = (now - c->started) * 1000.0;
       __atomic_add_fetch(progress, 1, __ATOMIC_RELAXED);
       curl_multi_remove_handle(multi, e);
-      if (started < requests) {
-        started++;
-        c->started = bench__now();
-        curl_multi_add_handle(multi, e);
-      }
+      if (n_idle == 0) freed_at = now;
+      idle[n_idle++] = c;
     }
-    if (*done >= requests) break;
-    curl_multi_poll(multi, NULL, 0, 100, NULL);
+    if (out->done >= requests) break;
+    if (n_idle > 0 && started < requests && sc->rate > 0) {
+      /* sleep until the next request is due, or an answer comes */
+      double wait_ms = (due_time(sc, started) - bench__now()) * 1000.0;
+      if (wait_ms > 0) curl_multi_poll(multi, NULL, 0, wait_ms < 100 ? (int)wait_ms + 1 : 100, NULL);
+    } else if (n_idle == 0 || started >= requests) {
+      curl_multi_poll(multi, NULL, 0, 100, NULL);
+    }
   }
   rc = 0;
 out:
@@ -166,6 +205,7 @@ out:
         curl_easy_cleanup(clients[i].easy);
       }
   free(clients);
+  free(idle);
   curl_slist_free_all(headers);
   if (multi) curl_multi_cleanup(multi);
   curl_global_cleanup();
@@ -217,11 +257,15 @@ int bench_server_run(const bench_params *p, bench_result *r, char *err, size_t e
   }
   *progress = 0;
   int rc = 0;
-  double start = bench__now();
+  /* open loop over processes: the schedule starts once the children are forked */
+  double start = bench__now() + (p->request_rate > 0 && processes > 1 ? 0.05 : 0);
+  schedule sc = {.start = start, .rate = p->request_rate, .first = 0, .stride = 1};
   if (processes == 1) {
     bench__sampler *sampler = bench__sampler_start(progress, p->requests);
-    rc = run_clients(p, body, body_size, p->requests, concurrency, r->status_count, r->latency_ms, &r->done,
-                     &r->connections, progress, err, err_size);
+    client_counts counts = {.status_count = r->status_count};
+    rc = run_clients(p, &sc, body, body_size, p->requests, concurrency, &counts, r->latency_ms, progress, err,
+                     err_size);
+    r->done = counts.done, r->connections = counts.connections, r->delayed = counts.delayed;
     r->seconds = bench__now() - start;
     bench__sampler_stop(sampler, &r->peak_cpu_percent, &r->peak_memory_percent);
   } else {
@@ -245,13 +289,16 @@ int bench_server_run(const bench_params *p, bench_result *r, char *err, size_t e
         for (int k = 0; k < forked; k++) close(fds[k]);
         static worker_record record;
         double *samples = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
-        int64_t done = 0;
+        client_counts counts = {.status_count = record.status_count};
+        schedule mine = {.start = start, .rate = p->request_rate, .first = i, .stride = processes};
         char child_err[256];
-        record.failed = !samples || run_clients(p, body, body_size, n, c, record.status_count, samples, &done,
-                                                &record.connections, progress, child_err, sizeof child_err) != 0;
-        record.samples = done;
+        record.failed = !samples || run_clients(p, &mine, body, body_size, n, c, &counts, samples, progress,
+                                                child_err, sizeof child_err) != 0;
+        record.samples = counts.done;
+        record.connections = counts.connections;
+        record.delayed = counts.delayed;
         int bad = write_all(pipefd[1], &record, sizeof record) ||
-                  write_all(pipefd[1], samples, (size_t)done * sizeof(double));
+                  write_all(pipefd[1], samples, (size_t)counts.done * sizeof(double));
         _exit(bad || record.failed ? 1 : 0);
       }
       close(pipefd[1]);
@@ -270,6 +317,7 @@ int bench_server_run(const bench_params *p, bench_result *r, char *err, size_t e
         for (int s = 0; s < BENCH_STATUS_SLOTS; s++) r->status_count[s] += record.status_count[s];
         r->done += record.samples;
         r->connections += record.connections;
+        r->delayed += record.delayed;
         failed |= record.failed;
       }
       close(fds[i]);

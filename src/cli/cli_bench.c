@@ -3,9 +3,15 @@
  * command (DESIGN.md §7; the work is in src/bench/).
  *
  *   inferd bench --mode server --url URL --file IMAGE --requests N --concurrency C
- *                [--processes P] [--header 'Name: value']... [--timeout S] [--json]
+ *                [--request-rate R] [--processes P] [--header 'Name: value']...
+ *                [--timeout S] [--json]
+ *   inferd bench --mode server ... --requests N --concurrency-range START:END[:STEP] ...
  *   inferd bench --mode local --model FILE --file IMAGE --requests N --concurrency C
  *                [--labels index_to_name.json] [--timeout S] [--json]
+ *
+ * --request-rate R runs open loop (requests due at a fixed rate, at most C in flight);
+ * --concurrency-range runs the closed-loop measurement once per concurrency level, as
+ * Triton's perf_analyzer does, and ends with a table of the levels.
  *
  * Exit status: 0 when the run finished (failed requests are counted and reported, not
  * fatal), 2 for bad flags (one line on stderr), 1 when the run could not start.
@@ -23,10 +29,13 @@
 static void bench_usage(FILE *f) {
   fprintf(f,
           "usage: inferd bench --mode server --url URL --file IMAGE --requests N --concurrency C\n"
-          "                    [--processes P] [--header 'Name: value']... [--timeout S] [--json]\n"
+          "                    [--request-rate R] [--processes P] [--header 'Name: value']... [--timeout S] [--json]\n"
+          "       inferd bench --mode server ... --requests N --concurrency-range START:END[:STEP] ...\n"
           "       inferd bench --mode local --model FILE.onnx --file IMAGE --requests N --concurrency C\n"
           "                    [--labels index_to_name.json] [--timeout S] [--json]\n"
-          "server: N POSTs of IMAGE from C keep-alive clients (over P processes);\n"
+          "server: N POSTs of IMAGE from C keep-alive clients (over P processes); with --request-rate,\n"
+          "        open loop: a request every 1/R s, at most C in flight, latency counted from when it was due;\n"
+          "        --concurrency-range: N requests at each concurrency START, START+STEP, ..., END, then a table;\n"
           "local: N jobs, at most C at once, each a process that loads the model and classifies IMAGE.\n"
           "--timeout: seconds per request or job (default 60).\n");
 }
@@ -37,12 +46,68 @@ static int bad(const char *msg, const char *arg) {
   return 2;
 }
 
+/* "START:END" or "START:END:STEP", each in 1..10000, START <= END. */
+static int parse_range(const char *s, int range[3]) {
+  long long v[3] = {0, 0, 1};
+  int n = 0;
+  const char *at = s;
+  for (;;) {
+    char *end;
+    if (n == 3 || *at < '0' || *at > '9') return -1;
+    v[n++] = strtoll(at, &end, 10);
+    if (*end == '\0') break;
+    if (*end != ':') return -1;
+    at = end + 1;
+  }
+  if (n < 2 || v[0] < 1 || v[1] > 10000 || v[0] > v[1] || v[2] < 1 || v[2] > 10000) return -1;
+  for (int i = 0; i < 3; i++) range[i] = (int)v[i];
+  return 0;
+}
+
+/* A number in (0, hi]. */
+static int parse_positive(const char *s, double hi, double *out) {
+  char *end;
+  double v = strtod(s, &end);
+  if (*s == '\0' || *end != '\0' || !(v > 0 && v <= hi)) return -1;
+  *out = v;
+  return 0;
+}
+
 static int parse_count(const char *s, long long lo, long long hi, long long *out) {
   char *end;
   long long v = strtoll(s, &end, 10);
   if (*s == '\0' || *end != '\0' || v < lo || v > hi) return -1;
   *out = v;
   return 0;
+}
+
+/* --concurrency-range: one closed-loop run per level, one after another. */
+static int run_sweep(const bench_params *base, const int range[3], int json) {
+  int n = (range[1] - range[0]) / range[2] + 1;
+  bench_params *ps = calloc((size_t)n, sizeof *ps);
+  bench_result *rs = calloc((size_t)n, sizeof *rs);
+  int rc = 0, done = 0;
+  if (!ps || !rs) {
+    fprintf(stderr, "inferd bench: out of memory\n");
+    rc = 1;
+  }
+  for (; rc == 0 && done < n; done++) {
+    ps[done] = *base;
+    ps[done].concurrency = range[0] + done * range[2];
+    char err[512] = "";
+    if (!json) printf("%s== concurrency %d\n", done ? "\n" : "", ps[done].concurrency);
+    if (bench_server_run(&ps[done], &rs[done], err, sizeof err) != 0) {
+      fprintf(stderr, "inferd bench: concurrency %d: %s\n", ps[done].concurrency, err);
+      rc = 1;
+      break;
+    }
+    if (!json) bench_report(&ps[done], &rs[done], 0);
+  }
+  if (rc == 0) bench_report_sweep(ps, rs, n, json);
+  for (int i = 0; i < done && rs; i++) bench_result_free(&rs[i]);
+  free(ps);
+  free(rs);
+  return rc;
 }
 
 int cli_bench(int argc, char **argv) {
@@ -52,12 +117,13 @@ int cli_bench(int argc, char **argv) {
       {"labels", required_argument, 0, 'l'},   {"requests", required_argument, 0, 'n'},
       {"concurrency", required_argument, 0, 'c'}, {"processes", required_argument, 0, 'p'},
       {"header", required_argument, 0, 'H'},   {"timeout", required_argument, 0, 't'},
+      {"request-rate", required_argument, 0, 'r'}, {"concurrency-range", required_argument, 0, 'C'},
       {"json", no_argument, 0, 'j'},           {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0},
   };
   bench_params p = {.processes = 1, .timeout_seconds = 60, .self_exe = "/proc/self/exe"};
   const char *mode = NULL;
-  int json = 0, have_requests = 0, have_concurrency = 0;
+  int json = 0, have_requests = 0, have_concurrency = 0, range[3] = {0, 0, 0};
   long long v;
   optind = 1;
   opterr = 0;
@@ -86,13 +152,17 @@ int cli_bench(int argc, char **argv) {
       if (!strchr(optarg, ':')) return bad("--header wants 'Name: value'", optarg);
       p.headers[p.header_count++] = optarg;
       break;
-    case 't': {
-      char *end;
-      double t = strtod(optarg, &end);
-      if (*optarg == '\0' || *end != '\0' || !(t > 0 && t <= 86400)) return bad("--timeout wants seconds in (0, 86400]", optarg);
-      p.timeout_seconds = t;
+    case 't':
+      if (parse_positive(optarg, 86400, &p.timeout_seconds)) return bad("--timeout wants seconds in (0, 86400]", optarg);
       break;
-    }
+    case 'r':
+      if (parse_positive(optarg, 1e6, &p.request_rate))
+        return bad("--request-rate wants requests/s in (0, 1000000]", optarg);
+      break;
+    case 'C':
+      if (parse_range(optarg, range))
+        return bad("--concurrency-range wants START:END[:STEP], 1 <= START <= END <= 10000", optarg);
+      break;
     case 'j': json = 1; break;
     case 'h': bench_usage(stdout); return 0;
     case ':': return bad("missing value for", argv[optind - 1]);
@@ -109,10 +179,14 @@ int cli_bench(int argc, char **argv) {
     p.mode = BENCH_MODE_SERVER;
     if (!p.url) return bad("--mode server wants --url", NULL);
     if (p.model || p.labels) return bad("--model and --labels are for --mode local", NULL);
+    if (range[0] && have_concurrency) return bad("--concurrency and --concurrency-range exclude each other", NULL);
+    if (range[0] && p.request_rate > 0) return bad("--concurrency-range is closed loop: drop --request-rate", NULL);
+    if (range[0]) have_concurrency = 1;
   } else if (strcmp(mode, "local") == 0) {
     p.mode = BENCH_MODE_LOCAL;
     if (!p.model) return bad("--mode local wants --model", NULL);
-    if (p.url || p.header_count || p.processes != 1) return bad("--url, --header and --processes are for --mode server", NULL);
+    if (p.url || p.header_count || p.processes != 1 || p.request_rate > 0 || range[0])
+      return bad("--url, --header, --processes, --request-rate and --concurrency-range are for --mode server", NULL);
   } else {
     return bad("--mode wants server or local", mode);
   }
@@ -123,6 +197,7 @@ int cli_bench(int argc, char **argv) {
   if (p.model && access(p.model, R_OK) != 0) return bad("cannot read --model", p.model);
   if (p.labels && access(p.labels, R_OK) != 0) return bad("cannot read --labels", p.labels);
 
+  if (range[0]) return run_sweep(&p, range, json);
   bench_result r;
   char err[512] = "";
   int rc = p.mode == BENCH_MODE_SERVER ? bench_server_run(&p, &r, err, sizeof err)

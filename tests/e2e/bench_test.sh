@@ -6,7 +6,10 @@
 #   --mode local: 4 jobs x concurrency 2 on the chelsea photo, each top-5 starting with
 #   "Egyptian cat"; refused connections and a server that never answers are counted
 #   (status 0), not hung on; a job past --timeout is killed (137); keep-alive (16
-#   connections for 16 clients); bad flags exit 2 with one line. The server is stopped in every path.
+#   connections for 16 clients); bad flags exit 2 with one line. Open loop (--request-rate):
+#   every request sent, none before its due time, and a request that waited for a busy
+#   client has the wait in its latency and is counted as delayed; --concurrency-range runs
+#   each level and reports them together. The server is stopped in every path.
 #
 #   bench_test.sh INFERD SOURCE_DIR WORK_DIR
 set -euo pipefail
@@ -61,6 +64,11 @@ bad_flags "missing file" --mode server --url http://127.0.0.1:1/ --file "$WORK/n
 bad_flags "bad timeout" --mode server --url http://127.0.0.1:1/ --file "$PHOTO" --requests 1 --concurrency 1 --timeout -1
 bad_flags "local without model" --mode local --file "$PHOTO" --requests 1 --concurrency 1
 bad_flags "missing value" --mode server --url
+bad_flags "zero request rate" --mode server --url http://127.0.0.1:1/ --file "$PHOTO" --requests 1 --concurrency 1 --request-rate 0
+bad_flags "backward range" --mode server --url http://127.0.0.1:1/ --file "$PHOTO" --requests 1 --concurrency-range 4:2
+bad_flags "range and concurrency" --mode server --url http://127.0.0.1:1/ --file "$PHOTO" --requests 1 --concurrency 1 --concurrency-range 1:2
+bad_flags "range and rate" --mode server --url http://127.0.0.1:1/ --file "$PHOTO" --requests 1 --concurrency-range 1:2 --request-rate 5
+bad_flags "rate in local mode" --mode local --model "$MODEL" --file "$PHOTO" --requests 1 --concurrency 1 --request-rate 5
 
 # ---- connection failures are errors with status 0, quickly ---------------------------
 serve_ports # free ports: nothing listens on METRICS_PORT yet
@@ -85,6 +93,17 @@ timeout 30 "$INFERD" bench --mode server --url "http://127.0.0.1:$INFERENCE_PORT
   --requests 4 --concurrency 4 --timeout 1 --json >"$WORK/silent.json" || fail "bench against a silent server: exit $?"
 check_json "$WORK/silent.json" 'r["status"] == {"0": 4} and r["total_seconds"] < 10' \
   "a silent server: requests time out as status 0"
+# Open loop against it: 8 requests due within 80 ms, 2 clients each busy for the 1 s
+# timeout. The 6 that find both busy are delayed; the last pair is sent after two
+# rounds of timeouts, so its latency, counted from when it was due, is about 3 s (a
+# latency counted from the send would be 1 s).
+timeout 30 "$INFERD" bench --mode server --url "http://127.0.0.1:$INFERENCE_PORT/predictions/x" --file "$PHOTO" \
+  --requests 8 --concurrency 2 --request-rate 100 --timeout 1 --json >"$WORK/silent_open.json" ||
+  fail "open loop against a silent server: exit $?"
+check_json "$WORK/silent_open.json" 'r["status"] == {"0": 8} and r["delayed"] == 6 and r["request_rate"] == 100' \
+  "open loop: requests that wait for a busy client are counted as delayed"
+check_json "$WORK/silent_open.json" 'r["latency_ms"]["max"] >= 2900 and r["latency_ms"]["p50"] >= 1000' \
+  "open loop: the wait for a client is in the latency"
 { kill -KILL "$SILENT_PID" && wait "$SILENT_PID"; } 2>/dev/null || true
 SILENT_PID=
 
@@ -117,6 +136,32 @@ timeout 240 "$INFERD" bench --mode server --url "$URL" --file "$PHOTO" --request
   --header "Authorization: Bearer $INFERENCE_KEY" --json >"$WORK/server2.json" || fail "bench --processes 2: exit $?"
 check_json "$WORK/server2.json" 'r["status"] == {"200": 60} and r["errors"] == 0 and r["latency_ms"]["p50"] <= r["latency_ms"]["max"]' \
   "server mode over 2 processes: 60 x 200 OK"
+
+# Open loop: 20 requests due every 50 ms; none is sent early, so the run lasts at least
+# until the last one is due (0.95 s).
+timeout 120 "$INFERD" bench --mode server --url "$URL" --file "$PHOTO" --requests 20 --concurrency 4 --request-rate 20 \
+  --header "Authorization: Bearer $INFERENCE_KEY" --json >"$WORK/open.json" || fail "bench --request-rate: exit $?"
+check_json "$WORK/open.json" 'r["status"] == {"200": 20} and r["request_rate"] == 20 and r["total_seconds"] >= 0.95 and 0 <= r["delayed"] <= 20' \
+  "open loop: 20 x 200 OK on schedule"
+timeout 120 "$INFERD" bench --mode server --url "$URL" --file "$PHOTO" --requests 12 --concurrency 4 --request-rate 40 \
+  --processes 2 --header "Authorization: Bearer $INFERENCE_KEY" --json >"$WORK/open2.json" ||
+  fail "bench --request-rate --processes 2: exit $?"
+check_json "$WORK/open2.json" 'r["status"] == {"200": 12} and r["total_seconds"] >= 0.25' \
+  "open loop over 2 processes: 12 x 200 OK, not before the last is due"
+
+# A concurrency sweep: every level runs all its requests; the table has a row per level.
+timeout 240 "$INFERD" bench --mode server --url "$URL" --file "$PHOTO" --requests 16 --concurrency-range 1:4:3 \
+  --header "Authorization: Bearer $INFERENCE_KEY" --json >"$WORK/sweep.json" || fail "bench --concurrency-range: exit $?"
+check_json "$WORK/sweep.json" '[x["concurrency"] for x in r["sweep"]] == [1, 4] and all(x["status"] == {"200": 16} for x in r["sweep"])' \
+  "concurrency sweep: levels 1 and 4, 16 x 200 OK each"
+timeout 240 "$INFERD" bench --mode server --url "$URL" --file "$PHOTO" --requests 8 --concurrency-range 2:3 \
+  --header "Authorization: Bearer $INFERENCE_KEY" >"$WORK/sweep.txt" || fail "bench --concurrency-range (text): exit $?"
+if [ "$(grep -c '^== concurrency' "$WORK/sweep.txt")" = 2 ] && grep -Eq '^ +2 +[0-9.]+ +[0-9.]+ ' "$WORK/sweep.txt" &&
+  grep -Eq '^ +3 +[0-9.]+ +[0-9.]+ ' "$WORK/sweep.txt"; then
+  echo "ok   concurrency sweep: a report per level and a table row each"
+else
+  fail "concurrency sweep text: $(cat "$WORK/sweep.txt")"
+fi
 
 # Without the token: every request is counted as 401, none as OK.
 timeout 120 "$INFERD" bench --mode server --url "$URL" --file "$PHOTO" --requests 8 --concurrency 4 \
