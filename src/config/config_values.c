@@ -27,8 +27,9 @@ bool config__parse_int64(const char *s, int64_t min, int64_t max, int64_t *out) 
   if (!isdigit((unsigned char)*p)) return false;
   uint64_t v = 0;
   for (; isdigit((unsigned char)*p); p++) {
-    v = v * 10 + (uint64_t)(*p - '0');
-    if (v > (uint64_t)INT64_MAX) return false;
+    uint64_t digit = (uint64_t)(*p - '0');
+    if (v > ((uint64_t)INT64_MAX - digit) / 10) return false; /* checked before it wraps: 2^64 + 1 is not 1 */
+    v = v * 10 + digit;
   }
   if (*p) return false;
   int64_t x = negative ? -(int64_t)v : (int64_t)v;

@@ -391,7 +391,8 @@ static void list_models(http_server *s, h2o_req_t *req, const http__path *path) 
     return;
   }
   if (limit == 0 || limit > LIST_LIMIT_MAX) limit = limit ? LIST_LIMIT_MAX : LIST_LIMIT_DEFAULT;
-  if (http__query_param(req, path, "next_page_token", &v) && !parse_int(v, 0, INT32_MAX, &offset)) {
+  /* bounded so that offset + limit cannot overflow; no list holds that many models */
+  if (http__query_param(req, path, "next_page_token", &v) && !parse_int(v, 0, INT32_MAX - LIST_LIMIT_MAX, &offset)) {
     http__send_error(req, HTTP__E_BAD_REQUEST, "next_page_token must come from a previous list");
     return;
   }

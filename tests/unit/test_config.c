@@ -288,6 +288,9 @@ static void bad_values_name_key_and_line(void **state) {
   parse_fails("# x\njob_queue_size=abc\n", INFERD_INVALID_ARG, "test.properties:2: job_queue_size:", "'abc'");
   parse_fails("job_queue_size=0\n", INFERD_INVALID_ARG, "job_queue_size", "1..10000000");
   parse_fails("job_queue_size=99999999999999999999999\n", INFERD_INVALID_ARG, "job_queue_size", NULL);
+  parse_fails("job_queue_size=18446744073709551617\n", INFERD_INVALID_ARG, "job_queue_size", NULL); /* 2^64 + 1 */
+  parse_fails("models={\"m\": {\"1.0\": {\"batchSize\": \"18446744073709551624\"}}}\n", INFERD_INVALID_ARG,
+              "batchSize", NULL);
   parse_fails("job_queue_size=1.5\n", INFERD_INVALID_ARG, "job_queue_size", NULL);
   parse_fails("batch_size=1025\n", INFERD_INVALID_ARG, "batch_size", "1..1024");
   parse_fails("max_request_size=-1\n", INFERD_INVALID_ARG, "max_request_size", NULL);

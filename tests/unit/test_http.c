@@ -304,6 +304,9 @@ static void test_keys_live_token_expiration_min(void **state) {
   }
   read_key(f, "management", key, sizeof key, &expires);
   expect_with_key(f, HTTP_API_MANAGEMENT, "GET /models", key, 200);
+  /* a page token past any list: 400, not a signed overflow of offset + limit */
+  expect_with_key(f, HTTP_API_MANAGEMENT, "GET /models?limit=1000&next_page_token=2147483647", key, 400);
+  expect_with_key(f, HTTP_API_MANAGEMENT, "GET /models?next_page_token=5", key, 200);
 }
 
 /* Keys with no lifetime left are refused; the API key never expires, and a key it
