@@ -454,6 +454,12 @@ static void register_model(http_server *s, h2o_req_t *req, const http__path *pat
     http__send_error(req, HTTP__E_BAD_REQUEST, "Parameter url is required.");
     return;
   }
+  /* a decoded %00 would cut the file name short: refuse it, never open another file */
+  if (memchr(url.base, '\0', url.len) ||
+      (http__query_param(req, path, "model_name", &v) && memchr(v.base, '\0', v.len))) {
+    http__send_error(req, HTTP__E_BAD_REQUEST, "url and model_name may not contain a NUL byte (%%00)");
+    return;
+  }
   mgmt_job *job = calloc(1, sizeof *job);
   if (!job) {
     http__send_error(req, HTTP__E_UNAVAILABLE, "out of memory");

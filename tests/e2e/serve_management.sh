@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# serve_management.sh - TorchServe's model management over HTTP, end to end, on the real
+# `inferd serve --enable-model-api` (127.0.0.1, free ports, token auth on) with a model
+# store holding two versions of MobileNetV2 as .mar archives made by `inferd archive`:
+#   register (synchronous, 1 worker) -> list -> classify the chelsea photo; the same
+#   version again is a conflict; a second version; describe all versions; set-default;
+#   predictions by version; the default version cannot be removed while another exists;
+#   unregister both -> 404 for describe and predictions;
+#   bad registrations get a 4xx with a JSON message: no url, a url outside the model
+#   store or on the network, a missing file, a %00 in url or model_name (which would cut
+#   the file name short), a bad model_name or initial_workers; no token is 401.
+# The server is stopped in every path, and must exit 0 on SIGTERM.
+#
+#   serve_management.sh INFERD SOURCE_DIR WORK_DIR
+set -euo pipefail
+INFERD=$1 SRC=$2 WORK=$3
+. "$SRC/tests/e2e/serve_lib.sh"
+trap serve_cleanup EXIT
+
+rm -rf "$WORK"
+mkdir -p "$WORK/store" "$WORK/v2"
+PHOTO=/usr/lib/python3/dist-packages/skimage/data/chelsea.png
+PY=${INFERD_PYTHON:-/usr/bin/python3}
+failures=0
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+}
+
+archive() { # VERSION DIR
+  "$INFERD" archive --model-name mnet --version "$1" --serialized-file "$SRC/models/mobilenet_v2_imagenet.onnx" \
+    --handler image_classifier --extra-files "$SRC/models/index_to_name.json" --export-path "$2" >/dev/null
+}
+archive 1.0 "$WORK/store"
+archive 2.0 "$WORK/v2"
+mv "$WORK/v2/mnet.mar" "$WORK/store/mnet-v2.mar"
+
+serve_ports
+cat >"$WORK/config.properties" <<EOF
+inference_address=http://127.0.0.1:$INFERENCE_PORT
+management_address=http://127.0.0.1:$MANAGEMENT_PORT
+metrics_address=http://127.0.0.1:$METRICS_PORT
+model_store=$WORK/store
+enable_model_api=true
+EOF
+serve_start "$WORK" --ts-config "$WORK/config.properties" --foreground
+serve_wait_ready 60
+serve_keys "$WORK"
+M="http://127.0.0.1:$MANAGEMENT_PORT"
+I="http://127.0.0.1:$INFERENCE_PORT"
+
+# call NAME EXPECTED_STATUS [PYTHON_CONDITION_ON_r] CURL_ARGS...: the status, and the
+# condition on the JSON body r when one is given (else: any JSON object with a message)
+call() {
+  local name=$1 want=$2 cond=$3 code
+  shift 3
+  code=$(curl -s -o "$WORK/body" -w '%{http_code}' "$@") || code=000
+  if [ "$code" != "$want" ]; then
+    fail "$name: HTTP $code, want $want: $(head -c 400 "$WORK/body")"
+    return
+  fi
+  [ -n "$cond" ] || cond='isinstance(r, dict) and (r.get("message") or r.get("status"))'
+  if "$PY" - "$WORK/body" "$cond" <<'PY'; then echo "ok   $name ($code)"; else fail "$name: $(head -c 400 "$WORK/body")"; fi
+import json, sys
+r = json.load(open(sys.argv[1]))
+sys.exit(0 if eval(sys.argv[2]) else 1)
+PY
+}
+MA=(-H "Authorization: Bearer $MANAGEMENT_KEY")
+IA=(-H "Authorization: Bearer $INFERENCE_KEY")
+
+call "empty list" 200 'r["models"] == []' "${MA[@]}" "$M/models"
+call "register mnet 1.0" 200 '"registered with 1 initial workers" in r["status"]' \
+  "${MA[@]}" -X POST "$M/models?url=mnet.mar&initial_workers=1&synchronous=true"
+call "listed" 200 '[m["modelName"] for m in r["models"]] == ["mnet"]' "${MA[@]}" "$M/models"
+call "classify with 1.0" 200 'list(r)[0] == "Egyptian cat" and len(r) == 5' "${IA[@]}" -T "$PHOTO" "$I/predictions/mnet"
+call "the same version again: conflict" 409 '' "${MA[@]}" -X POST "$M/models?url=mnet.mar&synchronous=true"
+call "register mnet 2.0" 200 '"Version: 2.0" in r["status"]' \
+  "${MA[@]}" -X POST "$M/models?url=mnet-v2.mar&initial_workers=1&synchronous=true"
+call "describe all versions" 200 'sorted(m["modelVersion"] for m in r) == ["1.0", "2.0"]' "${MA[@]}" "$M/models/mnet/all"
+call "default is still 1.0" 200 '[m["modelVersion"] for m in r] == ["1.0"]' "${MA[@]}" "$M/models/mnet"
+call "set-default 2.0" 200 '"2.0" in r["status"]' "${MA[@]}" -X PUT "$M/models/mnet/2.0/set-default"
+call "default is 2.0" 200 '[m["modelVersion"] for m in r] == ["2.0"]' "${MA[@]}" "$M/models/mnet"
+call "set-default of no such version" 404 '' "${MA[@]}" -X PUT "$M/models/mnet/9.9/set-default"
+call "classify with 1.0 by version" 200 'list(r)[0] == "Egyptian cat"' "${IA[@]}" -T "$PHOTO" "$I/predictions/mnet/1.0"
+call "classify with the default" 200 'list(r)[0] == "Egyptian cat"' "${IA[@]}" -T "$PHOTO" "$I/predictions/mnet"
+call "the default may not go first" 400 '' "${MA[@]}" -X DELETE "$M/models/mnet/2.0"
+call "unregister 1.0" 200 '"unregistered" in r["status"]' "${MA[@]}" -X DELETE "$M/models/mnet/1.0"
+call "1.0 is gone" 404 '' "${IA[@]}" -T "$PHOTO" "$I/predictions/mnet/1.0"
+call "unregister the last version" 200 '' "${MA[@]}" -X DELETE "$M/models/mnet"
+call "describe after unregister" 404 '' "${MA[@]}" "$M/models/mnet"
+call "predictions after unregister" 404 '' "${IA[@]}" -T "$PHOTO" "$I/predictions/mnet"
+call "empty list again" 200 'r["models"] == []' "${MA[@]}" "$M/models"
+
+# ---- bad registrations ------------------------------------------------------------------
+call "no url" 400 '' "${MA[@]}" -X POST "$M/models"
+call "url outside the model store" 400 '' "${MA[@]}" -X POST "$M/models?url=../store/mnet.mar"
+call "url on the network" 400 '' "${MA[@]}" -X POST "$M/models?url=https://example.com/mnet.mar"
+call "url of no file" 404 '' "${MA[@]}" -X POST "$M/models?url=none.mar"
+call "a %00 in url" 400 '"NUL" in r["message"]' "${MA[@]}" -X POST "$M/models?url=mnet.mar%00.txt"
+call "a %00 in model_name" 400 '"NUL" in r["message"]' "${MA[@]}" -X POST "$M/models?url=mnet.mar&model_name=a%00b"
+call "a bad model_name" 400 '' "${MA[@]}" -X POST "$M/models?url=mnet.mar&model_name=-x"
+call "a bad initial_workers" 400 '' "${MA[@]}" -X POST "$M/models?url=mnet.mar&initial_workers=x"
+call "no token" 401 '' -X POST "$M/models?url=mnet.mar"
+call "nothing registered by the bad requests" 200 'r["models"] == []' "${MA[@]}" "$M/models"
+
+serve_stop
+[ "$SERVER_STATUS" = 0 ] || fail "server exit status $SERVER_STATUS after SIGTERM"
+if [ "$failures" != 0 ]; then
+  echo "$failures failure(s); server log:" >&2
+  tail -20 "$WORK/server.log" >&2
+  exit 1
+fi
+echo "serve_management: all passed"
