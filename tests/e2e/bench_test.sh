@@ -109,13 +109,9 @@ SILENT_PID=
 
 # ---- server mode against inferd serve ------------------------------------------------
 serve_ports
-cat >"$WORK/config.properties" <<EOF2
-inference_address=http://127.0.0.1:$INFERENCE_PORT
-management_address=http://127.0.0.1:$MANAGEMENT_PORT
-metrics_address=http://127.0.0.1:$METRICS_PORT
-model_store=$SRC/models
-load_models=mobilenet=mobilenet_v2_imagenet.onnx
-EOF2
+serve_config "$WORK/config.properties" \
+  "model_store=$SRC/models" \
+  "load_models=mobilenet=mobilenet_v2_imagenet.onnx"
 serve_start "$WORK" --ts-config "$WORK/config.properties" --foreground
 serve_wait_ready 120
 serve_keys "$WORK"

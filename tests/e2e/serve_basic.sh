@@ -38,15 +38,11 @@ PY
 cp "$DATA/coffee.png" "$WORK/coffee.png"
 
 serve_ports
-cat >"$WORK/config.properties" <<EOF
-inference_address=http://127.0.0.1:$INFERENCE_PORT
-management_address=http://127.0.0.1:$MANAGEMENT_PORT
-metrics_address=http://127.0.0.1:$METRICS_PORT
-model_store=$SRC/models
-load_models=mobilenet=mobilenet_v2_imagenet.onnx
-number_of_netty_threads=2
-max_request_size=2000000
-EOF
+serve_config "$WORK/config.properties" \
+  "model_store=$SRC/models" \
+  "load_models=mobilenet=mobilenet_v2_imagenet.onnx" \
+  "number_of_netty_threads=2" \
+  "max_request_size=2000000"
 serve_start "$WORK" --ts-config "$WORK/config.properties" --foreground
 serve_wait_ready 120
 [ "$SAW_UNHEALTHY" = 1 ] && echo "ok   /ping said 503 Unhealthy while the model loaded" ||

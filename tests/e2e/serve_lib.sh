@@ -2,6 +2,8 @@
 # on 127.0.0.1 with free ports in a work directory, wait until /ping is 200, stop it.
 # Source it; it defines:
 #   serve_ports                  sets INFERENCE_PORT, MANAGEMENT_PORT, METRICS_PORT (free now)
+#   serve_config FILE LINE...    writes a config.properties: the three addresses on those
+#                                ports, then each LINE (key=value)
 #   serve_start WORK ARGS...     starts `inferd serve ARGS` in WORK (cwd: key_file.json
 #                                lands there), log in WORK/server.log; sets SERVER_PID
 #   serve_wait_ready [SECONDS]   polls /ping until 200 (default 120 s) or the server dies;
@@ -26,6 +28,17 @@ print(" ".join(str(s.getsockname()[1]) for s in socks))
 PY
 )
   INFERENCE_PORT=$1 MANAGEMENT_PORT=$2 METRICS_PORT=$3
+}
+
+serve_config() {
+  local file=$1
+  shift
+  {
+    echo "inference_address=http://127.0.0.1:$INFERENCE_PORT"
+    echo "management_address=http://127.0.0.1:$MANAGEMENT_PORT"
+    echo "metrics_address=http://127.0.0.1:$METRICS_PORT"
+    printf '%s\n' "$@"
+  } >"$file"
 }
 
 serve_start() {

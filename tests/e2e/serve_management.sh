@@ -36,13 +36,9 @@ archive 2.0 "$WORK/v2"
 mv "$WORK/v2/mnet.mar" "$WORK/store/mnet-v2.mar"
 
 serve_ports
-cat >"$WORK/config.properties" <<EOF
-inference_address=http://127.0.0.1:$INFERENCE_PORT
-management_address=http://127.0.0.1:$MANAGEMENT_PORT
-metrics_address=http://127.0.0.1:$METRICS_PORT
-model_store=$WORK/store
-enable_model_api=true
-EOF
+serve_config "$WORK/config.properties" \
+  "model_store=$WORK/store" \
+  "enable_model_api=true"
 serve_start "$WORK" --ts-config "$WORK/config.properties" --foreground
 serve_wait_ready 60
 serve_keys "$WORK"

@@ -61,18 +61,14 @@ PY
 "$INFERD" run "$WORK/store/small.onnx" --input "$WORK/x1.npy" --output "$WORK/y1.npy" >/dev/null
 
 serve_ports
-cat >"$WORK/config.properties" <<EOF
-inference_address=http://127.0.0.1:$INFERENCE_PORT
-management_address=http://127.0.0.1:$MANAGEMENT_PORT
-metrics_address=http://127.0.0.1:$METRICS_PORT
-model_store=$WORK/store
-load_models=small=small.onnx,mlp=mlp.onnx
-default_workers_per_model=1
-number_of_netty_threads=2
-job_queue_size=8
-max_request_size=20000000
-models={"small": {"1.0": {"batchSize": 4, "maxBatchDelay": 20}}}
-EOF
+serve_config "$WORK/config.properties" \
+  "model_store=$WORK/store" \
+  "load_models=small=small.onnx,mlp=mlp.onnx" \
+  "default_workers_per_model=1" \
+  "number_of_netty_threads=2" \
+  "job_queue_size=8" \
+  "max_request_size=20000000" \
+  'models={"small": {"1.0": {"batchSize": 4, "maxBatchDelay": 20}}}'
 serve_start "$WORK" --ts-config "$WORK/config.properties" --foreground
 serve_wait_ready 60
 serve_keys "$WORK"
