@@ -153,7 +153,8 @@ int cli_bench(int argc, char **argv) {
       p.headers[p.header_count++] = optarg;
       break;
     case 't':
-      if (parse_positive(optarg, 86400, &p.timeout_seconds)) return bad("--timeout wants seconds in (0, 86400]", optarg);
+      if (parse_positive(optarg, 86400, &p.timeout_seconds))
+        return bad("--timeout wants seconds in (0, 86400]", optarg);
       break;
     case 'r':
       if (parse_positive(optarg, 1e6, &p.request_rate))

@@ -578,7 +578,8 @@ void inferd_session_profile_steps(const inferd_session *s, int batch, int top, c
     total += in->step_seconds[i];
   }
   qsort(order, (size_t)p->n_steps, sizeof *order, slower_first);
-  size_t off = (size_t)snprintf(buf, size, "%d slowest of %d steps at batch %d (%ld runs):\n%8s %6s %7s  %-15s %-26s %-16s %s\n",
+  size_t off = (size_t)snprintf(buf, size,
+                                "%d slowest of %d steps at batch %d (%ld runs):\n%8s %6s %7s  %-15s %-26s %-16s %s\n",
                                 top < p->n_steps ? top : p->n_steps, p->n_steps, batch, in->runs, "ms/run", "share",
                                 "GFLOP/s", "op", "kernel", "output", "node");
   for (int k = 0; k < p->n_steps && k < top && off < size; k++) {

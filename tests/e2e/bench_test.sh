@@ -33,15 +33,6 @@ fail() {
   failures=$((failures + 1))
 }
 
-# check_json FILE PYTHON_CONDITION NAME: the condition holds for the JSON object r.
-check_json() {
-  if "$PY" - "$1" "$2" <<'PY'; then echo "ok   $3"; else fail "$3: $(head -c 600 "$1")"; fi
-import json, sys
-r = json.load(open(sys.argv[1]))
-sys.exit(0 if eval(sys.argv[2]) else 1)
-PY
-}
-
 # ---- bad flags: exit 2 and one line -------------------------------------------------
 bad_flags() {
   local name=$1 status

@@ -10,6 +10,8 @@
 #                                every earlier answer must be 503 Unhealthy
 #   serve_stop [SECONDS]         SIGTERM, waits (default 60 s), SIGKILL after; sets SERVER_STATUS
 #   serve_keys WORK              sets INFERENCE_KEY, MANAGEMENT_KEY, API_KEY from key_file.json
+#   check_json FILE COND NAME    prints "ok   NAME" when the Python condition COND holds for
+#                                the JSON in FILE (as r), else calls the caller's `fail`
 # The caller must `trap serve_cleanup EXIT` so that the server dies in every path.
 
 SERVER_PID=
@@ -103,4 +105,12 @@ serve_keys() {
   INFERENCE_KEY=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["inference"]["key"])' "$file")
   MANAGEMENT_KEY=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["management"]["key"])' "$file")
   API_KEY=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["API"]["key"])' "$file")
+}
+
+check_json() {
+  if "${INFERD_PYTHON:-/usr/bin/python3}" - "$1" "$2" <<'PY'; then echo "ok   $3"; else fail "$3: $(head -c 600 "$1")"; fi
+import json, sys
+r = json.load(open(sys.argv[1]))
+sys.exit(0 if eval(sys.argv[2]) else 1)
+PY
 }

@@ -20,7 +20,6 @@ trap serve_cleanup EXIT
 rm -rf "$WORK"
 mkdir -p "$WORK/store" "$WORK/v2"
 PHOTO=/usr/lib/python3/dist-packages/skimage/data/chelsea.png
-PY=${INFERD_PYTHON:-/usr/bin/python3}
 failures=0
 fail() {
   echo "FAIL: $*" >&2
@@ -56,11 +55,7 @@ call() {
     return
   fi
   [ -n "$cond" ] || cond='isinstance(r, dict) and (r.get("message") or r.get("status"))'
-  if "$PY" - "$WORK/body" "$cond" <<'PY'; then echo "ok   $name ($code)"; else fail "$name: $(head -c 400 "$WORK/body")"; fi
-import json, sys
-r = json.load(open(sys.argv[1]))
-sys.exit(0 if eval(sys.argv[2]) else 1)
-PY
+  check_json "$WORK/body" "$cond" "$name ($code)"
 }
 MA=(-H "Authorization: Bearer $MANAGEMENT_KEY")
 IA=(-H "Authorization: Bearer $INFERENCE_KEY")
