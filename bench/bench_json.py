@@ -27,11 +27,28 @@ def number(obj, key, what, me):
     return float(v)
 
 
-def best_round(stem, rounds, what, me, throughput):
-    """Of the rounds STEM.r1.json .. STEM.rN.json of one measurement, the object whose
-    throughput(obj) is highest: the rounds of every side alternate in time, so the best
-    of each is what each reaches when the shared machine lets it."""
+def rounds_of(stem, rounds, what, me, throughput):
+    """The objects of the rounds STEM.r1.json .. STEM.rN.json of one measurement, in
+    order; exits naming `what` when a round lacks its number (throughput(obj))."""
     objs = [load("%s.r%d.json" % (stem, r), "%s (round %d)" % (what, r), me) for r in range(1, rounds + 1)]
     for o in objs:
-        throughput(o)  # exits naming `what` when a round lacks its number
-    return max(objs, key=throughput)
+        throughput(o)
+    return objs
+
+
+def best_round(stem, rounds, what, me, throughput):
+    """Of the rounds of one measurement (rounds_of), the object whose throughput(obj) is
+    highest: the rounds of every side alternate in time, so the best of each is what
+    each reaches when the shared machine lets it."""
+    return max(rounds_of(stem, rounds, what, me, throughput), key=throughput)
+
+
+def paired_ratios(a, b):
+    """Round by round ratios a[r] / b[r] of two sides' throughputs measured in alternating
+    rounds, as (median, lowest, highest). Round r of both sides ran seconds apart, so
+    each ratio meets one state of the machine; the best rounds of two sides (best_round)
+    may come from different minutes, and one lucky round moves them."""
+    r = sorted(x / y for x, y in zip(a, b))
+    n = len(r)
+    median = r[n // 2] if n % 2 else (r[n // 2 - 1] + r[n // 2]) / 2
+    return median, r[0], r[-1]

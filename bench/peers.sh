@@ -17,7 +17,10 @@
 #                       [--models a,b] [--batches 1,8] [--threads 1,2] [--ort-version V]
 #   --rounds R    measure each row R times, the sides alternating (default 2); the table
 #                 takes each side's best round (see bench/engine.sh: the machine's speed
-#                 drifts over minutes). The time below is per round.
+#                 drifts over minutes), and also gives the ratios round by round (each
+#                 round's inferd against the same round's peer, seconds apart): their
+#                 median and range, which one lucky round cannot move. The time below is
+#                 per round.
 #   --seconds S   timed seconds of each measurement (default 10). A row is inferd once,
 #                 PyTorch three variants and ORT once, ~5*S s plus warm-ups and loading;
 #                 one round of the 12 default rows took 17 minutes at --seconds 6 on an
@@ -194,10 +197,15 @@ for m in models:
             wi = "inferd run %s --batch %s --threads %s --json" % (m, b, t)
             wt = "engine_torch.py --model %s --batch %s --threads %s --json" % (m, b, t)
             wo = "peers_ort.js --model %s --batch %s --threads %s" % (m, b, t)
-            best_of = lambda side, what, get: bench_json.best_round(base + "." + side, rounds, what, "peers.sh", get)
-            inf = best_of("inferd", wi, lambda o: number(o, "throughput", wi))
-            tor = best_of("torch", wt, lambda o: number(o.get("best", {}), "throughput", wt))
-            ort = best_of("ort", wo, lambda o: number(o, "throughput", wo))
+            get_i = lambda o: number(o, "throughput", wi)
+            get_t = lambda o: number(o.get("best", {}), "throughput", wt)
+            get_o = lambda o: number(o, "throughput", wo)
+            all_i, all_t, all_o = (bench_json.rounds_of(base + "." + side, rounds, what, "peers.sh", get)
+                                   for side, what, get in (("inferd", wi, get_i), ("torch", wt, get_t),
+                                                           ("ort", wo, get_o)))
+            inf, tor, ort = max(all_i, key=get_i), max(all_t, key=get_t), max(all_o, key=get_o)
+            paired = [bench_json.paired_ratios([get_i(o) for o in all_i], [get(o) for o in peer])
+                      for get, peer in ((get_t, all_t), (get_o, all_o))]
             for obj, what in ((inf, wi), (ort, wo)):
                 if obj.get("batch") is not None and int(obj["batch"]) != int(b):
                     sys.exit("peers.sh: %s reports batch %r" % (what, obj["batch"]))
@@ -205,8 +213,9 @@ for m in models:
             tt = number(tor["best"], "throughput", wt)
             to = number(ort, "throughput", wo)
             variant = tor["best"]["variant"]
-            rows.append("| %s | %s | %s | %.2f | %.2f (%s) | %.2f | %.2f | %.2f |"
-                        % (m, b, t, ti, tt, variant, to, ti / tt, ti / to))
+            rows.append("| %s | %s | %s | %.2f | %.2f (%s) | %.2f | %.2f | %.2f | %s | %s |"
+                        % ((m, b, t, ti, tt, variant, to, ti / tt, ti / to)
+                           + tuple("%.2f (%.2f-%.2f)" % p for p in paired)))
             k = (m, t)
             cur = best.setdefault(k, [0.0, 0.0, 0.0])
             cur[0], cur[1], cur[2] = max(cur[0], ti), max(cur[1], tt), max(cur[2], to)
@@ -214,8 +223,8 @@ for m in models:
                 notes.append("%s batch %s threads %s, PyTorch %s failed: %s" % (m, b, t, key, msg))
 
 print("| model | batch | threads | inferd img/s | PyTorch best img/s (variant) | ORT img/s "
-      "| inferd/PyTorch | inferd/ORT |")
-print("|---|---:|---:|---:|---|---:|---:|---:|")
+      "| inferd/PyTorch | inferd/ORT | inferd/PyTorch per round | inferd/ORT per round |")
+print("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|")
 print("\n".join(rows))
 if len(batches) > 1:
     print()
@@ -236,7 +245,8 @@ EOF
 
 torch_version=$("$PY" -c 'import torch; print(torch.__version__)')
 header="CPU: ${cpu:-unknown} ($(nproc) logical CPUs); ${SECS} s per measurement, \
-best of ${ROUNDS} alternating rounds per side; \
+best of ${ROUNDS} alternating rounds per side (per round: median and range of the \
+${ROUNDS} round-by-round ratios); \
 PyTorch ${torch_version} (best of eager, channels_last, frozen TorchScript); \
 ONNX Runtime ${ORT_VERSION} (onnxruntime-node, CPU EP, graph optimization 'all', sequential, \
 inter-op 1 thread); Node $(node --version); inferd ${commit}."
