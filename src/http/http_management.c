@@ -369,30 +369,18 @@ static void describe_models(http_server *s, h2o_req_t *req, const char *name, co
   send_json_owned(req, 200, text, len);
 }
 
-static bool parse_int(h2o_iovec_t v, int lo, int hi, int *out) {
-  if (v.len == 0 || v.len > 10) return false;
-  long x = 0;
-  for (size_t i = 0; i < v.len; i++) {
-    if (v.base[i] < '0' || v.base[i] > '9') return false;
-    x = x * 10 + (v.base[i] - '0');
-  }
-  if (x < lo || x > hi) return false;
-  *out = (int)x;
-  return true;
-}
-
 static bool parse_bool(h2o_iovec_t v) { return h2o_lcstris(v.base, v.len, H2O_STRLIT("true")) || http__segment_is(v, "1"); }
 
 static void list_models(http_server *s, h2o_req_t *req, const http__path *path) {
   h2o_iovec_t v;
   int limit = LIST_LIMIT_DEFAULT, offset = 0;
-  if (http__query_param(req, path, "limit", &v) && !parse_int(v, 0, INT32_MAX, &limit)) {
+  if (http__query_param(req, path, "limit", &v) && !http__parse_int(v, 0, INT32_MAX, &limit)) {
     http__send_error(req, HTTP__E_BAD_REQUEST, "limit must be a non-negative integer");
     return;
   }
   if (limit == 0 || limit > LIST_LIMIT_MAX) limit = limit ? LIST_LIMIT_MAX : LIST_LIMIT_DEFAULT;
   /* bounded so that offset + limit cannot overflow; no list holds that many models */
-  if (http__query_param(req, path, "next_page_token", &v) && !parse_int(v, 0, INT32_MAX - LIST_LIMIT_MAX, &offset)) {
+  if (http__query_param(req, path, "next_page_token", &v) && !http__parse_int(v, 0, INT32_MAX - LIST_LIMIT_MAX, &offset)) {
     http__send_error(req, HTTP__E_BAD_REQUEST, "next_page_token must come from a previous list");
     return;
   }
@@ -471,13 +459,13 @@ static void register_model(http_server *s, h2o_req_t *req, const http__path *pat
   job->batch_size = job->max_batch_delay_ms = job->response_timeout_s = -1;
   const char *bad = NULL;
   if (http__query_param(req, path, "model_name", &v)) job->name = dup_iovec(v);
-  if (http__query_param(req, path, "initial_workers", &v) && !parse_int(v, 0, SCHED_MAX_WORKERS, &job->workers))
+  if (http__query_param(req, path, "initial_workers", &v) && !http__parse_int(v, 0, SCHED_MAX_WORKERS, &job->workers))
     bad = "initial_workers must be an integer in 0..256";
-  if (http__query_param(req, path, "batch_size", &v) && !parse_int(v, 1, SCHED_MAX_BATCH, &job->batch_size))
+  if (http__query_param(req, path, "batch_size", &v) && !http__parse_int(v, 1, SCHED_MAX_BATCH, &job->batch_size))
     bad = "batch_size must be an integer in 1..1024";
-  if (http__query_param(req, path, "max_batch_delay", &v) && !parse_int(v, 0, 600000, &job->max_batch_delay_ms))
+  if (http__query_param(req, path, "max_batch_delay", &v) && !http__parse_int(v, 0, 600000, &job->max_batch_delay_ms))
     bad = "max_batch_delay must be an integer number of milliseconds";
-  if (http__query_param(req, path, "response_timeout", &v) && !parse_int(v, 1, 86400, &job->response_timeout_s))
+  if (http__query_param(req, path, "response_timeout", &v) && !http__parse_int(v, 1, 86400, &job->response_timeout_s))
     bad = "response_timeout must be an integer number of seconds in 1..86400";
   if (http__query_param(req, path, "synchronous", &v)) job->synchronous = parse_bool(v);
   if (!bad && job->name && !config_valid_model_name(job->name)) bad = "model_name must match [A-Za-z0-9][A-Za-z0-9_.-]*";
@@ -558,11 +546,11 @@ void http__management_route(http_server *s, h2o_req_t *req, const http__path *pa
   h2o_iovec_t v;
   if (method_is(req, "PUT")) {
     int workers = -1;
-    if (http__query_param(req, path, "min_worker", &v) && !parse_int(v, 0, SCHED_MAX_WORKERS, &workers)) {
+    if (http__query_param(req, path, "min_worker", &v) && !http__parse_int(v, 0, SCHED_MAX_WORKERS, &workers)) {
       http__send_error(req, HTTP__E_BAD_REQUEST, "min_worker must be an integer in 0..256");
       return;
     }
-    if (workers < 0 && http__query_param(req, path, "max_worker", &v) && !parse_int(v, 0, SCHED_MAX_WORKERS, &workers)) {
+    if (workers < 0 && http__query_param(req, path, "max_worker", &v) && !http__parse_int(v, 0, SCHED_MAX_WORKERS, &workers)) {
       http__send_error(req, HTTP__E_BAD_REQUEST, "max_worker must be an integer in 0..256");
       return;
     }

@@ -32,7 +32,7 @@ bool http__method_is(h2o_req_t *req, const char *method) {
   return h2o_memis(req->method.base, req->method.len, method, strlen(method));
 }
 
-static bool parse_path(h2o_req_t *req, http__path *path) {
+bool http__parse_path(h2o_req_t *req, http__path *path) {
   size_t end = req->query_at != SIZE_MAX ? req->query_at : req->path.len;
   path->count = 0;
   path->query = req->query_at != SIZE_MAX ? h2o_iovec_init(req->path.base + req->query_at + 1,
@@ -89,6 +89,18 @@ bool http__query_param(h2o_req_t *req, const http__path *path, const char *name,
   return false;
 }
 
+bool http__parse_int(h2o_iovec_t v, int lo, int hi, int *out) {
+  if (v.len == 0 || v.len > 10) return false;
+  long long x = 0;
+  for (size_t i = 0; i < v.len; i++) {
+    if (v.base[i] < '0' || v.base[i] > '9') return false;
+    x = x * 10 + (v.base[i] - '0');
+  }
+  if (x < lo || x > hi) return false;
+  *out = (int)x;
+  return true;
+}
+
 /* ---- inference API: health -------------------------------------------------------------- */
 
 bool http__server_ready(http_server *s) {
@@ -129,7 +141,7 @@ static void metrics(http_server *s, h2o_req_t *req) {
 
 void http__route(http_server *s, h2o_req_t *req, unsigned apis) {
   http__path path;
-  if (!parse_path(req, &path) || path.count == 0) {
+  if (!http__parse_path(req, &path) || path.count == 0) {
     http__send_canned(req, HTTP__CANNED_NO_ROUTE);
     return;
   }

@@ -1,0 +1,115 @@
+/*
+ * fuzz_route.c - libFuzzer target for the HTTP layer's request-target parsing
+ * (src/http/http_routes.c): http__parse_path, which cuts the path into segments for
+ * the router, http__query_param, which finds and percent-decodes a query parameter,
+ * and http__parse_int, which reads the management API's numbers (limit,
+ * next_page_token, batch_size, ...), as every request runs them on bytes from a socket.
+ *
+ * Input: the request target (path and query), as h2o hands it over: req->path, with
+ * req->query_at at its first '?' (SIZE_MAX when there is none). It is copied into a
+ * heap block of exactly its size, so that ASan reports any read past it.
+ *
+ * Checks: the segments lie inside the path before the query, in order, none empty and
+ * none holding a '/'; the query is exactly what follows the '?'; every parameter the
+ * management API reads decodes to a NUL-terminated value no longer than the query,
+ * equal to the raw text when that has no '%' or '+'; a number read lies within its
+ * bounds and is what strtol reads from the same digits. Anything else aborts.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http/http_internal.h"
+
+static void fail(const char *what) {
+  fprintf(stderr, "fuzz_route: %s\n", what);
+  abort();
+}
+
+static void check_segments(const char *target, size_t len, size_t query_at, const http__path *path) {
+  size_t end = query_at != SIZE_MAX ? query_at : len;
+  const char *prev_end = target;
+  for (int i = 0; i < path->count; i++) {
+    h2o_iovec_t s = path->segments[i];
+    if (s.len == 0) fail("empty segment");
+    if (s.base < prev_end || s.base + s.len > target + end) fail("segment outside the path or out of order");
+    if (memchr(s.base, '/', s.len)) fail("segment holds a '/'");
+    prev_end = s.base + s.len;
+  }
+  if (query_at == SIZE_MAX) {
+    if (path->query.len != 0) fail("a query without a '?'");
+  } else if (path->query.base != target + query_at + 1 || path->query.len != len - query_at - 1) {
+    fail("query is not what follows the '?'");
+  }
+}
+
+static void check_number(h2o_iovec_t v, int lo, int hi) {
+  int x = -1;
+  if (!http__parse_int(v, lo, hi, &x)) return;
+  if (x < lo || x > hi) fail("number outside its bounds");
+  char *end;
+  long long want = strtoll(v.base, &end, 10);
+  if (end != v.base + v.len || want != x) fail("number differs from strtoll's");
+}
+
+static void check_params(h2o_req_t *req, const http__path *path) {
+  static const struct {
+    const char *name;
+    int lo, hi;
+  } params[] = {
+      {"limit", 0, INT32_MAX},        {"next_page_token", 0, INT32_MAX - 1000},
+      {"initial_workers", 0, 64},     {"batch_size", 1, 1024},
+      {"max_batch_delay", 0, 600000}, {"response_timeout", 1, 86400},
+      {"min_worker", 0, 64},          {"max_worker", 0, 64},
+      {"url", 0, -1},                 {"model_name", 0, -1},
+      {"synchronous", 0, -1},         {"type", 0, -1},
+  };
+  for (size_t i = 0; i < sizeof params / sizeof params[0]; i++) {
+    h2o_iovec_t v;
+    if (!http__query_param(req, path, params[i].name, &v)) continue;
+    if (!v.base || v.base[v.len] != '\0') fail("value not NUL-terminated");
+    if (v.len > path->query.len) fail("value longer than the query");
+    if (params[i].lo <= params[i].hi) check_number(v, params[i].lo, params[i].hi);
+    /* the raw value: after "name=" in an item of the query, up to '&' */
+    size_t name_len = strlen(params[i].name);
+    const char *p = path->query.base, *end = path->query.base + path->query.len;
+    while (p < end) {
+      const char *amp = memchr(p, '&', (size_t)(end - p)), *item_end = amp ? amp : end;
+      if ((size_t)(item_end - p) >= name_len && memcmp(p, params[i].name, name_len) == 0 &&
+          (p + name_len == item_end || p[name_len] == '=')) {
+        const char *raw = p + name_len == item_end ? item_end : p + name_len + 1;
+        size_t raw_len = (size_t)(item_end - raw);
+        if (!memchr(raw, '%', raw_len) && !memchr(raw, '+', raw_len) &&
+            (v.len != raw_len || memcmp(v.base, raw, raw_len) != 0))
+          fail("a value without escapes is not its raw text");
+        break;
+      }
+      p = amp ? amp + 1 : end;
+    }
+  }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  char *target = malloc(size ? size : 1);
+  if (!target) abort();
+  memcpy(target, data, size);
+  const char *q = memchr(target, '?', size);
+
+  h2o_req_t req;
+  memset(&req, 0, sizeof req);
+  h2o_mem_init_pool(&req.pool);
+  req.path = h2o_iovec_init(target, size);
+  req.query_at = q ? (size_t)(q - target) : SIZE_MAX;
+
+  http__path path;
+  if (http__parse_path(&req, &path)) {
+    check_segments(target, size, req.query_at, &path);
+    check_params(&req, &path);
+  } else if (path.count != HTTP__MAX_SEGMENTS) {
+    fail("refused a path that has room for its segments");
+  }
+  h2o_mem_clear_pool(&req.pool);
+  free(target);
+  return 0;
+}
