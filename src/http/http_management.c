@@ -380,7 +380,8 @@ static void list_models(http_server *s, h2o_req_t *req, const http__path *path) 
   }
   if (limit == 0 || limit > LIST_LIMIT_MAX) limit = limit ? LIST_LIMIT_MAX : LIST_LIMIT_DEFAULT;
   /* bounded so that offset + limit cannot overflow; no list holds that many models */
-  if (http__query_param(req, path, "next_page_token", &v) && !http__parse_int(v, 0, INT32_MAX - LIST_LIMIT_MAX, &offset)) {
+  if (http__query_param(req, path, "next_page_token", &v) &&
+      !http__parse_int(v, 0, INT32_MAX - LIST_LIMIT_MAX, &offset)) {
     http__send_error(req, HTTP__E_BAD_REQUEST, "next_page_token must come from a previous list");
     return;
   }
@@ -550,7 +551,8 @@ void http__management_route(http_server *s, h2o_req_t *req, const http__path *pa
       http__send_error(req, HTTP__E_BAD_REQUEST, "min_worker must be an integer in 0..256");
       return;
     }
-    if (workers < 0 && http__query_param(req, path, "max_worker", &v) && !http__parse_int(v, 0, SCHED_MAX_WORKERS, &workers)) {
+    if (workers < 0 && http__query_param(req, path, "max_worker", &v) &&
+        !http__parse_int(v, 0, SCHED_MAX_WORKERS, &workers)) {
       http__send_error(req, HTTP__E_BAD_REQUEST, "max_worker must be an integer in 0..256");
       return;
     }
