@@ -9,12 +9,20 @@
  * relative .onnx path without "..", no control characters), and an opened archive's
  * bytes must all be readable (touched here so that ASan sees a short buffer).
  * The caps are lowered (64 MiB unpacked, 1000 entries) so that a bomb costs little.
+ *
+ * A zip is opened a second time as a file (a memfd, by its /proc/self/fd path), the
+ * way the server opens its model store: there a stored .onnx entry is not read through
+ * libzip but mapped in place, found by its local header (map_stored_entry). The two
+ * opens must agree: both refuse, or both give the same manifest, the same .onnx bytes
+ * and the same extra files.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "archive/archive.h"
 
@@ -68,6 +76,47 @@ static void touch(const void *data, size_t size) {
   sink = x;
 }
 
+/* The bytes as a file, opened by path; NULL when it is refused (status in *st). The
+ * memfd is closed once opened: the mapping and libzip's own descriptor keep it. */
+static archive_model *open_as_file(const uint8_t *data, size_t size, const archive_params *params, inferd_code *rc,
+                                   inferd_status *st) {
+  int fd = memfd_create("fuzz_manifest.mar", MFD_CLOEXEC);
+  if (fd < 0) fail("memfd_create");
+  for (size_t done = 0; done < size;) {
+    ssize_t n = write(fd, data + done, size - done);
+    if (n <= 0) fail("write to the memfd");
+    done += (size_t)n;
+  }
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+  archive_model *a = NULL;
+  *rc = archive_open(path, params, &a, st);
+  close(fd);
+  return a;
+}
+
+static bool same_text(const char *x, const char *y) { return x && y && strcmp(x, y) == 0; }
+
+/* What the memfd open gave against what the in-memory open gave. */
+static void check_same(const archive_model *mem, const archive_model *file) {
+  if (!same_text(archive_model_name(mem), archive_model_name(file)) ||
+      !same_text(archive_model_version(mem), archive_model_version(file)) ||
+      !same_text(archive_manifest_json(mem), archive_manifest_json(file)))
+    fail("the file's manifest differs from the memory's");
+  size_t mem_size, file_size;
+  const void *mem_onnx = archive_onnx(mem, &mem_size), *file_onnx = archive_onnx(file, &file_size);
+  if (!file_onnx || file_size != mem_size || memcmp(mem_onnx, file_onnx, mem_size) != 0)
+    fail("the file's .onnx bytes differ from the memory's");
+  if (archive_file_count(mem) != archive_file_count(file)) fail("the file has another number of extra files");
+  for (int i = 0; i < archive_file_count(mem); i++) {
+    const char *name;
+    size_t n, m = SIZE_MAX; /* archive_file leaves it when it has no such file */
+    const void *x = archive_file_at(mem, i, &name, &n);
+    const void *y = archive_file(file, name, &m);
+    if (m != n || (n && memcmp(x, y, n) != 0)) fail("an extra file differs between file and memory");
+  }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   inferd_status st = {0};
   archive_manifest m;
@@ -82,11 +131,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const archive_params params = {.max_total_bytes = 64 << 20, .max_entries = 1000, .max_extra_bytes = 16 << 20};
     archive_model *a = NULL;
     rc = archive_open_memory(data, size, &params, &a, &st);
+    /* archive_open takes a file for a zip by its first four bytes (else it wants .onnx) */
+    bool zip = size >= 4 && ((data[2] == 3 && data[3] == 4) || (data[2] == 5 && data[3] == 6));
+    inferd_status file_st = {0};
+    inferd_code file_rc = INFERD_OK;
+    archive_model *f = zip ? open_as_file(data, size, &params, &file_rc, &file_st) : NULL;
+    if (zip && file_rc != INFERD_OK) {
+      check_refusal(file_rc, &file_st);
+      if (f) fail("a refusal returned a model");
+    }
     if (rc != INFERD_OK) {
       check_refusal(rc, &st);
       if (a) fail("a refusal returned a model");
+      if (f) fail("the file opened where the memory was refused");
       return 0;
     }
+    if (zip && !f) fail("the file was refused where the memory opened");
     if (archive_get_kind(a) != ARCHIVE_MAR) fail("not a .mar");
     if (!archive_model_name(a) || !archive_model_version(a) || !archive_manifest_json(a)) fail("a field missing");
     size_t onnx_size;
@@ -101,6 +161,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (archive_file(a, name, NULL) != file) fail("archive_file finds another file");
       touch(file, file_size);
     }
+    if (f) check_same(a, f);
+    archive_close(f);
     archive_close(a);
   }
   return 0;
