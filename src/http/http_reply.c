@@ -98,14 +98,19 @@ static struct {
   char body[CANNED_MAX];
   size_t len;
 } canned[HTTP__CANNED_COUNT] = {
-    [HTTP__CANNED_NO_ROUTE] = {HTTP__E_NO_ROUTE, "Requested resource is not found, please refer to API document."},
-    [HTTP__CANNED_METHOD] = {HTTP__E_METHOD, "Requested method is not allowed, please refer to API document."},
-    [HTTP__CANNED_UNAUTHORIZED] = {HTTP__E_UNAUTHORIZED,
-                                   "Token Authorization failed. Token either incorrect, expired, or not provided "
-                                   "correctly: send 'Authorization: Bearer <key>' with the key from key_file.json"},
-    [HTTP__CANNED_SHUTTING_DOWN] = {HTTP__E_UNAVAILABLE, "The server is shutting down and accepts no new requests."},
-    [HTTP__CANNED_EMPTY_BODY] = {HTTP__E_BAD_REQUEST,
-                                 "Request body is empty: send the image as the body or as form field 'data'"},
+    [HTTP__CANNED_NO_ROUTE] = {.error = HTTP__E_NO_ROUTE,
+                               .message = "Requested resource is not found, please refer to API document."},
+    [HTTP__CANNED_METHOD] = {.error = HTTP__E_METHOD,
+                             .message = "Requested method is not allowed, please refer to API document."},
+    [HTTP__CANNED_UNAUTHORIZED] = {.error = HTTP__E_UNAUTHORIZED,
+                                   .message = "Token Authorization failed. Token either incorrect, expired, or not "
+                                              "provided correctly: send 'Authorization: Bearer <key>' with the key "
+                                              "from key_file.json"},
+    [HTTP__CANNED_SHUTTING_DOWN] = {.error = HTTP__E_UNAVAILABLE,
+                                    .message = "The server is shutting down and accepts no new requests."},
+    [HTTP__CANNED_EMPTY_BODY] = {.error = HTTP__E_BAD_REQUEST,
+                                 .message = "Request body is empty: send the image as the body or as form field "
+                                            "'data'"},
 };
 
 void http__reply_init(void) {
