@@ -159,9 +159,14 @@ size_t inferd_session_scratch_bytes(const inferd_session *session, int batch);
  * runs one batch at a time), the largest of their inferd_session_scratch_bytes. */
 size_t inferd_session_arena_bytes(const inferd_session *session);
 
-/* Per-op-kind time breakdown of the runs since the session was made with profile=1,
- * written as text lines "op  calls  total_ms  share%" into buf. */
+/* Per-op-kind time breakdown of the runs since the session was made with profile=1 (or
+ * since inferd_session_profile_reset), written as text lines "op  calls  total_ms
+ * share%" into buf. */
 void inferd_session_profile(const inferd_session *session, char *buf, size_t size);
+
+/* Forgets the times profiled so far, e.g. after warm-up runs, whose first touch of the
+ * scratch and first calls of each kernel would otherwise be counted in. */
+void inferd_session_profile_reset(inferd_session *session);
 
 /* The `top` steps of batch size `batch`'s plan that took the most time in this session's
  * runs of that batch (profile=1), slowest first, as text lines: milliseconds per run,

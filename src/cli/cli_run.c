@@ -11,7 +11,8 @@
  * `throughput: <float> images/s`, or one JSON object with --json. --no-winograd keeps
  * every convolution direct (inferd_model_params.no_winograd). --profile then prints the
  * time per op kind and the PROFILE_STEPS slowest steps of the plan (each with its node,
- * oneDNN kernel, output shape and GFLOP/s).
+ * oneDNN kernel, output shape and GFLOP/s); with --bench, of the timed runs only (the
+ * warm-up's first touch of the scratch made some steps look 2x slower than they run).
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -198,6 +199,7 @@ static int run_bench(inferd_model *m, inferd_session *s, const run_options *o) {
       rc = fail(&st);
       goto out;
     }
+  inferd_session_profile_reset(s); /* --profile counts the timed runs only */
   int iters = 0;
   double t0 = core_now_seconds(), now = t0;
   while ((now - t0 < o->seconds || iters < 3) && iters < MAX_ITERS) {

@@ -519,6 +519,17 @@ inferd_code inferd_session_run(inferd_session *s, int batch, const float *const 
   return INFERD_OK;
 }
 
+void inferd_session_profile_reset(inferd_session *s) {
+  memset(s->op_seconds, 0, sizeof s->op_seconds);
+  memset(s->op_calls, 0, sizeof s->op_calls);
+  s->run_seconds = 0;
+  for (int i = 0; i < s->n_inst; i++) {
+    plan_instance *in = &s->inst[i];
+    if (in->step_seconds) memset(in->step_seconds, 0, (size_t)in->plan->n_steps * sizeof *in->step_seconds);
+    in->runs = 0;
+  }
+}
+
 void inferd_session_profile(const inferd_session *s, char *buf, size_t size) {
   size_t off = 0;
   off += (size_t)snprintf(buf, size, "%-20s %8s %12s %7s\n", "op", "calls", "total_ms", "share");

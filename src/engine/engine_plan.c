@@ -323,6 +323,13 @@ inferd_code plan_src(plan_ctx *c, int v, const dnnl_memory_desc_t *want, plan_re
   plan_ref dst = {.kind = REF_BUFFER, .index = b, .md = *want};
   inferd_code rc = plan_emit_reorder(c, -1, &pv->ref, &dst, st);
   if (rc != INFERD_OK) return rc;
+  /* the profile names the value this reorder copies, not a node */
+  const char *name = c->m->graph->values[v].name ? c->m->graph->values[v].name : "?";
+  size_t len = strlen(name) + sizeof "(reorder of )";
+  char *label = core_arena_alloc(c->p->consts, len, 1);
+  if (!label) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
+  snprintf(label, len, "(reorder of %s)", name);
+  c->p->steps[c->p->n_steps - 1].node = label;
   if (c->n_variants == c->cap_variants) {
     int cap = c->cap_variants ? c->cap_variants * 2 : 32;
     variant *nv = realloc(c->variants, (size_t)cap * sizeof *nv);

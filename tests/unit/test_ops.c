@@ -1569,6 +1569,21 @@ static void test_downsampling_conv_nhwc(void **state) {
     bool brgemm = strstr(line, " brg") != NULL;
     if (brgemm != (k == 1)) fail_msg("%s should run %s:\n%s", nodes[k], k == 1 ? "brgemm (nhwc)" : "blocked", profile);
   }
+  /* the reorders name the values they copy: r0 into nhwc, r1 back */
+  static const char *const copied[] = {"(reorder of r0)", "(reorder of r1)"};
+  for (int k = 0; k < 2; k++)
+    if (!profile_line(profile, copied[k], line, sizeof line) || !strstr(line, " Reorder "))
+      fail_msg("no step %s:\n%s", copied[k], profile);
+  /* a reset forgets the runs so far; the next run is counted alone */
+  inferd_session_profile_reset(s);
+  inferd_session_profile_steps(s, 4, 20, profile, sizeof profile);
+  assert_string_equal(profile, "");
+  inferd_session_profile(s, profile, sizeof profile);
+  assert_null(strstr(profile, "Conv"));
+  assert_int_equal(inferd_session_run(s, 4, ins, outs, &st), INFERD_OK);
+  assert_int_equal(inferd_session_run(s, 4, ins, outs, &st), INFERD_OK);
+  inferd_session_profile_steps(s, 4, 20, profile, sizeof profile);
+  if (!strstr(profile, "at batch 4 (2 runs)")) fail_msg("two runs since the reset:\n%s", profile);
   inferd_session_free(s);
   inferd_model_free(m);
   b_free(b);
