@@ -10,11 +10,12 @@
 #   /usr/bin/python3 bench/engine_torch.py --model MODEL --batch B --threads T --seconds S --json
 #   node bench/peers_ort.js --model MODEL.onnx --batch B --threads T --seconds S
 # and prints a Markdown table of images/s with the ratios inferd/PyTorch and inferd/ORT per row.
-# The table also goes to bench/results/peers.md with the date, the CPU and the command. Only
+# The table also goes to bench/results/peers.md (or --out) with the date, the CPU and the command. Only
 # the ratios mean something: absolute numbers move with the machine and its load.
 #
 # Usage: bench/peers.sh [--seconds S] [--rounds R] [--build DIR] [--no-build]
 #                       [--models a,b] [--batches 1,8] [--threads 1,2] [--ort-version V]
+#                       [--out FILE]
 #   --rounds R    measure each row R times, the sides alternating (default 2); the table
 #                 takes each side's best round (see bench/engine.sh: the machine's speed
 #                 drifts over minutes), and also gives the ratios round by round (each
@@ -34,6 +35,8 @@
 #   --build DIR   inferd's CMake build directory (default build/); built as bench/engine.sh does
 #   --no-build    never run cmake; DIR/inferd must exist
 #   --models, --batches, --threads   override the grid (torchvision model names; lists)
+#   --out FILE    where the Markdown goes (default bench/results/peers.md, the full grid's
+#                 table; a run of a few rows writes its own file instead of replacing it)
 #   --ort-version V   onnxruntime-node version (default 1.30.0; its npm package carries the
 #                 prebuilt linux-x64 CPU library, and it loads on Node 20)
 #
@@ -63,6 +66,7 @@ MODELS=resnet50,resnet152,mobilenet_v2
 BATCHES=1,8
 THREAD_COUNTS=1,2
 ORT_VERSION=1.30.0
+OUT="$RESULTS/peers.md"
 
 die() { echo "peers.sh: $*" >&2; exit 1; }
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
@@ -78,6 +82,7 @@ while [ $# -gt 0 ]; do
     --batches) [ $# -ge 2 ] || die "--batches needs a value"; BATCHES=$2; shift 2 ;;
     --threads) [ $# -ge 2 ] || die "--threads needs a value"; THREAD_COUNTS=$2; shift 2 ;;
     --ort-version) [ $# -ge 2 ] || die "--ort-version needs a value"; ORT_VERSION=$2; shift 2 ;;
+    --out)     [ $# -ge 2 ] || die "--out needs a file"; OUT=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
@@ -91,6 +96,8 @@ fi
 [[ $MODELS =~ ^[a-z0-9_]+(,[a-z0-9_]+)*$ ]] || die "--models must be like resnet50,mobilenet_v2, not '$MODELS'"
 [[ $ORT_VERSION =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "--ort-version must be like 1.30.0, not '$ORT_VERSION'"
 case "$BUILD" in /*) ;; *) BUILD="$PWD/$BUILD" ;; esac
+case "$OUT" in /*) ;; *) OUT="$PWD/$OUT" ;; esac
+[ -d "$(dirname "$OUT")" ] || die "--out: no directory $(dirname "$OUT")"
 INFERD="$BUILD/inferd"
 IFS=, read -r -a MODEL_LIST <<<"$MODELS"
 IFS=, read -r -a BATCH_LIST <<<"$BATCHES"
@@ -268,7 +275,7 @@ echo "$table"
   echo "all sides ran one after another in the same run, their rounds alternating."
   echo
   echo "$table"
-} >"$RESULTS/peers.md.tmp"
-mv "$RESULTS/peers.md.tmp" "$RESULTS/peers.md"
+} >"$OUT.tmp"
+mv "$OUT.tmp" "$OUT"
 echo
-echo "peers.sh: wrote ${RESULTS#"$ROOT"/}/peers.md" >&2
+echo "peers.sh: wrote ${OUT#"$ROOT"/}" >&2
