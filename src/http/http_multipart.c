@@ -43,7 +43,7 @@ static bool is_space(char c) { return c == ' ' || c == '\t'; }
 /* RFC 2046 bchars, plus space when not last (checked by the caller). */
 static bool is_bchar(char c) {
   return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-         strchr("'()+_,-./:=? ", c) != NULL;
+         (c != '\0' && strchr("'()+_,-./:=? ", c) != NULL);
 }
 
 /* RFC 7230 tchar: what may appear in an unquoted parameter value. */

@@ -69,6 +69,10 @@ static void test_boundary(void **state) {
                n ? b : "", n);
     }
   }
+  /* a NUL inside a quoted boundary is no bchar (RFC 2046), though strchr finds one in any set */
+  static const char nul[] = "multipart/form-data; boundary=\"a\0b\"";
+  const char *b = NULL;
+  assert_int_equal(http_multipart_boundary(nul, sizeof nul - 1, &b), 0);
 }
 
 static void test_multipart_find(void **state) {
