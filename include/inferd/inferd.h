@@ -134,6 +134,11 @@ typedef struct inferd_session_params {
   int profile; /* nonzero: time every step (see inferd_session_profile) */
 } inferd_session_params;
 
+/* The batch sizes a session keeps bound at once. Running one more evicts one, and
+ * binding it again on its next run allocates and takes the model's lock: a caller that
+ * runs batches of many sizes should run them in chunks of fewer sizes than this. */
+enum { INFERD_SESSION_BATCH_SIZES = 24 };
+
 /* Creates a session on `model` (borrowed; must outlive the session). */
 inferd_code inferd_session_new(inferd_model *model, const inferd_session_params *params,
                                inferd_session **out, inferd_status *status);

@@ -260,13 +260,12 @@ typedef struct plan_instance {
   long runs;
 } plan_instance;
 
-enum { SESSION_MAX_PLANS = 16 };
 
 struct inferd_session {
   inferd_model *model;
   int threads;
   dnnl_stream_t stream;
-  plan_instance inst[SESSION_MAX_PLANS];
+  plan_instance inst[INFERD_SESSION_BATCH_SIZES];
   int n_inst;
   char *arena; /* the instances' scratch: activations, then oneDNN's scratchpad */
   size_t arena_size;
@@ -450,7 +449,7 @@ static inferd_code session_instance(inferd_session *s, int batch, plan_instance 
   if (rc == INFERD_OK && !p->instantiated && (rc = engine_plan_instantiate(p, st)) != INFERD_OK) p->refs--;
   pthread_mutex_unlock(&m->lock);
   if (rc != INFERD_OK) return rc;
-  if (s->n_inst == SESSION_MAX_PLANS) instance_free(s, &s->inst[--s->n_inst]);
+  if (s->n_inst == INFERD_SESSION_BATCH_SIZES) instance_free(s, &s->inst[--s->n_inst]);
   plan_instance *in = &s->inst[s->n_inst];
   /* on failure instance_bind has released the plan with the instance */
   if ((rc = instance_bind(s, p, in, st)) != INFERD_OK) return rc;

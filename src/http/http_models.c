@@ -421,9 +421,10 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
   if (code == INFERD_OK) {
     size_t size = 0;
     const void *onnx = archive_onnx(ar, &size);
-    /* a plan per batch size the batcher can form: workers share them instead of each
-     * recompiling a size the model's cache evicted (the engine caps the cache at 32);
-     * kernels and weight layouts tuned for full batches, what a loaded server runs */
+    /* a plan per batch size the workers run (all sizes up to 16, and batchSize; larger
+     * batches of other sizes run in chunks, sched_worker.c): workers share them instead
+     * of each recompiling a size the model's cache evicted (the engine caps the cache at
+     * 32); kernels and weight layouts tuned for full batches, what a loaded server runs */
     inferd_model_params mp = {.max_batch = m->batch_size,
                               .max_cached_plans = m->batch_size,
                               .opt_batch = m->batch_size,

@@ -145,8 +145,9 @@ typedef struct sched_batch_stats {
   int expired;                 /* completed with TIMEOUT without running: deadline passed */
   int cancelled;               /* completed with TIMEOUT without running: cancelled */
   const double *queue_seconds; /* [batch_size]: each run request's wait, enqueue -> batch start */
-  double inference_seconds;    /* the engine run; 0 when nothing ran */
-  inferd_code code;            /* of the engine run (OK when nothing ran) */
+  double inference_seconds;    /* the engine runs; 0 when nothing ran */
+  int engine_runs;             /* 1, or the chunks a batch of another size ran in (sched_worker.c) */
+  inferd_code code;            /* of the engine runs (OK when nothing ran) */
   int queue_depth;             /* requests left queued when this batch was taken */
 } sched_batch_stats;
 

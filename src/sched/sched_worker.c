@@ -55,7 +55,15 @@
  * Running a batch (no lock): copy each request's input into its row of the batch
  * input, check once per batch size that every output has shape [batch, item...] (so
  * the buffers sized at start can never overflow), run, copy row k of the first output
- * to request k, call the stats hook, then every done. A request cancelled while its
+ * to request k, call the stats hook, then every done. A batch of up to
+ * SCHED_EXACT_BATCH requests, or of exactly batch_size, is one engine run; one of
+ * another size runs as chunks of SCHED_EXACT_BATCH rows and a remainder, one after
+ * another in the same buffers. So a worker binds at most SCHED_EXACT_BATCH + 1 batch
+ * sizes, within what its session keeps (INFERD_SESSION_BATCH_SIZES) and the model's
+ * plan cache: with batchSize 64 and a batch size per run, every new size would compile
+ * a plan (15-25 ms for a ResNet) and bind it in the session with malloc under the
+ * model's lock, again each time the caches evict it. Rows are independent (the
+ * batcher already relies on it), so the chunks give the answers one run would. A request cancelled while its
  * batch ran still gets INFERD_TIMEOUT (its output was written; the caller has answered
  * already). After done is called the worker never touches that request again.
  *
@@ -71,6 +79,15 @@
 #include <time.h>
 
 #include "sched/sched_internal.h"
+
+/* Batch sizes a worker runs in one engine call: 1..SCHED_EXACT_BATCH and batch_size. */
+enum { SCHED_EXACT_BATCH = 16 };
+_Static_assert(SCHED_EXACT_BATCH + 1 <= INFERD_SESSION_BATCH_SIZES, "a session must keep every size a worker runs");
+
+/* Rows of the next engine run when `left` rows of the batch remain. */
+static int chunk_rows(int left, int batch_size) {
+  return left <= SCHED_EXACT_BATCH || left == batch_size ? left : SCHED_EXACT_BATCH;
+}
 
 /* ---- start-up ------------------------------------------------------------------------ */
 
@@ -358,14 +375,19 @@ static void worker_run(sched_worker *w, const batch_take *t) {
   core_status_ok(&st);
   inferd_code rc = INFERD_OK;
   double seconds = 0;
+  int runs = 0;
   if (t->n > 0) {
     for (int k = 0; k < t->n; k++) memcpy(w->input + (size_t)k * in_item, w->batch[k]->input, in_item * sizeof(float));
-    rc = worker_check_shapes(w, w->session, t->n, &st);
-    if (rc == INFERD_OK) {
-      const float *inputs[1] = {w->input};
+    for (int row = 0, rows; rc == INFERD_OK && row < t->n; row += rows) {
+      rows = chunk_rows(t->n - row, m->params.batch_size);
+      if ((rc = worker_check_shapes(w, w->session, rows, &st)) != INFERD_OK) break;
+      const float *inputs[1] = {w->input + (size_t)row * in_item};
+      float *outputs[SCHED__MAX_OUTPUTS];
+      for (int i = 0; i < m->n_outputs; i++) outputs[i] = w->outputs[i] + (size_t)row * m->output_elems[i];
       double t0 = core_now_seconds();
-      rc = inferd_session_run(w->session, t->n, inputs, w->outputs, &st);
-      seconds = core_now_seconds() - t0;
+      rc = inferd_session_run(w->session, rows, inputs, outputs, &st);
+      seconds += core_now_seconds() - t0;
+      runs++;
     }
     if (rc == INFERD_OK)
       for (int k = 0; k < t->n; k++)
@@ -383,6 +405,7 @@ static void worker_run(sched_worker *w, const batch_take *t) {
         .cancelled = t->cancelled,
         .queue_seconds = w->queue_seconds,
         .inference_seconds = seconds,
+        .engine_runs = runs,
         .code = rc,
         .queue_depth = t->depth,
     };

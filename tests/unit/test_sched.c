@@ -76,6 +76,7 @@ struct harness {
   /* stats */
   int n_batches;
   int batch_sizes[MAX_BATCHES];
+  int engine_runs[MAX_BATCHES]; /* of the same batch */
   int expired, cancelled, run;
   bool bad_stats;
   bool bad_done; /* done got a request other than its own */
@@ -169,7 +170,10 @@ static void on_done(sched_request *r, inferd_code code, void *user) {
 static void on_batch(void *ctx, const sched_batch_stats *s) {
   harness *h = ctx;
   pthread_mutex_lock(&h->lock);
-  if (h->n_batches < MAX_BATCHES && s->batch_size > 0) h->batch_sizes[h->n_batches++] = s->batch_size;
+  if (h->n_batches < MAX_BATCHES && s->batch_size > 0) {
+    h->engine_runs[h->n_batches] = s->engine_runs;
+    h->batch_sizes[h->n_batches++] = s->batch_size;
+  }
   h->expired += s->expired;
   h->cancelled += s->cancelled;
   h->run += s->batch_size;
@@ -462,6 +466,38 @@ static void test_batches_fill_when_queued(void **state) {
   assert_int_equal(h.batch_sizes[1], 8);
   assert_int_equal(h.batch_sizes[2], 8);
   assert_int_equal(h.batch_sizes[3], 4);
+  sched_model_free(m);
+  harness_free(&h);
+  (void)state;
+}
+
+/* batchSize above 16: a full batch is one engine run, a batch of another size above 16
+ * runs as chunks of 16 and a remainder (sched_worker.c), and every row is still its
+ * own request's. Held busy, the worker comes back to 79 queued: 40, then 39 = 16+16+7. */
+static void test_large_batches_run_in_chunks(void **state) {
+  harness h;
+  harness_init(&h);
+  sched_model_params p = base_params(&h);
+  p.batch_size = 40;
+  p.job_queue_size = 100;
+  sched_model *m = start_model(&p);
+  gate_close(&h);
+  hold_one_worker(&h, m, 0);
+  for (int i = 1; i <= 79; i++) assert_int_equal(submit(m, new_req(&h, i, false)), INFERD_OK);
+  gate_open(&h);
+  assert_true(wait_completed(&h, 80));
+  check_all(&h);
+  for (int i = 0; i < h.n_reqs; i++) assert_int_equal(h.reqs[i].code, INFERD_OK);
+  pthread_mutex_lock(&h.lock);
+  int n = h.n_batches;
+  pthread_mutex_unlock(&h.lock);
+  assert_int_equal(n, 3);
+  static const int sizes[] = {1, 40, 39}, runs[] = {1, 1, 3};
+  for (int b = 0; b < 3; b++) {
+    assert_int_equal(h.batch_sizes[b], sizes[b]);
+    assert_int_equal(h.engine_runs[b], runs[b]);
+  }
+  assert_false(h.bad_stats);
   sched_model_free(m);
   harness_free(&h);
   (void)state;
@@ -1136,6 +1172,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_rows_match_running_alone),
       cmocka_unit_test(test_batches_fill_when_queued),
+      cmocka_unit_test(test_large_batches_run_in_chunks),
       cmocka_unit_test(test_queue_full_refuses_at_once),
       cmocka_unit_test(test_deadline_expires_in_queue),
       cmocka_unit_test(test_cancelled_is_skipped),
