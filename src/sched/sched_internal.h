@@ -89,6 +89,10 @@ void *sched__worker_main(void *arg);
 /* pthread_cond_timedwait until `until`, seconds on the core_now_seconds() clock (the
  * model's condition variables use CLOCK_MONOTONIC). */
 void sched__wait_until(pthread_cond_t *cond, pthread_mutex_t *mutex, double until);
+/* Sets the sticky `warmed` once no worker is starting, none failed and one runs: when
+ * a worker has started or failed, and when failed workers are forgotten. Caller holds
+ * model->lock. */
+void sched__update_warmed_locked(struct sched_model *m);
 /* Pops the oldest queued request. Caller holds model->lock and count > 0. */
 sched_request *sched__pop_locked(struct sched_model *m);
 /* Completes everything queued with `code` while no worker is live (scale to 0, every

@@ -130,6 +130,7 @@ static void reap_locked(sched_model *m) {
     free(gone[i]);
   }
   pthread_mutex_lock(&m->lock);
+  sched__update_warmed_locked(m); /* a failed worker forgotten may leave only running ones */
 }
 
 /* Stops `count` live workers, highest slot first, and waits for them to exit. */

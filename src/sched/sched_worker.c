@@ -434,8 +434,7 @@ static void worker_run(sched_worker *w, const batch_take *t) {
 
 /* ---- the thread ------------------------------------------------------------------------ */
 
-/* Sets the sticky `warmed` once no worker is starting, none failed and one runs. */
-static void update_warmed_locked(sched_model *m) {
+void sched__update_warmed_locked(sched_model *m) {
   bool starting = false, failed = false, running = false;
   for (int i = 0; i < m->n_workers; i++) {
     const sched_worker *x = m->workers[i];
@@ -466,7 +465,7 @@ void *sched__worker_main(void *arg) {
     core_log(CORE_LOG_INFO, "model '%s': worker %d ready in %.0f ms (slot %d, %d threads%s%s)", m->name, w->id,
              (core_now_seconds() - t0) * 1e3, w->slot, w->threads, w->cores[0] ? ", cores " : "", w->cores);
   }
-  update_warmed_locked(m);
+  sched__update_warmed_locked(m);
   pthread_cond_broadcast(&m->state);
 
   if (rc == INFERD_OK) {

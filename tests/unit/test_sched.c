@@ -972,7 +972,12 @@ static void test_bind_failure(void **state) {
   assert_int_equal(sched_model_describe(m, NULL, w, 4), 2);
   assert_int_equal(w[1].state, SCHED_WORKER_FAILED);
   assert_non_null(strstr(w[1].error.message, "bind"));
-  assert_int_equal(sched_model_scale(m, 2, &st), INFERD_OK); /* forgets worker 1, starts worker 2 */
+  /* scaling to the one that runs forgets worker 1: the model is ready with worker 0 */
+  assert_int_equal(sched_model_scale(m, 1, &st), INFERD_OK);
+  assert_int_equal(sched_model_wait_ready(m, 60000, &st), INFERD_OK);
+  assert_true(sched_model_ready(m));
+  assert_int_equal(sched_model_describe(m, NULL, w, 4), 1);
+  assert_int_equal(sched_model_scale(m, 2, &st), INFERD_OK); /* starts worker 2 */
   assert_int_equal(sched_model_wait_ready(m, 60000, &st), INFERD_OK);
   assert_int_equal(sched_model_describe(m, NULL, w, 4), 2);
   assert_int_equal(w[1].id, 2);
