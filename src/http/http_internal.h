@@ -226,7 +226,8 @@ typedef struct http__model {
   size_t input_elems;        /* floats of one request's input */
   size_t output_elems;       /* floats of one request's output: the classes */
   size_t answer_bytes;       /* bound of one top-5 answer's JSON */
-  int batch_size, max_batch_delay_ms, response_timeout_s, min_workers, max_workers;
+  int batch_size, max_batch_delay_ms, response_timeout_s, max_workers;
+  atomic_int min_workers;    /* set by scale (management thread), read by describe */
   int job_queue_size;        /* the scheduler's, as it took it (read per v2 request, lock-free) */
   atomic_int refs;
   http_server *server;

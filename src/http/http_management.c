@@ -119,7 +119,7 @@ static void run(http__management *g, mgmt_job *job) {
     if (code == INFERD_NOT_FOUND) core_status_prefix(&st, "Model not found in model store: %s", job->path);
     if (code != INFERD_OK) {
       fail_reply(job, &st);
-    } else if (m->min_workers == 0) {
+    } else if (atomic_load(&m->min_workers) == 0) {
       snprintf(message, sizeof message,
                "Model \"%s\" Version: %s registered with 0 initial workers. Use scale workers API to add workers "
                "for the model.",
@@ -127,7 +127,7 @@ static void run(http__management *g, mgmt_job *job) {
       ok_reply(job, 200, message);
     } else if (job->synchronous) {
       snprintf(message, sizeof message, "Model \"%s\" Version: %s registered with %d initial workers", m->name,
-               m->version, m->min_workers);
+               m->version, atomic_load(&m->min_workers));
       ok_reply(job, 200, message);
     } else {
       ok_reply(job, 202, "Processing worker updates...");
@@ -326,10 +326,11 @@ static json_t *describe(http__model *m) {
     if (worker && w->state == SCHED_WORKER_FAILED) json_object_set_new(worker, "error", json_string(w->error.message));
     json_array_append_new(list, worker);
   }
+  int min_workers = atomic_load(&m->min_workers);
   json_t *d = json_pack(
       "{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:b, s:b, s:b, s:I}", "modelName", m->name,
       "modelVersion", m->version, "modelUrl", m->url, "engine", "inferd", "runtime", "onnx", "handler", m->handler,
-      "minWorkers", m->min_workers, "maxWorkers", m->max_workers ? m->max_workers : m->min_workers, "batchSize",
+      "minWorkers", min_workers, "maxWorkers", m->max_workers ? m->max_workers : min_workers, "batchSize",
       info.batch_size, "maxBatchDelay", info.max_batch_delay_ms, "responseTimeout", m->response_timeout_s,
       "loadedAtStartup", m->loaded_at_startup, "isDefault", atomic_load(&m->is_default), "ready", info.ready,
       "memoryUsage", (json_int_t)inferd_model_weights_bytes(m->engine));

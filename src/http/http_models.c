@@ -481,7 +481,7 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
     code = sched_model_new(m->engine, &sp, &m->sched, st);
   }
   if (code == INFERD_OK) {
-    m->min_workers = sched_workers;
+    atomic_init(&m->min_workers, sched_workers);
     m->input_elems = sched_model_input_elems(m->sched);
     sched_model_info info;
     sched_model_describe(m->sched, &info, NULL, 0);
@@ -567,7 +567,7 @@ inferd_code http__registry_scale(http__registry *r, const char *name, const char
   if (workers > 0) code = placement_plan(m->placement, workers, &count, st);
   if (code == INFERD_OK) code = sched_model_scale(m->sched, workers, st);
   if (code == INFERD_OK) {
-    m->min_workers = workers;
+    atomic_store(&m->min_workers, workers);
     metrics_model_set_workers(m->metrics, workers);
     core_log(CORE_LOG_INFO, "model %s version %s scaled to %d worker%s", m->name, m->version, workers,
              workers == 1 ? "" : "s");
