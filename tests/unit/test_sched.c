@@ -442,6 +442,33 @@ static void test_rows_match_running_alone(void **state) {
   (void)state;
 }
 
+/* One worker held busy while `queued` requests queue, then let go: every request is
+ * answered correctly, and the batches it took are `sizes` (after the held one), each
+ * in `runs` engine runs (NULL: one each). */
+static void check_batches_after_hold(harness *h, sched_model *m, int queued, int n, const int *sizes,
+                                     const int *runs) {
+  gate_close(h);
+  hold_one_worker(h, m, 0);
+  for (int i = 1; i <= queued; i++) assert_int_equal(submit(m, new_req(h, i, false)), INFERD_OK);
+  sched_model_info info;
+  sched_model_describe(m, &info, NULL, 0);
+  assert_int_equal(info.queue_depth, queued);
+  gate_open(h);
+  assert_true(wait_completed(h, queued + 1));
+  check_all(h);
+  for (int i = 0; i < h->n_reqs; i++) assert_int_equal(h->reqs[i].code, INFERD_OK);
+  pthread_mutex_lock(&h->lock);
+  int batches = h->n_batches;
+  pthread_mutex_unlock(&h->lock);
+  assert_int_equal(batches, n + 1);
+  assert_int_equal(h->batch_sizes[0], 1);
+  for (int b = 0; b < n; b++) {
+    assert_int_equal(h->batch_sizes[b + 1], sizes[b]);
+    assert_int_equal(h->engine_runs[b + 1], runs ? runs[b] : 1);
+  }
+  assert_false(h->bad_stats);
+}
+
 /* One worker held busy while 20 requests queue: it comes back and takes 8, 8, 4. */
 static void test_batches_fill_when_queued(void **state) {
   harness h;
@@ -449,23 +476,7 @@ static void test_batches_fill_when_queued(void **state) {
   sched_model_params p = base_params(&h);
   p.batch_size = 8;
   sched_model *m = start_model(&p);
-  gate_close(&h);
-  hold_one_worker(&h, m, 0);
-  for (int i = 1; i <= 20; i++) assert_int_equal(submit(m, new_req(&h, i, false)), INFERD_OK);
-  sched_model_info info;
-  sched_model_describe(m, &info, NULL, 0);
-  assert_int_equal(info.queue_depth, 20);
-  gate_open(&h);
-  assert_true(wait_completed(&h, 21));
-  check_all(&h);
-  pthread_mutex_lock(&h.lock);
-  int n = h.n_batches;
-  pthread_mutex_unlock(&h.lock);
-  assert_int_equal(n, 4);
-  assert_int_equal(h.batch_sizes[0], 1);
-  assert_int_equal(h.batch_sizes[1], 8);
-  assert_int_equal(h.batch_sizes[2], 8);
-  assert_int_equal(h.batch_sizes[3], 4);
+  check_batches_after_hold(&h, m, 20, 3, (const int[]){8, 8, 4}, NULL);
   sched_model_free(m);
   harness_free(&h);
   (void)state;
@@ -481,23 +492,7 @@ static void test_large_batches_run_in_chunks(void **state) {
   p.batch_size = 40;
   p.job_queue_size = 100;
   sched_model *m = start_model(&p);
-  gate_close(&h);
-  hold_one_worker(&h, m, 0);
-  for (int i = 1; i <= 79; i++) assert_int_equal(submit(m, new_req(&h, i, false)), INFERD_OK);
-  gate_open(&h);
-  assert_true(wait_completed(&h, 80));
-  check_all(&h);
-  for (int i = 0; i < h.n_reqs; i++) assert_int_equal(h.reqs[i].code, INFERD_OK);
-  pthread_mutex_lock(&h.lock);
-  int n = h.n_batches;
-  pthread_mutex_unlock(&h.lock);
-  assert_int_equal(n, 3);
-  static const int sizes[] = {1, 40, 39}, runs[] = {1, 1, 3};
-  for (int b = 0; b < 3; b++) {
-    assert_int_equal(h.batch_sizes[b], sizes[b]);
-    assert_int_equal(h.engine_runs[b], runs[b]);
-  }
-  assert_false(h.bad_stats);
+  check_batches_after_hold(&h, m, 79, 2, (const int[]){40, 39}, (const int[]){1, 3});
   sched_model_free(m);
   harness_free(&h);
   (void)state;
