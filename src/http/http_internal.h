@@ -156,6 +156,8 @@ typedef struct http__loop {
   bool thread_started;
   handler_image_ctx *image; /* this thread's preprocessing buffers */
   struct http__job *free_jobs; /* recycled prediction jobs, this thread only */
+  h2o_linklist_t waiting;      /* requests waiting for the scheduler, by http__job.waiting */
+  h2o_timeout_entry_t deadline_tick; /* linked while `waiting` is not empty */
 } http__loop;
 
 struct http_server {
@@ -298,6 +300,8 @@ typedef struct http__job {
   float *output;                     /* [output_capacity] */
   size_t input_capacity, output_capacity;
   double received;                   /* core_now_seconds() when the request arrived */
+  double deadline;                   /* answer 504 after this (received + response_timeout) */
+  h2o_linklist_t waiting;            /* in loop->waiting while its client waits (v2: first row) */
   /* Loop thread, once the scheduler is done with the job (it came back through the done
    * queue): answer, drop references, recycle. */
   void (*finish)(struct http__job *job);
@@ -313,6 +317,14 @@ typedef struct http__job {
  * http__job_submit fills the scheduler request. */
 http__job *http__job_get(http__loop *loop, const http__model *m);
 void http__job_put(http__loop *loop, http__job *job);
+/* The request of `first` (a prediction's job, or the first row of a v2 infer) is queued
+ * and its client waits: from now on it is answered 504 once the model's
+ * response_timeout has passed since it was received, even while its batch still runs
+ * (the scheduler's own check covers only requests still queued). Call after setting
+ * first->req and first->hook. */
+void http__job_wait(http__job *first);
+/* The request of `first` needs no timeout any more: it came back, or its client left. */
+void http__job_unwait(http__job *first);
 /* Submits job->input to job->model's scheduler, to come back to job->finish on this
  * loop. OK: the scheduler owns the job until then. Else nothing was queued and *st
  * says why (UNAVAILABLE: queue full, draining, no workers; 503 + Retry-After). */

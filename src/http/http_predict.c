@@ -25,6 +25,14 @@
  * scheduler skips it if it has not run); the job still comes back through step 5 and
  * is recycled there without an answer.
  *
+ * Response timeout: a waiting request is on its loop's `waiting` list with its
+ * deadline (received + the model's response_timeout). While the list is not empty a
+ * tick runs every 100 ms (h2o's hundred_ms_timeout) and answers 504 to every request
+ * past its deadline, then lets it go as a client that left: req cleared, the dispose
+ * hook disarmed, its jobs cancelled. So a client waits at most about response_timeout,
+ * even when its batch runs longer (the engine cannot stop a batch; the scheduler's own
+ * deadline check happens only when a worker takes the request).
+ *
  * The jobs are shared with KServe v2 infer (http_v2.c): http__job_get / http__job_put
  * recycle them, http__job_submit queues one with on_done as its callback, and
  * on_jobs_done hands each job that comes back to its own `finish` (finish_prediction
@@ -96,7 +104,42 @@ static void on_request_dispose(void *p) {
   http__job *job = *(http__job **)p;
   if (!job) return; /* answered already */
   job->req = NULL;
+  http__job_unwait(job);
   sched_request_cancel(&job->request);
+}
+
+/* ---- response timeout ------------------------------------------------------------------------- */
+
+static void on_deadline_tick(h2o_timeout_entry_t *entry) {
+  http__loop *loop = H2O_STRUCT_FROM_MEMBER(http__loop, deadline_tick, entry);
+  double now = core_now_seconds();
+  for (h2o_linklist_t *node = loop->waiting.next, *next; node != &loop->waiting; node = next) {
+    next = node->next;
+    http__job *first = H2O_STRUCT_FROM_MEMBER(http__job, waiting, node);
+    if (now < first->deadline) continue;
+    h2o_linklist_unlink(node);
+    http__model *m = first->model;
+    metrics_model_response(m->metrics, http__send_job_error(first->req, m, INFERD_TIMEOUT, NULL));
+    *first->hook = NULL; /* answered: the dispose hook must not touch the job */
+    first->req = NULL;
+    for (http__job *row = first; row; row = row->next_row) sched_request_cancel(&row->request);
+  }
+  if (!h2o_linklist_is_empty(&loop->waiting))
+    h2o_timeout_link(loop->ctx.loop, &loop->ctx.hundred_ms_timeout, &loop->deadline_tick);
+}
+
+void http__job_wait(http__job *first) {
+  http__loop *loop = first->loop;
+  int timeout_s = first->model->response_timeout_s;
+  if (timeout_s <= 0) return;
+  first->deadline = first->received + timeout_s;
+  h2o_linklist_insert(&loop->waiting, &first->waiting);
+  if (!h2o_timeout_is_linked(&loop->deadline_tick))
+    h2o_timeout_link(loop->ctx.loop, &loop->ctx.hundred_ms_timeout, &loop->deadline_tick);
+}
+
+void http__job_unwait(http__job *first) {
+  if (h2o_linklist_is_linked(&first->waiting)) h2o_linklist_unlink(&first->waiting);
 }
 
 /* Worker thread: hand the job back to the loop that owns its connection. */
@@ -182,6 +225,7 @@ static void answer(http__job *job) {
 /* The prediction's job is back from the scheduler (loop thread). */
 static void finish_prediction(http__job *job) {
   http__loop *loop = job->loop;
+  http__job_unwait(job);
   if (job->req) answer(job);
   http__model_release(job->model);
   atomic_fetch_sub(&loop->server->in_flight, 1);
@@ -199,11 +243,15 @@ static void on_jobs_done(h2o_multithread_receiver_t *receiver, h2o_linklist_t *m
 }
 
 void http__predict_loop_init(http__loop *loop) {
+  h2o_linklist_init_anchor(&loop->waiting);
+  loop->deadline_tick = (h2o_timeout_entry_t){.cb = on_deadline_tick};
   loop->image = handler_image_ctx_new(NULL);
   h2o_multithread_register_receiver(loop->queue, &loop->done_receiver, on_jobs_done);
 }
 
 void http__predict_loop_free(http__loop *loop) {
+  /* before h2o_context_dispose, which wants its timeouts empty */
+  if (h2o_timeout_is_linked(&loop->deadline_tick)) h2o_timeout_unlink(&loop->deadline_tick);
   h2o_multithread_unregister_receiver(loop->queue, &loop->done_receiver);
   while (loop->free_jobs) {
     http__job *job = loop->free_jobs;
@@ -299,4 +347,5 @@ void http__predict(http_server *s, h2o_req_t *req, const http__path *path) {
   job->req = req;
   job->hook = h2o_mem_alloc_shared(&req->pool, sizeof *job->hook, on_request_dispose);
   *job->hook = job;
+  http__job_wait(job);
 }

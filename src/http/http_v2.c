@@ -414,6 +414,7 @@ static void on_request_dispose(void *p) {
   http__job *first = *(http__job **)p;
   if (!first) return; /* answered already */
   first->req = NULL;
+  http__job_unwait(first);
   for (http__job *row = first; row; row = row->next_row) sched_request_cancel(&row->request);
 }
 
@@ -511,6 +512,7 @@ static void finish_row(http__job *job) {
   if (--first->rows_pending > 0) return;
   http__loop *loop = first->loop;
   http__model *m = first->model;
+  http__job_unwait(first);
   if (first->req) answer(first);
   for (http__job *row = first, *next; row; row = next) {
     next = row->next_row;
@@ -648,6 +650,7 @@ static void infer(http_server *s, h2o_req_t *req, h2o_iovec_t name, h2o_iovec_t 
   first->req = req;
   first->hook = h2o_mem_alloc_shared(&req->pool, sizeof *first->hook, on_request_dispose);
   *first->hook = first;
+  http__job_wait(first);
 }
 
 /* ---- routing under /v2 ----------------------------------------------------------------- */
