@@ -100,6 +100,22 @@ serve_cleanup() {
   fi
 }
 
+# serve_jpeg NAME OUT: a photo of skimage's data folder (chelsea, coffee, ...) as a JPEG.
+serve_jpeg() {
+  /usr/bin/python3 -c '
+import sys
+from PIL import Image
+Image.open("/usr/lib/python3/dist-packages/skimage/data/%s.png" % sys.argv[1]).convert("RGB").save(sys.argv[2], quality=90)
+' "$1" "$2"
+}
+
+# serve_resnet152_mar FIXTURES_DIR MODEL_STORE: resnet-152.mar, made by `inferd archive`
+# from the torchvision resnet152 export of tests/fixtures, with the ImageNet labels.
+serve_resnet152_mar() {
+  "$INFERD" archive --model-name resnet-152 --serialized-file "$1/resnet152.onnx" --handler image_classifier \
+    --extra-files "$SRC/models/index_to_name.json" --export-path "$2" >/dev/null
+}
+
 serve_keys() {
   local file=$1/key_file.json
   INFERENCE_KEY=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["inference"]["key"])' "$file")

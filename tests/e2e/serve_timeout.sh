@@ -30,13 +30,8 @@ fail() {
   failures=$((failures + 1))
 }
 
-/usr/bin/python3 -c '
-import sys
-from PIL import Image
-Image.open("/usr/lib/python3/dist-packages/skimage/data/chelsea.png").convert("RGB").save(sys.argv[1], quality=90)
-' "$WORK/cat.jpg"
-"$INFERD" archive --model-name resnet-152 --serialized-file "$FIX/resnet152.onnx" --handler image_classifier \
-  --extra-files "$SRC/models/index_to_name.json" --export-path "$WORK/model_store" >/dev/null
+serve_jpeg chelsea "$WORK/cat.jpg"
+serve_resnet152_mar "$FIX" "$WORK/model_store"
 
 serve_ports
 serve_config "$WORK/config.properties" \

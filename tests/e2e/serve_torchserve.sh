@@ -30,13 +30,8 @@ fail() {
   failures=$((failures + 1))
 }
 
-/usr/bin/python3 -c '
-import sys
-from PIL import Image
-Image.open("/usr/lib/python3/dist-packages/skimage/data/coffee.png").convert("RGB").save(sys.argv[1], quality=90)
-' "$WORK/coffee.jpg"
-"$INFERD" archive --model-name resnet-152 --serialized-file "$FIX/resnet152.onnx" --handler image_classifier \
-  --extra-files "$SRC/models/index_to_name.json" --export-path "$WORK/model_store" >/dev/null
+serve_jpeg coffee "$WORK/coffee.jpg"
+serve_resnet152_mar "$FIX" "$WORK/model_store"
 
 # config.properties exactly as the issue gives it, then the addresses.
 write_config() { # write_config WORKERS FILE
