@@ -317,14 +317,18 @@ typedef struct http__job {
  * http__job_submit fills the scheduler request. */
 http__job *http__job_get(http__loop *loop, const http__model *m);
 void http__job_put(http__loop *loop, http__job *job);
-/* The request of `first` (a prediction's job, or the first row of a v2 infer) is queued
- * and its client waits: from now on it is answered 504 once the model's
- * response_timeout has passed since it was received, even while its batch still runs
- * (the scheduler's own check covers only requests still queued). Call after setting
- * first->req and first->hook. */
-void http__job_wait(http__job *first);
+/* The jobs of `first` (a prediction's job, or the first row of a v2 infer, with the
+ * rows after it) are queued and the client of `req` waits for them: sets first->req and
+ * a dispose hook in req's pool (the client leaving cancels the jobs, which are then
+ * recycled without an answer when they come back), and from now on answers 504 once
+ * the model's response_timeout has passed since the request was received, even while
+ * its batch still runs (the scheduler's own check covers only requests still queued). */
+void http__job_wait(http__job *first, h2o_req_t *req);
 /* The request of `first` needs no timeout any more: it came back, or its client left. */
 void http__job_unwait(http__job *first);
+/* Cancels `first` and every row after it (sched_request_cancel): a row not run yet is
+ * skipped; each still comes back to its finish. */
+void http__job_cancel(http__job *first);
 /* Submits job->input to job->model's scheduler, to come back to job->finish on this
  * loop. OK: the scheduler owns the job until then. Else nothing was queued and *st
  * says why (UNAVAILABLE: queue full, draining, no workers; 503 + Retry-After). */

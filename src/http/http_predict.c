@@ -99,13 +99,17 @@ void http__job_put(http__loop *loop, http__job *job) {
   loop->free_jobs = job;
 }
 
+void http__job_cancel(http__job *first) {
+  for (http__job *row = first; row; row = row->next_row) sched_request_cancel(&row->request);
+}
+
 /* h2o disposes the request (client gone, HTTP/2 stream reset) before we answered. */
 static void on_request_dispose(void *p) {
-  http__job *job = *(http__job **)p;
-  if (!job) return; /* answered already */
-  job->req = NULL;
-  http__job_unwait(job);
-  sched_request_cancel(&job->request);
+  http__job *first = *(http__job **)p;
+  if (!first) return; /* answered already */
+  first->req = NULL;
+  http__job_unwait(first);
+  http__job_cancel(first);
 }
 
 /* ---- response timeout ------------------------------------------------------------------------- */
@@ -122,13 +126,16 @@ static void on_deadline_tick(h2o_timeout_entry_t *entry) {
     metrics_model_response(m->metrics, http__send_job_error(first->req, m, INFERD_TIMEOUT, NULL));
     *first->hook = NULL; /* answered: the dispose hook must not touch the job */
     first->req = NULL;
-    for (http__job *row = first; row; row = row->next_row) sched_request_cancel(&row->request);
+    http__job_cancel(first);
   }
   if (!h2o_linklist_is_empty(&loop->waiting))
     h2o_timeout_link(loop->ctx.loop, &loop->ctx.hundred_ms_timeout, &loop->deadline_tick);
 }
 
-void http__job_wait(http__job *first) {
+void http__job_wait(http__job *first, h2o_req_t *req) {
+  first->req = req;
+  first->hook = h2o_mem_alloc_shared(&req->pool, sizeof *first->hook, on_request_dispose);
+  *first->hook = first;
   http__loop *loop = first->loop;
   int timeout_s = first->model->response_timeout_s;
   if (timeout_s <= 0) return;
@@ -344,8 +351,5 @@ void http__predict(http_server *s, h2o_req_t *req, const http__path *path) {
   }
   /* Queued: the scheduler owns the job until on_done; the model reference goes with it. */
   atomic_fetch_add(&s->in_flight, 1);
-  job->req = req;
-  job->hook = h2o_mem_alloc_shared(&req->pool, sizeof *job->hook, on_request_dispose);
-  *job->hook = job;
-  http__job_wait(job);
+  http__job_wait(job, req);
 }

@@ -34,8 +34,9 @@
  * are recycled. n is bounded by the model's job_queue_size (400 beyond it), so a
  * request holds at most that many jobs. Queue full part-way: 503 + Retry-After at once,
  * the rows already queued are cancelled and recycled when they come back.
- * A client that goes away: the dispose hook (on the first row) cancels every row;
- * they still come back and are recycled without an answer.
+ * A client that goes away, or whose response_timeout passes: http__job_wait (on the
+ * first row) cancels every row; they still come back and are recycled without an
+ * answer.
  *
  * Memory: the parsed input and the answer live in the request's h2o pool; jobs are
  * recycled per loop. jansson's tree of the request JSON is the one malloc per request
@@ -409,15 +410,6 @@ static void *pool_alloc(void *ctx, size_t bytes) {
   return h2o_mem_alloc_pool((h2o_mem_pool_t *)ctx, bytes ? bytes : 1); /* aligned for any type */
 }
 
-/* The dispose hook of an infer whose rows are queued: the client is gone. */
-static void on_request_dispose(void *p) {
-  http__job *first = *(http__job **)p;
-  if (!first) return; /* answered already */
-  first->req = NULL;
-  http__job_unwait(first);
-  for (http__job *row = first; row; row = row->next_row) sched_request_cancel(&row->request);
-}
-
 static void json_number(http__buf *b, float x) {
   if (isfinite(x))
     http__buf_printf(b, "%.9g", (double)x);
@@ -644,13 +636,10 @@ static void infer(http_server *s, h2o_req_t *req, h2o_iovec_t name, h2o_iovec_t 
   if (queued < n) { /* refused part-way: answer now, the queued rows are not wanted */
     http__send_status(req, &st);
     metrics_model_response(m->metrics, http__error_status(http__error_from_code(st.code)));
-    for (http__job *row = first; row; row = row->next_row) sched_request_cancel(&row->request);
+    http__job_cancel(first);
     return; /* first->req stays NULL: nothing more to answer */
   }
-  first->req = req;
-  first->hook = h2o_mem_alloc_shared(&req->pool, sizeof *first->hook, on_request_dispose);
-  *first->hook = first;
-  http__job_wait(first);
+  http__job_wait(first, req);
 }
 
 /* ---- routing under /v2 ----------------------------------------------------------------- */

@@ -63,9 +63,10 @@
  * plan cache: with batchSize 64 and a batch size per run, every new size would compile
  * a plan (15-25 ms for a ResNet) and bind it in the session with malloc under the
  * model's lock, again each time the caches evict it. Rows are independent (the
- * batcher already relies on it), so the chunks give the answers one run would. A request cancelled while its
- * batch ran still gets INFERD_TIMEOUT (its output was written; the caller has answered
- * already). After done is called the worker never touches that request again.
+ * batcher already relies on it), so the chunks give the answers one run would.
+ * A request cancelled while its batch ran still gets INFERD_TIMEOUT (its output was
+ * written; the caller has answered already). After done is called the worker never
+ * touches that request again.
  *
  * Exit: after a stop (scale-down) or when draining finds the queue empty. The worker
  * marks itself exited under the lock, then frees its session and buffers on its own
