@@ -27,11 +27,6 @@ mkdir -p "$WORK"
 PHOTO=/usr/lib/python3/dist-packages/skimage/data/chelsea.png
 MODEL=$SRC/models/mobilenet_v2_imagenet.onnx
 PY=${INFERD_PYTHON:-/usr/bin/python3}
-failures=0
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
 
 # ---- bad flags: exit 2 and one line -------------------------------------------------
 bad_flags() {

@@ -18,11 +18,6 @@ trap serve_cleanup EXIT
 rm -rf "$WORK"
 mkdir -p "$WORK"
 DATA=/usr/lib/python3/dist-packages/skimage/data
-failures=0
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
 
 # A JPEG and a PNG of real photos, a corrupt file, a truncated JPEG, an oversized body.
 /usr/bin/python3 - "$DATA" "$WORK" <<'PY'

@@ -11,12 +11,22 @@
 #   serve_stop [SECONDS]         SIGTERM, waits (default 60 s), SIGKILL after; sets SERVER_STATUS
 #   serve_keys WORK              sets INFERENCE_KEY, MANAGEMENT_KEY, API_KEY from key_file.json
 #   check_json FILE COND NAME    prints "ok   NAME" when the Python condition COND holds for
-#                                the JSON in FILE (as r), else calls the caller's `fail`
-# The caller must `trap serve_cleanup EXIT` so that the server dies in every path.
+#                                the JSON in FILE (as r), else calls `fail`
+#   serve_jpeg NAME OUT          a photo of skimage's data folder as a JPEG
+#   serve_resnet152_mar FIX DIR  resnet-152.mar from the fixtures' resnet152.onnx, into DIR
+#   fail MESSAGE                 prints "FAIL: MESSAGE" and counts it in $failures
+# The caller must `trap serve_cleanup EXIT` so that the server dies in every path, and
+# exit non-zero when $failures is not 0.
 
 SERVER_PID=
 SERVER_STATUS=
 PING_BODY=$(mktemp)
+failures=0
+
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+}
 
 serve_ports() {
   set -- $(/usr/bin/python3 - <<'PY'

@@ -20,11 +20,6 @@ trap serve_cleanup EXIT
 rm -rf "$WORK"
 mkdir -p "$WORK/store" "$WORK/v2"
 PHOTO=/usr/lib/python3/dist-packages/skimage/data/chelsea.png
-failures=0
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
 
 archive() { # VERSION DIR
   "$INFERD" archive --model-name mnet --version "$1" --serialized-file "$SRC/models/mobilenet_v2_imagenet.onnx" \

@@ -24,11 +24,6 @@ INFERD=$1 SRC=$2 FIX=$3 WORK=$4
 trap serve_cleanup EXIT
 rm -rf "$WORK"
 mkdir -p "$WORK/model_store"
-failures=0
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
 
 serve_jpeg coffee "$WORK/coffee.jpg"
 serve_resnet152_mar "$FIX" "$WORK/model_store"
