@@ -111,7 +111,9 @@ static inferd_code fold_batchnorm(inferd_model *m, inferd_status *st) {
     if (b == IR_NONE || m->extra[b].op != OP_BATCHNORM) continue;
     ir_node *bn = &g->nodes[b];
     if (bn->n_inputs != 5 || bn->inputs[0] != conv->outputs[0]) continue;
-    if (bn->n_outputs > 1 && ir_attr_int(bn, "training_mode", 0)) continue;
+    /* in training mode it normalizes by the batch's statistics: left for its own
+     * lowering, which refuses it */
+    if (ir_attr_int(bn, "training_mode", 0)) continue;
     /* a copy: adding values below may move g->values */
     const ir_value w_copy = g->values[conv->inputs[1]], *w = &w_copy;
     if (!w->data || w->dtype != INFERD_DTYPE_FLOAT || w->rank < 3 || w->producer != IR_NONE || w->dims[0] < 1) continue;
@@ -274,9 +276,10 @@ static void fuse_gelu(inferd_model *m) {
   }
 }
 
+/* Ops whose output may be their input's buffer (a same-type Cast is lowered as a view). */
 static bool is_view_op(op_kind op) {
   return op == OP_RESHAPE || op == OP_FLATTEN || op == OP_SQUEEZE || op == OP_UNSQUEEZE || op == OP_IDENTITY ||
-         op == OP_DROPOUT;
+         op == OP_DROPOUT || op == OP_CAST;
 }
 
 /* Can node `producer` (at index p) add residual r into its output in place? */

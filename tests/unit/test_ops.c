@@ -494,7 +494,7 @@ static void ref_unary(const b_node_rec *n, const tensor *const *in, int n_in, te
     else if (strcmp(op, "Clip") == 0) r = fmin(fmax(v, lo), hi);
     else if (strcmp(op, "Exp") == 0) r = exp(v);
     else if (strcmp(op, "Sqrt") == 0) r = sqrt(v);
-    else if (strcmp(op, "Identity") == 0 || strcmp(op, "Dropout") == 0) r = v;
+    else if (strcmp(op, "Identity") == 0 || strcmp(op, "Dropout") == 0 || strcmp(op, "Cast") == 0) r = v;
     else fail_msg("reference: no unary op %s", op);
     out->v[i] = r;
   }
@@ -905,6 +905,7 @@ static const struct {
     {"Sqrt", ref_unary},
     {"Identity", ref_unary},
     {"Dropout", ref_unary},
+    {"Cast", ref_unary}, /* float to float only */
     {"Pow", ref_binary},
     {"GlobalMaxPool", ref_global_max_pool},
     {"ReduceMean", ref_reduce_mean},
@@ -1499,6 +1500,52 @@ static void test_residual_is_graph_input(void **state) {
   add_residual_block(b, "x0", "blk", 24, false, "y");
   b_output(b, "y");
   check_graph(b);
+}
+
+/* Regression: a float-to-float Cast is a view of its input, but the fusion did not know
+ * it: the sum post-op added the Conv's output in place into the Cast's buffer, which is
+ * y's (still read by the Mul), or the caller's input array. A dilated 3x3 Conv over
+ * one channel writes the plain layout, so no reorder copy hid it. */
+static void add_cast_residual(builder *b, const char *y) {
+  b_random(b, "w", DIMS(1, 1, 3, 3), -0.5f, 0.5f);
+  b_node(b, "Cast", IN(y), OUT("z"), ATTRS(A_INT("to", 1)));
+  b_node(b, "Conv", IN(y, "w"), OUT("c"),
+         ATTRS(A_INTS("kernel_shape", 3, 3), A_INTS("pads", 2, 2, 2, 2), A_INTS("dilations", 2, 2)));
+  b_node(b, "Add", IN("c", "z"), OUT("s"), NULL);
+  b_node(b, "Mul", IN("s", y), OUT("out"), NULL);
+  b_output(b, "out");
+}
+
+static void test_residual_through_cast(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 1, 9, 9));
+  b_node(b, "Relu", IN("x"), OUT("y"), NULL);
+  add_cast_residual(b, "y");
+  check_graph(b);
+}
+
+static void test_residual_cast_of_graph_input(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 1, 9, 9));
+  add_cast_residual(b, "x");
+  check_graph(b);
+}
+
+/* Regression: a BatchNormalization in training mode (one output) was folded into the
+ * Conv with its running statistics, where it normalizes by the batch's own. */
+static void test_error_batchnorm_training_mode(void **state) {
+  builder *b = b_new(__func__);
+  b->opset = 14;
+  b_input(b, "x", DIMS(0, 4, 5, 5));
+  b_random(b, "w", DIMS(4, 4, 1, 1), -0.5f, 0.5f);
+  b_random(b, "scale", DIMS(4), 0.5f, 1.5f);
+  b_random(b, "shift", DIMS(4), -0.5f, 0.5f);
+  b_random(b, "mean", DIMS(4), -0.5f, 0.5f);
+  b_random(b, "var", DIMS(4), 0.5f, 1.5f);
+  b_node(b, "Conv", IN("x", "w"), OUT("c"), ATTRS(A_INTS("kernel_shape", 1, 1)));
+  b_node(b, "BatchNormalization", IN("c", "scale", "shift", "mean", "var"), OUT("y"), ATTRS(A_INT("training_mode", 1)));
+  b_output(b, "y");
+  expect_load_fails(b, INFERD_UNSUPPORTED, (const char *const[]){"training_mode", NULL});
 }
 
 /* A squeeze-excitation block on blocked layouts (tuned for batch 4): the [N, 32, 1, 1]
@@ -2566,6 +2613,9 @@ int main(void) {
       cmocka_unit_test(test_sqrt),
       cmocka_unit_test(test_activations_after_conv_unfused),
       /* error paths */
+      cmocka_unit_test(test_residual_through_cast),
+      cmocka_unit_test(test_residual_cast_of_graph_input),
+      cmocka_unit_test(test_error_batchnorm_training_mode),
       cmocka_unit_test(test_error_unknown_op),
       cmocka_unit_test(test_error_weight_raw_data_short),
       cmocka_unit_test(test_error_truncated_model),
