@@ -31,6 +31,9 @@
 
 /* id, ONNX name, lowering function, inputs that must be present (the rest are
  * optional and may be omitted). One row per ONNX op the engine runs. */
+/* The newest default-domain opset whose op definitions the lowerings follow. */
+#define ENGINE_MAX_OPSET 22
+
 #define ENGINE_OPS(X)                                                   \
   X(CONV, "Conv", ops_conv_lower, 2)                                    \
   X(BATCHNORM, "BatchNormalization", ops_batchnorm_lower, 5)            \
@@ -322,6 +325,10 @@ static inline int64_t engine_clamp(double x, int64_t lo, int64_t hi) {
   int64_t v = engine_to_i64(x);
   return v < lo ? lo : v > hi ? hi : v;
 }
+
+/* Reads a constant int64 (or int32) list input of at most `max` values (ops_shape.c):
+ * its length; -1 when the input is absent (IR_NONE), -2 when it is not such a constant. */
+int ops_const_ints(plan_ctx *c, int v, int64_t *out, int max);
 
 /* Numpy broadcasting of two shapes (ops_binary.c); false when they do not broadcast. */
 bool ops_broadcast_shape(const plan_value *a, const plan_value *b, int *rank, int64_t *dims);

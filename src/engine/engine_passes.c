@@ -5,8 +5,12 @@
  *      one Gelu node (oneDNN's gelu_erf);
  *   1. op lookup: every live node maps to an engine op or the model is refused,
  *      naming the node, its op and the opset; a node's required inputs and first
- *      output must be there, and no output the op does not compute may be read;
- *   2. Identity and Dropout (inference) are removed by rewiring their consumers;
+ *      output must be there, and no output the op does not compute may be read.
+ *      A default-domain opset above ENGINE_MAX_OPSET is refused: the lowerings follow
+ *      each op's definitions up to that opset (ReduceMean's and Pad's `axes` inputs of
+ *      opset 18 included), and a later version of an op may mean something else;
+ *   2. Identity and Dropout (inference) are removed by rewiring their consumers (a
+ *      Dropout whose training_mode input is not a constant false is refused);
  *   3. BatchNormalization after a Conv whose output it alone reads is folded into the
  *      Conv's weights and bias (new constants; the originals are left untouched);
  *   4. post-op fusion: a Conv, Gemm or MatMul absorbs the chain of element-wise ops
@@ -56,6 +60,9 @@ static const float *const_float(const ir_graph *g, int v, int64_t count) {
 
 static inferd_code lookup_ops(inferd_model *m, inferd_status *st) {
   ir_graph *g = m->graph;
+  if (g->opset > ENGINE_MAX_OPSET)
+    return core_fail(st, INFERD_UNSUPPORTED, "model opset %lld is newer than the newest inferd runs (%d)",
+                     (long long)g->opset, ENGINE_MAX_OPSET);
   for (int i = 0; i < g->n_nodes; i++) {
     ir_node *n = &g->nodes[i];
     if (n->dead) continue;
@@ -92,6 +99,12 @@ static inferd_code remove_identities(inferd_model *m, inferd_status *st) {
       return core_fail(st, INFERD_INVALID_ARG, "node '%s' (%s): needs one input and one output", n->name, n->op_type);
     if (n->n_outputs > 1 && n->outputs[1] != IR_NONE && g->values[n->outputs[1]].consumers > 0)
       return core_fail(st, INFERD_UNSUPPORTED, "node '%s' (Dropout): the mask output is used", n->name);
+    if (op == OP_DROPOUT && n->n_inputs > 2 && n->inputs[2] != IR_NONE) { /* training_mode (opset 12) */
+      const ir_value *t = &g->values[n->inputs[2]];
+      if (!t->data || t->producer != IR_NONE || t->is_input || t->dtype != INFERD_DTYPE_BOOL || ir_value_count(t) != 1 ||
+          *(const unsigned char *)t->data != 0)
+        return core_fail(st, INFERD_UNSUPPORTED, "node '%s' (Dropout): training_mode must be a constant false", n->name);
+    }
     int in = n->inputs[0], out = n->outputs[0];
     if (g->values[out].is_output) continue; /* kept: lowered as a copy */
     replace_uses(g, out, in);
@@ -176,10 +189,12 @@ int engine_eltwise_of(const ir_graph *g, const ir_node *n, op_kind op, fused_op 
   case OP_SQRT: out[0].alg = dnnl_eltwise_sqrt; return 1;
   case OP_EXP: out[0].alg = dnnl_eltwise_exp; return 1;
   case OP_HARDSWISH: out[0].alg = dnnl_eltwise_hardswish; return 1;
-  case OP_GELU:
-    if (strcmp(ir_attr_string(n, "approximate", "none"), "none") != 0) return 0;
-    out[0].alg = dnnl_eltwise_gelu_erf;
+  case OP_GELU: {
+    const char *approximate = ir_attr_string(n, "approximate", "none");
+    if (strcmp(approximate, "none") != 0 && strcmp(approximate, "tanh") != 0) return 0;
+    out[0].alg = strcmp(approximate, "tanh") == 0 ? dnnl_eltwise_gelu_tanh : dnnl_eltwise_gelu_erf;
     return 1;
+  }
   case OP_HARDSIGMOID:
     out[0].alg = dnnl_eltwise_linear;
     out[0].alpha = ir_attr_float(n, "alpha", 0.2f);
@@ -230,7 +245,7 @@ static void fuse_gelu(inferd_model *m) {
         erf->inputs[0] == IR_NONE || erf->n_outputs != 1 || erf->outputs[0] == IR_NONE)
       continue;
     int d = g->values[erf->inputs[0]].producer;
-    if (d == IR_NONE || g->values[erf->inputs[0]].consumers != 1) continue;
+    if (d == IR_NONE || g->values[erf->inputs[0]].consumers != 1 || g->values[erf->inputs[0]].is_output) continue;
     ir_node *div = &g->nodes[d];
     float k;
     if (strcmp(div->op_type, "Div") != 0 || div->n_inputs != 2 || div->inputs[0] == IR_NONE ||

@@ -105,7 +105,7 @@ typedef struct b_input_rec {
 
 typedef struct b_const_rec {
   char name[B_NAME];
-  int dtype; /* INFERD_DTYPE_FLOAT or INFERD_DTYPE_INT64 */
+  int dtype; /* INFERD_DTYPE_FLOAT, INFERD_DTYPE_INT64 or INFERD_DTYPE_BOOL */
   int rank;
   int64_t dims[B_MAX_RANK];
   void *data;
@@ -176,14 +176,14 @@ static void b_output(builder *b, const char *name) {
 /* An initializer (data copied); returns its record. */
 static b_const_rec *b_const(builder *b, const char *name, int dtype, int rank, const int64_t *dims, const void *data) {
   assert_true(b->n_consts < B_MAX_CONSTS && rank >= 0 && rank <= B_MAX_RANK);
-  assert_true(dtype == INFERD_DTYPE_FLOAT || dtype == INFERD_DTYPE_INT64);
+  assert_true(dtype == INFERD_DTYPE_FLOAT || dtype == INFERD_DTYPE_INT64 || dtype == INFERD_DTYPE_BOOL);
   b_const_rec *c = &b->consts[b->n_consts++];
   copy_name(c->name, name);
   c->dtype = dtype;
   c->rank = rank;
   int64_t count = 1;
   for (int i = 0; i < rank; i++) count *= (c->dims[i] = dims[i]);
-  c->nbytes = (size_t)count * (dtype == INFERD_DTYPE_FLOAT ? 4 : 8);
+  c->nbytes = (size_t)count * (dtype == INFERD_DTYPE_FLOAT ? 4 : dtype == INFERD_DTYPE_BOOL ? 1 : 8);
   c->raw_len = c->nbytes;
   c->data = malloc(c->nbytes ? c->nbytes : 1);
   assert_non_null(c->data);
@@ -493,6 +493,9 @@ static void ref_unary(const b_node_rec *n, const tensor *const *in, int n_in, te
     else if (strcmp(op, "HardSwish") == 0) r = v * fmax(0.0, fmin(1.0, v / 6.0 + 0.5));
     else if (strcmp(op, "Clip") == 0) r = fmin(fmax(v, lo), hi);
     else if (strcmp(op, "Exp") == 0) r = exp(v);
+    else if (strcmp(op, "Gelu") == 0 && strcmp(node_str(n, "approximate", "none"), "tanh") == 0)
+      r = 0.5 * v * (1.0 + tanh(sqrt(2.0 / acos(-1.0)) * (v + 0.044715 * v * v * v)));
+    else if (strcmp(op, "Gelu") == 0) r = 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
     else if (strcmp(op, "Sqrt") == 0) r = sqrt(v);
     else if (strcmp(op, "Identity") == 0 || strcmp(op, "Dropout") == 0 || strcmp(op, "Cast") == 0) r = v;
     else fail_msg("reference: no unary op %s", op);
@@ -821,13 +824,20 @@ static void ref_global_max_pool(const b_node_rec *n, const tensor *const *in, in
 static void ref_reduce_mean(const b_node_rec *n, const tensor *const *in, int n_in, tensor *out) {
   const tensor *x = in[0];
   int64_t axes[B_MAX_RANK];
-  int na = node_ints(n, "axes", axes);
+  int na;
+  if (n->opset >= 18) { /* axes is an optional input */
+    na = n_in > 1 && in[1] ? (int)t_count(in[1]) : 0;
+    for (int i = 0; i < na; i++) axes[i] = (int64_t)in[1]->v[i];
+  } else {
+    na = node_ints(n, "axes", axes);
+  }
   bool reduce[B_MAX_RANK] = {false}, keep = node_int(n, "keepdims", 1) != 0;
+  bool all = na == 0 && !node_int(n, "noop_with_empty_axes", 0);
   for (int i = 0; i < na; i++) reduce[axes[i] < 0 ? axes[i] + x->rank : axes[i]] = true;
   int64_t kept[B_MAX_RANK], dims[B_MAX_RANK];
   int rank = 0;
   for (int i = 0; i < x->rank; i++) {
-    if (na == 0) reduce[i] = true;
+    if (all) reduce[i] = true;
     kept[i] = reduce[i] ? 1 : x->dims[i];
     if (keep || !reduce[i]) dims[rank++] = kept[i];
   }
@@ -888,10 +898,36 @@ static void ref_gather(const b_node_rec *n, const tensor *const *in, int n_in, t
     }
 }
 
+/* Pad, mode "constant": pads (and from opset 18 axes) as inputs. */
+static void ref_pad(const b_node_rec *n, const tensor *const *in, int n_in, tensor *out) {
+  const tensor *x = in[0], *pads = in[1], *axes = n_in > 3 ? in[3] : NULL;
+  double value = n_in > 2 && in[2] ? in[2]->v[0] : 0.0;
+  int na = axes ? (int)t_count(axes) : x->rank;
+  int64_t begin[B_MAX_RANK] = {0}, dims[B_MAX_RANK];
+  for (int i = 0; i < x->rank; i++) dims[i] = x->dims[i];
+  for (int j = 0; j < na; j++) {
+    int64_t a = axes ? (int64_t)axes->v[j] : j;
+    if (a < 0) a += x->rank;
+    begin[a] = (int64_t)pads->v[j];
+    dims[a] += (int64_t)pads->v[j] + (int64_t)pads->v[j + na];
+  }
+  *out = t_make(x->rank, dims);
+  for (int64_t e = 0; e < t_count(out); e++) out->v[e] = value;
+  int64_t idx[B_MAX_RANK] = {0};
+  for (int64_t e = 0; e < t_count(x); e++) {
+    int64_t off = 0;
+    for (int i = 0; i < x->rank; i++) off = off * dims[i] + idx[i] + begin[i];
+    out->v[off] = x->v[e];
+    next_index(x->rank, x->dims, idx);
+  }
+}
+
 static const struct {
   const char *op;
   ref_op_fn fn;
 } ref_ops[] = {
+    {"Pad", ref_pad},
+    {"Gelu", ref_unary},
     {"Conv", ref_conv},
     {"BatchNormalization", ref_batchnorm},
     {"Relu", ref_unary},
@@ -965,7 +1001,9 @@ static void ref_run(const builder *b, const tensor *inputs, tensor *outputs) {
     tensor *t = env_add(e, c->name);
     *t = t_make(c->rank, c->dims);
     for (int64_t k = 0; k < t_count(t); k++)
-      t->v[k] = c->dtype == INFERD_DTYPE_FLOAT ? ((const float *)c->data)[k] : (double)((const int64_t *)c->data)[k];
+      t->v[k] = c->dtype == INFERD_DTYPE_FLOAT  ? ((const float *)c->data)[k]
+                : c->dtype == INFERD_DTYPE_BOOL ? ((const unsigned char *)c->data)[k]
+                                                : (double)((const int64_t *)c->data)[k];
   }
   for (int i = 0; i < b->n_nodes; i++) {
     const b_node_rec *n = &b->nodes[i];
@@ -1546,6 +1584,128 @@ static void test_error_batchnorm_training_mode(void **state) {
   b_node(b, "BatchNormalization", IN("c", "scale", "shift", "mean", "var"), OUT("y"), ATTRS(A_INT("training_mode", 1)));
   b_output(b, "y");
   expect_load_fails(b, INFERD_UNSUPPORTED, (const char *const[]){"training_mode", NULL});
+}
+
+/* Regression: opset 18 moved ReduceMean's axes to an input (and added
+ * noop_with_empty_axes) and gave Pad an axes input; both were ignored, so the mean was
+ * taken over every axis and the pads landed on the wrong axes. */
+static void test_reduce_mean_opset18_axes_input(void **state) {
+  builder *b = b_new(__func__);
+  b->opset = 18;
+  b_input(b, "x", DIMS(0, 4, 3, 5));
+  b_ints(b, "axes", 2, (const int64_t[]){-1, 2});
+  b_node(b, "Relu", IN("x"), OUT("r"), NULL);
+  b_node(b, "ReduceMean", IN("r", "axes"), OUT("y"), ATTRS(A_INT("keepdims", 0)));
+  b_output(b, "y");
+  check_graph(b);
+}
+
+static void test_reduce_mean_opset18_noop_with_empty_axes(void **state) {
+  builder *b = b_new(__func__);
+  b->opset = 18;
+  b_input(b, "x", DIMS(0, 4, 3, 5));
+  b_node(b, "Relu", IN("x"), OUT("r"), NULL);
+  b_node(b, "ReduceMean", IN("r"), OUT("y"), ATTRS(A_INT("noop_with_empty_axes", 1)));
+  b_output(b, "y");
+  check_graph(b);
+}
+
+/* Regression: a mean over axes that are already 1 long (a squeeze-excitation's
+ * [N, C, 1, 1]) was refused: oneDNN's reduction wants an axis to reduce. */
+static void test_reduce_mean_over_unit_axes(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 6, 1, 1));
+  b_node(b, "Relu", IN("x"), OUT("r"), NULL);
+  b_node(b, "ReduceMean", IN("r"), OUT("y"), ATTRS(A_INTS("axes", 2, 3), A_INT("keepdims", 0)));
+  b_output(b, "y");
+  check_graph(b);
+}
+
+static void test_pad_opset18_axes_input(void **state) {
+  builder *b = b_new(__func__);
+  b->opset = 18;
+  b_input(b, "x", DIMS(0, 3, 4, 5));
+  b_ints(b, "pads", 4, (const int64_t[]){1, 2, 0, 3}); /* axis 3: 1 before, 0 after; axis 1: 2 and 3 */
+  b_ints(b, "axes", 2, (const int64_t[]){-1, 1});
+  b_scalar(b, "value", 0.25f);
+  b_node(b, "Relu", IN("x"), OUT("r"), NULL);
+  b_node(b, "Pad", IN("r", "pads", "value", "axes"), OUT("y"), NULL);
+  b_output(b, "y");
+  check_graph(b);
+}
+
+/* Gelu (opset 20) with both of its formulas. */
+static void test_gelu_opset20(void **state) {
+  builder *b = b_new(__func__);
+  b->opset = 20;
+  b->in_lo = -4.0f, b->in_hi = 4.0f;
+  b_input(b, "x", DIMS(0, 3, 4, 5));
+  b_node(b, "Gelu", IN("x"), OUT("y"), NULL);
+  b_node(b, "Gelu", IN("x"), OUT("z"), ATTRS(A_STR("approximate", "tanh")));
+  b_output(b, "y");
+  b_output(b, "z");
+  check_graph(b);
+}
+
+/* An optional input left out by an empty name is absent: Squeeze drops every axis of
+ * length 1 (here the two trailing ones; the batch axis too at batch 1). */
+static void test_squeeze_axes_left_out(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 6, 1, 1));
+  b_node(b, "Relu", IN("x"), OUT("r"), NULL);
+  b_node(b, "Squeeze", IN("r", ""), OUT("y"), NULL);
+  b_output(b, "y");
+  check_graph(b);
+}
+
+/* A model newer than the op definitions the engine follows is refused. */
+static void test_error_opset_too_new(void **state) {
+  builder *b = b_new(__func__);
+  b->opset = 23; /* the engine follows op definitions up to opset 22 (ENGINE_MAX_OPSET) */
+  b_input(b, "x", DIMS(0, 3));
+  b_node(b, "Relu", IN("x"), OUT("y"), NULL);
+  b_output(b, "y");
+  expect_load_fails(b, INFERD_UNSUPPORTED, (const char *const[]){"opset 23", NULL});
+}
+
+/* Dropout in training mode drops at random: refused, never run as an Identity. */
+static void test_error_dropout_training_mode(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 3));
+  b_scalar(b, "ratio", 0.5f);
+  b_const(b, "training", INFERD_DTYPE_BOOL, 0, NULL, &(unsigned char){1});
+  b_node(b, "Dropout", IN("x", "ratio", "training"), OUT("y"), NULL);
+  b_output(b, "y");
+  expect_load_fails(b, INFERD_UNSUPPORTED, (const char *const[]){"Dropout", "training_mode", NULL});
+}
+
+static void test_dropout_training_mode_false(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 3));
+  b_scalar(b, "ratio", 0.5f);
+  b_const(b, "training", INFERD_DTYPE_BOOL, 0, NULL, &(unsigned char){0});
+  b_node(b, "Relu", IN("x"), OUT("r"), NULL);
+  b_node(b, "Dropout", IN("r", "ratio", "training"), OUT("y"), NULL);
+  b_output(b, "y");
+  check_graph(b);
+}
+
+/* The exported GELU chain whose Div output is also a graph output is not fused (it
+ * would never be computed); alone, Erf is an op the engine does not run. */
+static void test_error_gelu_chain_div_is_output(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 3));
+  b_scalar(b, "sqrt2", 1.41421356f);
+  b_scalar(b, "one", 1.0f);
+  b_scalar(b, "half", 0.5f);
+  b_node(b, "Div", IN("x", "sqrt2"), OUT("d"), NULL);
+  b_node(b, "Erf", IN("d"), OUT("e"), NULL);
+  b_node(b, "Add", IN("e", "one"), OUT("a"), NULL);
+  b_node(b, "Mul", IN("x", "a"), OUT("m"), NULL);
+  b_node(b, "Mul", IN("m", "half"), OUT("y"), NULL);
+  b_output(b, "y");
+  b_output(b, "d");
+  expect_load_fails(b, INFERD_UNSUPPORTED, (const char *const[]){"Erf", NULL});
 }
 
 /* A squeeze-excitation block on blocked layouts (tuned for batch 4): the [N, 32, 1, 1]
@@ -2616,6 +2776,16 @@ int main(void) {
       cmocka_unit_test(test_residual_through_cast),
       cmocka_unit_test(test_residual_cast_of_graph_input),
       cmocka_unit_test(test_error_batchnorm_training_mode),
+      cmocka_unit_test(test_reduce_mean_opset18_axes_input),
+      cmocka_unit_test(test_reduce_mean_opset18_noop_with_empty_axes),
+      cmocka_unit_test(test_reduce_mean_over_unit_axes),
+      cmocka_unit_test(test_pad_opset18_axes_input),
+      cmocka_unit_test(test_gelu_opset20),
+      cmocka_unit_test(test_squeeze_axes_left_out),
+      cmocka_unit_test(test_error_opset_too_new),
+      cmocka_unit_test(test_error_dropout_training_mode),
+      cmocka_unit_test(test_dropout_training_mode_false),
+      cmocka_unit_test(test_error_gelu_chain_div_is_output),
       cmocka_unit_test(test_error_unknown_op),
       cmocka_unit_test(test_error_weight_raw_data_short),
       cmocka_unit_test(test_error_truncated_model),

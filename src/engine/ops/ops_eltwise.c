@@ -28,7 +28,10 @@ inferd_code ops_eltwise_lower(plan_ctx *c, int node, inferd_status *st) {
   if (xv->is_const) return node_fail(c, node, INFERD_UNSUPPORTED, st, "constant input (fold it at export)");
   fused_op ops[2];
   int k = engine_eltwise_of(plan_graph(c), n, plan_extra(c, node)->op, ops);
-  if (k == 0) return node_fail(c, node, INFERD_UNSUPPORTED, st, "bounds must be constants with min <= max");
+  if (k == 0)
+    return node_fail(c, node, INFERD_UNSUPPORTED, st, "%s",
+                     plan_extra(c, node)->op == OP_GELU ? "approximate must be \"none\" or \"tanh\""
+                                                         : "bounds must be constants with min <= max");
   plan_ref src;
   inferd_code rc = plan_src(c, n->inputs[0], NULL, &src, st);
   if (rc != INFERD_OK) return rc;

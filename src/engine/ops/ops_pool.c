@@ -85,18 +85,33 @@ inferd_code ops_reduce_lower(plan_ctx *c, int node, inferd_status *st) {
   plan_value *xv = plan_val(c, n->inputs[0]), *ov = plan_val(c, n->outputs[0]);
   if (xv->dtype != INFERD_DTYPE_FLOAT || xv->is_const || xv->rank < 1)
     return node_fail(c, node, INFERD_UNSUPPORTED, st, "needs a float32 input computed at run time");
-  const int64_t *axes;
-  int na = ir_attr_ints(n, "axes", &axes);
+  /* axes: an attribute up to opset 17, an optional input from 18 (which also added
+   * noop_with_empty_axes); none means all */
+  int64_t axes[IR_MAX_RANK];
+  int na;
+  if (plan_graph(c)->opset >= 18) {
+    na = n->n_inputs > 1 ? ops_const_ints(c, n->inputs[1], axes, IR_MAX_RANK) : -1;
+    if (na == -2) return node_fail(c, node, INFERD_UNSUPPORTED, st, "axes must be a constant of at most %d values", IR_MAX_RANK);
+  } else {
+    const int64_t *a;
+    na = ir_attr_ints(n, "axes", &a);
+    if (na > IR_MAX_RANK) return node_fail(c, node, INFERD_INVALID_ARG, st, "too many axes");
+    if (na > 0) memcpy(axes, a, (size_t)na * sizeof *a);
+  }
   bool reduce[IR_MAX_RANK] = {0};
   for (int i = 0; i < na; i++) {
     int64_t a = axes[i] < 0 ? axes[i] + xv->rank : axes[i];
     if (a < 0 || a >= xv->rank) return node_fail(c, node, INFERD_INVALID_ARG, st, "axis %lld out of range", (long long)axes[i]);
     reduce[a] = true;
   }
-  if (na == 0)
+  if (na <= 0 && !ir_attr_int(n, "noop_with_empty_axes", 0))
     for (int i = 0; i < xv->rank; i++) reduce[i] = true;
-  for (int i = 0; i < xv->rank; i++) /* the mean of nothing, as for pooling */
-    if (reduce[i] && xv->dims[i] == 0) return node_fail(c, node, INFERD_INVALID_ARG, st, "reduced axis %d is empty", i);
+  bool reduces = false; /* over an axis longer than 1 */
+  for (int i = 0; i < xv->rank; i++) {
+    if (reduce[i] && xv->dims[i] == 0) /* the mean of nothing, as for pooling */
+      return node_fail(c, node, INFERD_INVALID_ARG, st, "reduced axis %d is empty", i);
+    reduces |= reduce[i] && xv->dims[i] > 1;
+  }
   bool keep = ir_attr_int(n, "keepdims", 1) != 0;
   int64_t kd[IR_MAX_RANK];
   ov->dtype = INFERD_DTYPE_FLOAT;
@@ -110,6 +125,12 @@ inferd_code ops_reduce_lower(plan_ctx *c, int node, inferd_status *st) {
   if (rc != INFERD_OK) return rc;
   dnnl_memory_desc_t dst_md;
   md_plain(&dst_md, xv->rank, kd, INFERD_DTYPE_FLOAT);
+  if (!reduces) { /* a copy (oneDNN's reduction wants at least one axis reduced) */
+    if ((rc = plan_define(c, n->outputs[0], &dst_md, st)) != INFERD_OK) return rc;
+    plan_ref dst = ov->ref;
+    md_plain(&ov->ref.md, ov->rank, ov->dims, INFERD_DTYPE_FLOAT);
+    return plan_emit_reorder(c, node, &args[0], &dst, st);
+  }
   dnnl_reduction_desc_t desc;
   dnnl_primitive_desc_t pd;
   dnnl_primitive_attr_t attr = plan_attr_new();

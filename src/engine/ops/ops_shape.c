@@ -24,17 +24,15 @@ static inferd_code set_shape(plan_ctx *c, int node, int v, inferd_dtype dtype, i
   return INFERD_OK;
 }
 
-/* Reads a constant int64 (or int32) vector input; returns its length or -1. */
-static int const_ints(plan_ctx *c, int v, int64_t *out, int max) {
+int ops_const_ints(plan_ctx *c, int v, int64_t *out, int max) {
   if (v == IR_NONE) return -1;
   plan_value *pv = plan_val(c, v);
-  if (!pv->is_const || !pv->data) return -1;
   int64_t n = core_shape_count(pv->rank, pv->dims);
-  if (n < 0 || n > max) return -1;
+  if (!pv->is_const || !pv->data || n < 0 || n > max) return -2;
   for (int64_t i = 0; i < n; i++)
     if (pv->dtype == INFERD_DTYPE_INT64) out[i] = ((const int64_t *)pv->data)[i];
     else if (pv->dtype == INFERD_DTYPE_INT32) out[i] = ((const int32_t *)pv->data)[i];
-    else return -1;
+    else return -2;
   return (int)n;
 }
 
@@ -88,7 +86,7 @@ inferd_code ops_reshape_lower(plan_ctx *c, int node, inferd_status *st) {
   }
   case OP_RESHAPE: {
     int64_t shape[IR_MAX_RANK];
-    int ns = const_ints(c, n->n_inputs > 1 ? n->inputs[1] : IR_NONE, shape, IR_MAX_RANK);
+    int ns = ops_const_ints(c, n->n_inputs > 1 ? n->inputs[1] : IR_NONE, shape, IR_MAX_RANK);
     if (ns < 0) return node_fail(c, node, INFERD_UNSUPPORTED, st, "the shape must be a constant (or computed from shapes)");
     bool allowzero = ir_attr_int(n, "allowzero", 0) != 0;
     int infer = -1;
@@ -117,8 +115,8 @@ inferd_code ops_reshape_lower(plan_ctx *c, int node, inferd_status *st) {
   case OP_SQUEEZE:
   case OP_UNSQUEEZE: {
     int64_t axes[IR_MAX_RANK];
-    int na = n->n_inputs > 1 ? const_ints(c, n->inputs[1], axes, IR_MAX_RANK) : -1;
-    if (n->n_inputs > 1 && na < 0) return node_fail(c, node, INFERD_UNSUPPORTED, st, "axes must be a constant");
+    int na = n->n_inputs > 1 ? ops_const_ints(c, n->inputs[1], axes, IR_MAX_RANK) : -1;
+    if (na == -2) return node_fail(c, node, INFERD_UNSUPPORTED, st, "axes must be a constant");
     if (na < 0) {
       const int64_t *a;
       na = ir_attr_ints(n, "axes", &a);

@@ -13,19 +13,6 @@
 
 #include "engine/engine.h"
 
-static int read_ints(plan_ctx *c, int v, int64_t *out, int max) {
-  if (v == IR_NONE) return -1;
-  plan_value *pv = plan_val(c, v);
-  int64_t n = core_shape_count(pv->rank, pv->dims);
-  if (!pv->is_const || !pv->data || n > max || n < 0) return -2;
-  for (int64_t i = 0; i < n; i++) {
-    if (pv->dtype == INFERD_DTYPE_INT64) out[i] = ((const int64_t *)pv->data)[i];
-    else if (pv->dtype == INFERD_DTYPE_INT32) out[i] = ((const int32_t *)pv->data)[i];
-    else return -2;
-  }
-  return (int)n;
-}
-
 /* Copies the window (start, step per axis; out dims) of a dense constant. */
 static void copy_window(const char *src, char *dst, size_t es, int rank, const int64_t *dims, const int64_t *start,
                         const int64_t *step, const int64_t *odims) {
@@ -90,7 +77,7 @@ inferd_code ops_slice_lower(plan_ctx *c, int node, inferd_status *st) {
     if (axis_attr < 0 || axis_attr >= rank) return node_fail(c, node, INFERD_INVALID_ARG, st, "axis out of range");
     int axis = (int)axis_attr;
     int64_t sizes[64];
-    int ns = n->n_inputs > 1 ? read_ints(c, n->inputs[1], sizes, 64) : -1;
+    int ns = n->n_inputs > 1 ? ops_const_ints(c, n->inputs[1], sizes, 64) : -1;
     if (ns == -2) return node_fail(c, node, INFERD_UNSUPPORTED, st, "split sizes must be a constant");
     if (ns < 0) {
       const int64_t *a;
@@ -122,11 +109,11 @@ inferd_code ops_slice_lower(plan_ctx *c, int node, inferd_status *st) {
   /* Slice (opset 10+): starts, ends, axes, steps as constant inputs */
   int64_t starts[IR_MAX_RANK], ends[IR_MAX_RANK], axes[IR_MAX_RANK], steps[IR_MAX_RANK];
   if (n->n_inputs < 3 || n->n_outputs != 1) return node_fail(c, node, INFERD_UNSUPPORTED, st, "needs starts and ends inputs (opset 10+)");
-  int k = read_ints(c, n->inputs[1], starts, IR_MAX_RANK);
-  if (k < 0 || read_ints(c, n->inputs[2], ends, IR_MAX_RANK) != k)
+  int k = ops_const_ints(c, n->inputs[1], starts, IR_MAX_RANK);
+  if (k < 0 || ops_const_ints(c, n->inputs[2], ends, IR_MAX_RANK) != k)
     return node_fail(c, node, INFERD_UNSUPPORTED, st, "starts and ends must be constants of equal length");
-  int ka = n->n_inputs > 3 ? read_ints(c, n->inputs[3], axes, IR_MAX_RANK) : -1;
-  int ks = n->n_inputs > 4 ? read_ints(c, n->inputs[4], steps, IR_MAX_RANK) : -1;
+  int ka = n->n_inputs > 3 ? ops_const_ints(c, n->inputs[3], axes, IR_MAX_RANK) : -1;
+  int ks = n->n_inputs > 4 ? ops_const_ints(c, n->inputs[4], steps, IR_MAX_RANK) : -1;
   if (ka == -2 || ks == -2 || (ka >= 0 && ka != k) || (ks >= 0 && ks != k))
     return node_fail(c, node, INFERD_UNSUPPORTED, st, "axes and steps must be constants matching starts");
   for (int j = 0; j < k; j++) {
@@ -162,9 +149,25 @@ inferd_code ops_pad_lower(plan_ctx *c, int node, inferd_status *st) {
   plan_value *iv = plan_val(c, n->inputs[0]), *ov = plan_val(c, n->outputs[0]);
   if (iv->dtype != INFERD_DTYPE_FLOAT || iv->is_const)
     return node_fail(c, node, INFERD_UNSUPPORTED, st, "needs a float32 input computed at run time");
-  int64_t pads[2 * IR_MAX_RANK];
-  if (read_ints(c, n->inputs[1], pads, 2 * IR_MAX_RANK) != 2 * iv->rank)
-    return node_fail(c, node, INFERD_UNSUPPORTED, st, "pads must be a constant of %d values", 2 * iv->rank);
+  /* opset 18 added `axes`: pads then hold a begin and an end for each of those axes */
+  int64_t axes[IR_MAX_RANK], given[2 * IR_MAX_RANK], pads[2 * IR_MAX_RANK] = {0};
+  int na = n->n_inputs > 3 ? ops_const_ints(c, n->inputs[3], axes, IR_MAX_RANK) : -1;
+  if (na == -2) return node_fail(c, node, INFERD_UNSUPPORTED, st, "axes must be a constant of at most %d values", IR_MAX_RANK);
+  if (na < 0) {
+    na = iv->rank;
+    for (int i = 0; i < na; i++) axes[i] = i;
+  }
+  if (ops_const_ints(c, n->inputs[1], given, 2 * IR_MAX_RANK) != 2 * na)
+    return node_fail(c, node, INFERD_UNSUPPORTED, st, "pads must be a constant of %d values", 2 * na);
+  bool seen[IR_MAX_RANK] = {0};
+  for (int j = 0; j < na; j++) {
+    int64_t a = axes[j] < 0 ? axes[j] + iv->rank : axes[j];
+    if (a < 0 || a >= iv->rank || seen[a])
+      return node_fail(c, node, INFERD_INVALID_ARG, st, "axis %lld out of range or repeated", (long long)axes[j]);
+    seen[a] = true;
+    pads[a] = given[j];
+    pads[a + iv->rank] = given[j + na];
+  }
   float value = 0.0f;
   if (n->n_inputs > 2 && n->inputs[2] != IR_NONE) {
     plan_value *cv = plan_val(c, n->inputs[2]);
