@@ -224,10 +224,12 @@ inferd_code engine_weight_get(inferd_model *m, int value, const dnnl_memory_desc
 /* Reorders src_data (layout src) into dst_data (layout dst) right now. */
 inferd_code engine_reorder_now(inferd_model *m, const dnnl_memory_desc_t *src, const void *src_data,
                                const dnnl_memory_desc_t *dst, void *dst_data, inferd_status *st);
-/* Finds the constants that are read only as weights (Conv, Gemm, MatMul,
- * BatchNormalization parameters): their plain copy can go as soon as it is reordered. */
+/* After the passes: finds the constants that are read only as weights (Conv, Gemm,
+ * MatMul, BatchNormalization parameters), whose plain copy can go once reordered, and
+ * drops the plain copies of constants that nothing reads any more. */
 inferd_code engine_weights_mark(inferd_model *m, inferd_status *st);
-/* Drops the IR's plain copies of constants that now live in the weight cache. */
+/* After the load-time plan: drops the IR's plain copies of the constants read only as
+ * weights (each of their uses has its copy in the weight cache by then). */
 void engine_weights_release_plain(inferd_model *m);
 
 /* ---- what op lowerings use (engine_plan.c) ------------------------------------------- */

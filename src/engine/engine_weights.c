@@ -6,10 +6,15 @@
  * the first plan that asks for a constant in a layout reorders the IR's plain data
  * into the model's weight arena, and every later plan and session asks again and
  * gets the same pointer. Copies are keyed by (how the plain data is read, wanted
- * layout), so a constant used two ways never mixes them up. A constant read only as
- * weights loses its plain copy right after its first reorder, so that loading never
- * holds a model's weights twice; the rest lose theirs once the load-time plan exists.
- * A layout asked for later is reordered from an existing copy.
+ * layout), so a constant used two ways never mixes them up. A constant that one node
+ * reads, as its weights, loses its plain copy right after its first reorder, so that
+ * loading never holds a model's weights twice; one that several nodes read only as
+ * weights (perhaps each its own way) loses it once the load-time plan, which asks for
+ * every one of those ways, exists. A layout asked for later is reordered from an
+ * existing copy read the same way. A constant that other ops read too (a binary op's
+ * operand, shape arithmetic folded per plan) keeps its plain copy. Constants no node
+ * reads any more (the originals of weights the passes rewrote, as when a
+ * BatchNormalization is folded into its Conv) go right after the passes.
  *
  * Called under model->lock (plans are compiled under it). Copies are never changed
  * or freed before the model is, so runs read them without a lock.
@@ -89,7 +94,7 @@ inferd_code engine_weight_get(inferd_model *m, int value, const dnnl_memory_desc
   w->next = m->weights[value];
   m->weights[value] = w;
   m->weights_bytes += size;
-  if (m->weight_only[value] && v->nbytes >= CORE_ARENA_BIG) ir_graph_release_data(m->graph, value);
+  if (m->weight_only[value] && v->consumers == 1) ir_graph_release_data(m->graph, value);
   *out = data;
   return INFERD_OK;
 }
@@ -109,14 +114,17 @@ inferd_code engine_weights_mark(inferd_model *m, inferd_status *st) {
     for (int k = 1; k < n->n_inputs; k++)
       if (n->inputs[k] != IR_NONE) weight_reads[n->inputs[k]]++;
   }
-  for (int v = 0; v < g->n_values; v++)
-    m->weight_only[v] = g->values[v].data && !g->values[v].is_output && weight_reads[v] == g->values[v].consumers;
+  for (int v = 0; v < g->n_values; v++) {
+    const ir_value *x = &g->values[v];
+    bool constant = x->data && x->producer == IR_NONE && !x->is_input && !x->is_output;
+    m->weight_only[v] = constant && weight_reads[v] == x->consumers;
+    if (constant && x->consumers == 0) ir_graph_release_data(m->graph, v);
+  }
   free(weight_reads);
   return INFERD_OK;
 }
 
 void engine_weights_release_plain(inferd_model *m) {
-  /* Small constants stay: shape chains read their data when later plans fold them. */
   for (int v = 0; v < m->graph->n_values; v++)
-    if (m->weights[v] && m->graph->values[v].nbytes >= 4096) ir_graph_release_data(m->graph, v);
+    if (m->weights[v] && m->weight_only[v]) ir_graph_release_data(m->graph, v);
 }

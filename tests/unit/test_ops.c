@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "inferd/inferd.h"
 #include "onnx.pb-c.h"
@@ -1708,6 +1709,99 @@ static void test_error_gelu_chain_div_is_output(void **state) {
   expect_load_fails(b, INFERD_UNSUPPORTED, (const char *const[]){"Erf", NULL});
 }
 
+/* Regression: after the load-time plan, a constant of 4 KB or more lost its plain data
+ * once it had a copy in the weight cache, even when shape arithmetic also reads it:
+ * every other batch size's plan failed with "constant data was released". */
+static void test_constant_both_operand_and_folded(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 2048));
+  b_random(b, "c", DIMS(2048), -1.0f, 1.0f);
+  b_ints(b, "shape", 2, (const int64_t[]){1, 2048});
+  b_node(b, "Add", IN("x", "c"), OUT("a"), NULL);
+  b_node(b, "Reshape", IN("c", "shape"), OUT("c2"), NULL);
+  b_node(b, "Mul", IN("a", "c2"), OUT("y"), NULL);
+  b_output(b, "y");
+  check_graph(b);
+}
+
+/* Regression: a weight that two nodes read two ways (as B of a Gemm with transB=1 and
+ * of one with transB=0) lost its plain data after its first reorder, so the second
+ * node was refused with "no copy left to reorder from". */
+static void test_weight_read_two_ways(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 256));
+  b_random(b, "w", DIMS(256, 256), -0.1f, 0.1f);
+  b_node(b, "Gemm", IN("x", "w"), OUT("a"), ATTRS(A_INT("transB", 1)));
+  b_node(b, "Gemm", IN("a", "w"), OUT("y"), NULL);
+  b_output(b, "y");
+  check_graph(b);
+}
+
+static long rss_kb(void) {
+  long size = 0, pages = 0;
+  FILE *f = fopen("/proc/self/statm", "r");
+  assert_non_null(f);
+  assert_int_equal(fscanf(f, "%ld %ld", &size, &pages), 2);
+  fclose(f);
+  return pages * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/* Eight 3x3 Conv(256 -> 256), each followed by a BatchNormalization when `bn`. */
+static builder *conv_stack(const char *what, bool bn) {
+  builder *b = b_new(what);
+  b_input(b, "x", DIMS(0, 256, 4, 4));
+  const char *prev = "x";
+  static char outs[8][B_NAME];
+  for (int i = 0; i < 8; i++) {
+    char w[B_NAME], c[B_NAME], p[4][B_NAME];
+    snprintf(w, sizeof w, "w%d", i);
+    snprintf(c, sizeof c, "c%d", i);
+    snprintf(outs[i], sizeof outs[i], "y%d", i);
+    b_random(b, w, DIMS(256, 256, 3, 3), -0.02f, 0.02f);
+    const char *out = bn ? c : outs[i];
+    b_node(b, "Conv", IN(prev, w), OUT(out), ATTRS(A_INTS("kernel_shape", 3, 3), A_INTS("pads", 1, 1, 1, 1)));
+    if (bn) {
+      for (int k = 0; k < 4; k++) {
+        snprintf(p[k], sizeof p[k], "bn%d_%d", i, k);
+        b_random(b, p[k], DIMS(256), k == 3 ? 0.5f : -0.5f, 1.5f);
+      }
+      b_node(b, "BatchNormalization", IN(c, p[0], p[1], p[2], p[3]), OUT(outs[i]), NULL);
+    }
+    prev = outs[i];
+  }
+  b_output(b, prev);
+  return b;
+}
+
+/* How much loading b's model adds to the process's RSS, in KB. Frees b. */
+static long load_growth_kb(builder *b, long *weights_kb) {
+  size_t size;
+  void *buf = b_pack(b, &size);
+  inferd_model *m = NULL;
+  inferd_status st = {0};
+  long before = rss_kb();
+  if (inferd_model_load_memory(buf, size, NULL, &m, &st) != INFERD_OK) fail_msg("%s: load: %s", b->what, st.message);
+  long growth = rss_kb() - before;
+  *weights_kb = (long)(inferd_model_weights_bytes(m) / 1024);
+  inferd_model_free(m);
+  free(buf);
+  b_free(b);
+  return growth;
+}
+
+/* Regression: the weights of the Convs that BatchNormalizations were folded into stayed
+ * in memory beside their folded copies, so such a model held its weights twice. Its
+ * load must add about what the same model without them adds (18 MB of weights). */
+static void test_batchnorm_fold_releases_originals(void **state) {
+  long weights_kb, unused;
+  load_growth_kb(conv_stack(__func__, false), &unused); /* oneDNN's first kernels, libraries' pages */
+  long plain = load_growth_kb(conv_stack(__func__, false), &weights_kb);
+  long folded = load_growth_kb(conv_stack(__func__, true), &unused);
+  if (folded > plain + weights_kb / 2)
+    fail_msg("loading added %ld KB with BatchNormalizations folded, %ld KB without (weights: %ld KB)", folded, plain,
+             weights_kb);
+}
+
 /* A squeeze-excitation block on blocked layouts (tuned for batch 4): the [N, 32, 1, 1]
  * scales stay in the blocked layout their Conv wrote, and the broadcast Mul takes both
  * operands as they are (ops_binary.c). */
@@ -2786,6 +2880,9 @@ int main(void) {
       cmocka_unit_test(test_error_dropout_training_mode),
       cmocka_unit_test(test_dropout_training_mode_false),
       cmocka_unit_test(test_error_gelu_chain_div_is_output),
+      cmocka_unit_test(test_constant_both_operand_and_folded),
+      cmocka_unit_test(test_weight_read_two_ways),
+      cmocka_unit_test(test_batchnorm_fold_releases_originals),
       cmocka_unit_test(test_error_unknown_op),
       cmocka_unit_test(test_error_weight_raw_data_short),
       cmocka_unit_test(test_error_truncated_model),
