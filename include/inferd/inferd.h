@@ -71,7 +71,10 @@ typedef enum inferd_dtype {
 
 enum { INFERD_MAX_RANK = 8 };
 
-/* A model input or output as the model declares it; dims[i] == -1 is a dynamic axis. */
+/* A model input or output as the model declares it; dims[i] == -1 is a dynamic axis.
+ * dims[0] is the batch axis: -1 when the model declares it dynamic (a name); a number
+ * when it declares a number, which is then the only batch size the model runs (runs of
+ * any other fail with INFERD_INVALID_ARG). */
 typedef struct inferd_tensor_info {
   const char *name; /* borrowed from the model; valid until inferd_model_free */
   inferd_dtype dtype;

@@ -83,6 +83,11 @@ static inferd_code plan_get_locked(inferd_model *m, int batch, int threads, plan
     }
     if (m->cache[i].used < m->cache[lru].used) lru = i;
   }
+  if (m->fixed_batch > 0 && batch != m->fixed_batch)
+    return core_fail(st, INFERD_INVALID_ARG,
+                     "batch size %d: the model's inputs declare a fixed batch size of %d (a number, not a dynamic "
+                     "axis); export it with a dynamic batch axis to run other batch sizes",
+                     batch, m->fixed_batch);
   plan *p;
   inferd_code rc = engine_plan_compile(m, batch, threads, &p, st);
   if (rc != INFERD_OK) return rc;
@@ -119,10 +124,22 @@ static inferd_code describe_io(inferd_model *m, inferd_status *st) {
       if (v->dims[i] < 0)
         return core_fail(st, INFERD_UNSUPPORTED, "input '%s': dimension %d is dynamic; only the batch axis may be",
                          v->name, i);
+    /* A batch axis declared as a number (not a name) is the only batch the model runs:
+     * an export without dynamic axes bakes it into constants (Reshape to [1, -1]). */
+    if (v->dims[0] > 0 && m->fixed_batch > 0 && v->dims[0] != m->fixed_batch)
+      return core_fail(st, INFERD_UNSUPPORTED, "inputs declare different batch sizes (%lld and %d)",
+                       (long long)v->dims[0], m->fixed_batch);
+    if (v->dims[0] > 0) {
+      if (v->dims[0] > m->max_batch)
+        return core_fail(st, INFERD_UNSUPPORTED, "input '%s' has a fixed batch size of %lld, above the largest batch %d",
+                         v->name, (long long)v->dims[0], m->max_batch);
+      m->fixed_batch = (int)v->dims[0];
+    }
     m->inputs[k] = (inferd_tensor_info){.name = v->name, .dtype = v->dtype, .rank = v->rank};
     memcpy(m->inputs[k].dims, v->dims, sizeof v->dims);
-    m->inputs[k].dims[0] = -1;
+    if (v->dims[0] <= 0) m->inputs[k].dims[0] = -1;
   }
+  if (m->fixed_batch > 0) m->opt_batch = m->fixed_batch;
   for (int k = 0; k < g->n_outputs; k++) {
     const ir_value *v = &g->values[g->outputs[k]];
     m->outputs[k] = (inferd_tensor_info){.name = v->name, .dtype = INFERD_DTYPE_FLOAT, .rank = -1};
@@ -170,7 +187,7 @@ static inferd_code finish_load(ir_graph *g, const inferd_model_params *params, i
       for (int k = 0; k < m->n_outputs; k++) {
         m->outputs[k].rank = p->out_rank[k];
         memcpy(m->outputs[k].dims, p->out_dims[k], sizeof p->out_dims[k]);
-        m->outputs[k].dims[0] = -1;
+        if (m->fixed_batch == 0) m->outputs[k].dims[0] = -1;
       }
     }
     pthread_mutex_unlock(&m->lock);

@@ -300,6 +300,28 @@ static bool is_image_model(const inferd_model *engine) {
          in.dims[2] == HANDLER_IMAGE_CROP && in.dims[3] == HANDLER_IMAGE_CROP;
 }
 
+/* Inputs that declare their batch size as a number run that batch size only: a batch
+ * of 1 is served with batchSize 1 (each request its own batch); another number cannot
+ * take the partial batches a queue forms, and is refused. */
+static inferd_code fit_fixed_batch(http__model *m, inferd_status *st) {
+  for (int k = 0; k < inferd_model_num_inputs(m->engine); k++) {
+    inferd_tensor_info in;
+    if (inferd_model_input(m->engine, k, &in) != INFERD_OK || in.dims[0] < 0) continue;
+    if (in.dims[0] != 1)
+      return core_fail(st, INFERD_UNSUPPORTED,
+                       "model %s: input '%s' declares a fixed batch size of %lld; inferd serve needs a dynamic "
+                       "batch axis (or a batch size of 1)",
+                       m->name, in.name, (long long)in.dims[0]);
+    if (m->batch_size > 1)
+      core_log(CORE_LOG_WARN,
+               "model %s: input '%s' declares a fixed batch size of 1: batchSize %d lowered to 1 (export the "
+               "model with a dynamic batch axis to batch requests)",
+               m->name, in.name, m->batch_size);
+    m->batch_size = 1;
+  }
+  return INFERD_OK;
+}
+
 static inferd_code check_image_model(const inferd_model *engine, const char *name, inferd_status *st) {
   inferd_tensor_info in;
   if (inferd_model_num_inputs(engine) != 1 || inferd_model_input(engine, 0, &in) != INFERD_OK)
@@ -442,6 +464,7 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
   }
   m->image_classifier = code == INFERD_OK && strcmp(m->handler, IMAGE_CLASSIFIER) == 0;
   if (code == INFERD_OK && m->image_classifier) code = check_image_model(m->engine, m->name, st);
+  if (code == INFERD_OK) code = fit_fixed_batch(m, st);
 
   /* Placement: the plan decides the worker count when it is automatic (0). */
   int sched_workers = workers;

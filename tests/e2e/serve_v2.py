@@ -227,6 +227,15 @@ if r.status_code == 200:
     check(ok and out["shape"] == [5, 4], "tensor model: v2 infer of 5 rows equals inferd run", detail)
 else:
     check(False, "tensor model: v2 infer of 5 rows equals inferd run", "HTTP %d: %s" % (r.status_code, r.text[:300]))
+# the same MLP declaring a fixed batch of 1: five rows, five runs of one, the same answer
+r = post({"inputs": [{"name": "input", "shape": [5, 4], "datatype": "FP32", "data": m5.reshape(-1).tolist()}]},
+         url=BASE + "/v2/models/mlp1/infer")
+if r.status_code == 200:
+    out = r.json()["outputs"][0]
+    ok, detail = close(np.array(out["data"]).reshape(out["shape"]), mlp5)
+    check(ok and out["shape"] == [5, 4], "fixed-batch model: v2 infer of 5 rows equals inferd run", detail)
+else:
+    check(False, "fixed-batch model: v2 infer of 5 rows equals inferd run", "HTTP %d: %s" % (r.status_code, r.text[:300]))
 r = requests.post(BASE + "/predictions/mlp", data=b"\xff\xd8\xff", headers=AUTH, timeout=60)
 expect_error("tensor model: /predictions points at v2", 400, r, ["/v2/models/mlp/infer"])
 

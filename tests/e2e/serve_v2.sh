@@ -7,7 +7,10 @@
 # input, the id echo, and every 400 / 401 / 404 / 405; /ping must still be 200 after
 # all of it, and SIGTERM must exit 0. Beside it, make_tiny.py --mlp's [N,4] model as a
 # bare .onnx: it takes no image, so it is served with the tensor handler, answers v2
-# infer like `inferd run`, and /predictions on it is a 400 that points at v2. ~10 s.
+# infer like `inferd run`, and /predictions on it is a 400 that points at v2. The same
+# MLP declaring a fixed batch of 1 (an export without dynamic axes) is served with
+# batchSize 1 whatever the config asks, and answers the same; one declaring a fixed
+# batch of 2 is refused at registration. ~10 s.
 #
 #   serve_v2.sh INFERD SOURCE_DIR WORK_DIR
 set -euo pipefail
@@ -52,6 +55,8 @@ np.save(os.path.join(work, "x1.npy"), x[:1])
 PY
 
 "$PY" "$SRC/tests/fixtures/make_tiny.py" "$WORK/store/mlp.onnx" --mlp
+"$PY" "$SRC/tests/fixtures/make_tiny.py" "$WORK/store/mlp1.onnx" --mlp-fixed 1
+"$PY" "$SRC/tests/fixtures/make_tiny.py" "$WORK/store/mlp2.onnx" --mlp-fixed 2
 "$PY" -c 'import sys, numpy as np; np.save(sys.argv[1], (np.arange(20, dtype=np.float32).reshape(5, 4) - 9) / 4)' \
   "$WORK/m5.npy"
 "$INFERD" run "$WORK/store/mlp.onnx" --input "$WORK/m5.npy" --output "$WORK/mlp5.npy" >/dev/null
@@ -63,18 +68,36 @@ PY
 serve_ports
 serve_config "$WORK/config.properties" \
   "model_store=$WORK/store" \
-  "load_models=small=small.onnx,mlp=mlp.onnx" \
+  "load_models=small=small.onnx,mlp=mlp.onnx,mlp1=mlp1.onnx" \
   "default_workers_per_model=1" \
   "number_of_netty_threads=2" \
   "job_queue_size=8" \
   "max_request_size=20000000" \
-  'models={"small": {"1.0": {"batchSize": 4, "maxBatchDelay": 20}}}'
+  "enable_model_api=true" \
+  'models={"small": {"1.0": {"batchSize": 4, "maxBatchDelay": 20}}, "mlp1": {"1.0": {"batchSize": 8, "maxBatchDelay": 20}}}'
 serve_start "$WORK" --ts-config "$WORK/config.properties" --foreground
 serve_wait_ready 60
 serve_keys "$WORK"
 
 status=0
 "$PY" "$SRC/tests/e2e/serve_v2.py" "http://127.0.0.1:$INFERENCE_PORT" "$INFERENCE_KEY" "$WORK" || status=1
+
+# A model whose batch axis is a number: served at that batch size, or refused.
+described=$(curl -sS -H "Authorization: Bearer $MANAGEMENT_KEY" "http://127.0.0.1:$MANAGEMENT_PORT/models/mlp1")
+if ! echo "$described" | "$PY" -c 'import json,sys; sys.exit(json.load(sys.stdin)[0]["batchSize"] != 1)'; then
+  echo "FAIL: mlp1 declares a fixed batch of 1 but is described with: $described" >&2
+  status=1
+fi
+if ! grep -q "mlp1: input 'input' declares a fixed batch size of 1: batchSize 8 lowered to 1" "$WORK/server.log"; then
+  echo "FAIL: no warning that mlp1's batchSize was lowered" >&2
+  status=1
+fi
+code=$(curl -sS -o "$WORK/mlp2.json" -w '%{http_code}' -X POST -H "Authorization: Bearer $MANAGEMENT_KEY" \
+  "http://127.0.0.1:$MANAGEMENT_PORT/models?url=mlp2.onnx&synchronous=true")
+if [ "$code" != 400 ] || ! grep -q "fixed batch size of 2" "$WORK/mlp2.json"; then
+  echo "FAIL: registering mlp2 (fixed batch 2): HTTP $code $(cat "$WORK/mlp2.json")" >&2
+  status=1
+fi
 
 serve_stop 60
 if [ "$SERVER_STATUS" != 0 ]; then

@@ -101,7 +101,7 @@ typedef struct attr {
 typedef struct b_input_rec {
   char name[B_NAME];
   int rank;
-  int64_t dims[B_MAX_RANK]; /* dims[0] is the batch axis, declared as 'N' */
+  int64_t dims[B_MAX_RANK]; /* dims[0] is the batch axis, declared as 'N' when 0 */
 } b_input_rec;
 
 typedef struct b_const_rec {
@@ -159,14 +159,14 @@ static void b_free(builder *b) {
   free(b);
 }
 
-/* A float32 graph input; dims[0] is ignored (the dynamic batch axis 'N'). */
+/* A float32 graph input; dims[0] is its batch axis: 0 declares it dynamic ('N'), a
+ * number declares that fixed batch size. */
 static void b_input(builder *b, const char *name, int rank, const int64_t *dims) {
-  assert_true(b->n_inputs < B_MAX_IO && rank >= 1 && rank <= B_MAX_RANK);
+  assert_true(b->n_inputs < B_MAX_IO && rank >= 1 && rank <= B_MAX_RANK && dims[0] >= 0);
   b_input_rec *r = &b->inputs[b->n_inputs++];
   copy_name(r->name, name);
   r->rank = rank;
   memcpy(r->dims, dims, (size_t)rank * sizeof *dims);
-  r->dims[0] = 0;
 }
 
 static void b_output(builder *b, const char *name) {
@@ -311,7 +311,7 @@ static void pack_value_info(pack_scratch *s, int slot, const char *name, const b
     for (int i = 0; i < shape->rank; i++) {
       Onnx__TensorShapeProto__Dimension *d = &s->dims[slot][i];
       *d = (Onnx__TensorShapeProto__Dimension)ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT;
-      if (i == 0) {
+      if (i == 0 && shape->dims[0] == 0) {
         d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
         d->dim_param = "N";
       } else {
@@ -1157,7 +1157,7 @@ static void check_graph_with(builder *b, const inferd_model_params *params, cons
     assert_int_equal(inferd_model_input(m, k, &info), INFERD_OK);
     assert_string_equal(info.name, b->inputs[k].name);
     assert_int_equal(info.rank, b->inputs[k].rank);
-    assert_int_equal(info.dims[0], -1); /* the batch axis */
+    assert_int_equal(info.dims[0], b->inputs[k].dims[0] ? b->inputs[k].dims[0] : -1); /* the batch axis */
     for (int i = 1; i < info.rank; i++) assert_int_equal(info.dims[i], b->inputs[k].dims[i]);
   }
   int run = 0;
@@ -1800,6 +1800,40 @@ static void test_batchnorm_fold_releases_originals(void **state) {
   if (folded > plain + weights_kb / 2)
     fail_msg("loading added %ld KB with BatchNormalizations folded, %ld KB without (weights: %ld KB)", folded, plain,
              weights_kb);
+}
+
+/* An export without dynamic axes: the input declares batch 1 (a number) and the
+ * Reshape's target [1, 16] has it baked in. */
+static builder *fixed_batch_graph(const char *what) {
+  builder *b = b_new(what);
+  b_input(b, "x", DIMS(1, 4, 2, 2));
+  b_ints(b, "shape", 2, (const int64_t[]){1, 16});
+  b_node(b, "Reshape", IN("x", "shape"), OUT("r"), NULL);
+  b_node(b, "Softmax", IN("r"), OUT("y"), ATTRS(A_INT("axis", 1)));
+  b_output(b, "y");
+  return b;
+}
+
+/* Regression: the batch axis was made dynamic whatever the model declared, so batch 4
+ * ran through the Reshape to [1, 16] and gave one softmax over the four items. The
+ * declared batch is now the only one that runs, and inferd_model_input says which. */
+static void test_fixed_batch_runs_only_that_batch(void **state) {
+  static const int one[] = {1};
+  check_graph_with(fixed_batch_graph(__func__), NULL, one, 1, false);
+  builder *b = fixed_batch_graph(__func__);
+  inferd_model *m = load_or_fail(b, &tuned_params); /* asked to tune for 4: it is tuned for 1 */
+  inferd_session *s = NULL;
+  inferd_status st = {0};
+  assert_int_equal(inferd_session_new(m, NULL, &s, &st), INFERD_OK);
+  float x[4 * 16] = {0}, y[4 * 16];
+  const float *in[1] = {x};
+  float *out[1] = {y};
+  assert_int_equal(inferd_session_run(s, 4, in, out, &st), INFERD_INVALID_ARG);
+  if (!strstr(st.message, "fixed batch size of 1")) fail_msg("message: %s", st.message);
+  assert_int_equal(inferd_session_run(s, 1, in, out, &st), INFERD_OK);
+  inferd_session_free(s);
+  inferd_model_free(m);
+  b_free(b);
 }
 
 /* A squeeze-excitation block on blocked layouts (tuned for batch 4): the [N, 32, 1, 1]
@@ -2883,6 +2917,7 @@ int main(void) {
       cmocka_unit_test(test_constant_both_operand_and_folded),
       cmocka_unit_test(test_weight_read_two_ways),
       cmocka_unit_test(test_batchnorm_fold_releases_originals),
+      cmocka_unit_test(test_fixed_batch_runs_only_that_batch),
       cmocka_unit_test(test_error_unknown_op),
       cmocka_unit_test(test_error_weight_raw_data_short),
       cmocka_unit_test(test_error_truncated_model),
