@@ -309,29 +309,20 @@ static inferd_code read_entry_malloc(zip_t *z, const zip_entry *e, void **out, i
   return INFERD_OK;
 }
 
-/* A stored (uncompressed) entry of the zip file at `path`, mapped in place instead of
- * read: the engine then parses it straight from the file's pages and drops each page
- * once copied (inferd_model_params.mapped_file), so a .mar costs no copy of the model
- * and no memory beyond the engine's. libzip has checked the archive and tells the
- * entry's size, method and CRC, but not where its data starts; that is in the entry's
- * local header (APPNOTE 4.3.7: signature PK\3\4, method at byte 8, name and extra
- * field lengths at 26 and 28, the name at 30, the data after the extra field). The
- * header is found by its signature and name, and the data found there is accepted only
- * if its CRC-32 is the one libzip read from the central directory - the same check
- * libzip makes when it reads an entry. Only the first header that names the entry is
- * tried, so a crafted archive costs at most one CRC pass more than reading it. Returns
- * false (read the entry instead) when the entry is compressed or encrypted or that
- * header does not match; *data is then unset. */
-static bool map_stored_entry(const char *path, zip_t *z, const zip_entry *e, const void **base, size_t *base_size,
-                             const unsigned char **data) {
-  zip_stat_t sb;
-  if (zip_stat_index(z, e->index, 0, &sb) != 0 || !(sb.valid & ZIP_STAT_COMP_METHOD) || !(sb.valid & ZIP_STAT_CRC) ||
-      sb.comp_method != ZIP_CM_STORE || ((sb.valid & ZIP_STAT_ENCRYPTION_METHOD) && sb.encryption_method != ZIP_EM_NONE))
-    return false;
-  inferd_status ignored;
+/* The search and CRC pass of map_stored_entry (below), as a reader for core_guard_run. */
+typedef struct stored_search {
   const unsigned char *file;
-  size_t size, name_len = strlen(e->name);
-  if (core_file_map(path, (const void **)&file, &size, &ignored) != INFERD_OK) return false;
+  size_t size;
+  const zip_entry *e;
+  uint32_t crc;
+  const unsigned char *found; /* the entry's data, its CRC checked */
+} stored_search;
+
+static void find_stored(void *arg) {
+  stored_search *s = arg;
+  const unsigned char *file = s->file;
+  size_t size = s->size, name_len = strlen(s->e->name);
+  const zip_entry *e = s->e;
   static const unsigned char SIGNATURE[4] = {'P', 'K', 3, 4};
   enum { HEADER = 30 };
   for (size_t at = 0; at + HEADER <= size;) {
@@ -357,10 +348,40 @@ static bool map_stored_entry(const char *path, zip_t *z, const zip_entry *e, con
       crc = crc32_z(crc, h + start + done, chunk);
       done += chunk;
     }
-    if ((uint32_t)crc != sb.crc) break;
+    if ((uint32_t)crc == s->crc) s->found = h + start;
+    return;
+  }
+}
+
+/* A stored (uncompressed) entry of the zip file at `path`, mapped in place instead of
+ * read: the engine then parses it straight from the file's pages and drops each page
+ * once copied (inferd_model_params.mapped_file), so a .mar costs no copy of the model
+ * and no memory beyond the engine's. libzip has checked the archive and tells the
+ * entry's size, method and CRC, but not where its data starts; that is in the entry's
+ * local header (APPNOTE 4.3.7: signature PK\3\4, method at byte 8, name and extra
+ * field lengths at 26 and 28, the name at 30, the data after the extra field). The
+ * header is found by its signature and name, and the data found there is accepted only
+ * if its CRC-32 is the one libzip read from the central directory - the same check
+ * libzip makes when it reads an entry. Only the first header that names the entry is
+ * tried, so a crafted archive costs at most one CRC pass more than reading it. Returns
+ * false (read the entry instead) when the entry is compressed or encrypted or that
+ * header does not match, or when the file shrank while it was read (core_guard_run:
+ * libzip's reads then fail cleanly); *data is then unset. */
+static bool map_stored_entry(const char *path, zip_t *z, const zip_entry *e, const void **base, size_t *base_size,
+                             const unsigned char **data) {
+  zip_stat_t sb;
+  if (zip_stat_index(z, e->index, 0, &sb) != 0 || !(sb.valid & ZIP_STAT_COMP_METHOD) || !(sb.valid & ZIP_STAT_CRC) ||
+      sb.comp_method != ZIP_CM_STORE || ((sb.valid & ZIP_STAT_ENCRYPTION_METHOD) && sb.encryption_method != ZIP_EM_NONE))
+    return false;
+  inferd_status ignored;
+  const void *file;
+  size_t size;
+  if (core_file_map(path, &file, &size, &ignored) != INFERD_OK) return false;
+  stored_search s = {.file = file, .size = size, .e = e, .crc = sb.crc};
+  if (core_guard_run(find_stored, &s) && s.found) {
     *base = file;
     *base_size = size;
-    *data = h + start;
+    *data = s.found;
     return true;
   }
   core_file_unmap(file, size);

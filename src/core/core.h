@@ -93,6 +93,12 @@ void core_npy_free(core_npy *npy);
 inferd_code core_file_map(const char *path, const void **data, size_t *size, inferd_status *st);
 void core_file_unmap(const void *data, size_t size);
 
+/* Runs reader(arg), which reads a mapped file, on this thread; false if the file shrank
+ * under it (a page past its new end raised SIGBUS: someone truncated or rewrote it in
+ * place), in which case the reader stopped where it was. The reader must hold no lock
+ * and own no malloc'd state when it could fault (core_guard.c). */
+bool core_guard_run(void (*reader)(void *arg), void *arg);
+
 double core_now_seconds(void); /* CLOCK_MONOTONIC */
 
 #define CORE_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))

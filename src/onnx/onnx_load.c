@@ -89,6 +89,19 @@ static void *pb_alloc(void *data, size_t size) {
 
 static void pb_free(void *data, void *p) { (void)data, (void)p; /* the arena frees all at once */ }
 
+/* The unpack, as a reader for core_guard_run: the file may be mapped and shrink. */
+typedef struct unpack_call {
+  ProtobufCAllocator *allocator;
+  size_t size;
+  const void *data;
+  Onnx__ModelProto *model;
+} unpack_call;
+
+static void unpack(void *arg) {
+  unpack_call *c = arg;
+  c->model = onnx__model_proto__unpack(c->allocator, c->size, c->data);
+}
+
 /* ---- name table: value name -> index (open addressing, load phase only) -------- */
 
 typedef struct name_table {
@@ -513,7 +526,12 @@ static inferd_code load(const void *data, size_t size, bool mapped, ir_graph **o
   unpack_ctx u = {.arena = g->arena, .file = mapped ? data : NULL, .file_size = size};
   populate_ahead(&u);
   ProtobufCAllocator allocator = {.alloc = pb_alloc, .free = pb_free, .allocator_data = &u};
-  Onnx__ModelProto *m = onnx__model_proto__unpack(&allocator, size, data);
+  unpack_call call = {.allocator = &allocator, .size = size, .data = data};
+  if (!core_guard_run(unpack, &call)) { /* everything it allocated is in the graph's arena */
+    ir_graph_free(g);
+    return core_fail(st, INFERD_INVALID_ARG, "the model file shrank while it was read (truncated or rewritten in place)");
+  }
+  Onnx__ModelProto *m = call.model;
   if (!m) {
     ir_graph_free(g);
     return core_fail(st, INFERD_INVALID_ARG, "not a valid ONNX model: protobuf parse failed (truncated or corrupt file)");

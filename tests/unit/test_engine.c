@@ -8,8 +8,12 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -123,10 +127,43 @@ static void test_describe_and_errors(void **state) {
   assert_null(strchr(st.message, '\n'));
 }
 
+/* A model file truncated while it is mapped and read (as `cp` over a file a server is
+ * loading does): the loader meets pages past the new end (SIGBUS) and must refuse the
+ * model, not die. Then a whole model loads on the same thread again. */
+static void test_model_file_shrinks_while_read(void **state) {
+  (void)state;
+  char path[] = "/tmp/inferd-test-shrink-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  FILE *src = fopen(model_path(), "rb");
+  assert_non_null(src);
+  char chunk[1 << 16];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof chunk, src)) > 0) assert_int_equal(write(fd, chunk, n), (ssize_t)n);
+  fclose(src);
+  struct stat sb;
+  assert_int_equal(fstat(fd, &sb), 0);
+  void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  assert_true(map != MAP_FAILED);
+  assert_int_equal(ftruncate(fd, 4096), 0);
+  inferd_model *m = NULL;
+  inferd_status st = {0};
+  inferd_model_params p = {.mapped_file = true};
+  assert_int_equal(inferd_model_load_memory(map, (size_t)sb.st_size, &p, &m, &st), INFERD_INVALID_ARG);
+  assert_null(m);
+  if (!strstr(st.message, "shrank while it was read")) fail_msg("message: %s", st.message);
+  munmap(map, (size_t)sb.st_size);
+  close(fd);
+  unlink(path);
+  assert_int_equal(inferd_model_load(model_path(), NULL, &m, &st), INFERD_OK);
+  inferd_model_free(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_one_copy_of_weights),
       cmocka_unit_test(test_describe_and_errors),
+      cmocka_unit_test(test_model_file_shrinks_while_read),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
