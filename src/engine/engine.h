@@ -105,6 +105,8 @@ typedef struct fused_op {
   dnnl_alg_kind_t alg; /* FUSED_ELTWISE */
   float alpha, beta;
   int residual; /* FUSED_SUM: value added into the output, its buffer reused in place */
+  int conv_out; /* FUSED_SUM: the Conv's own output before the Add was absorbed: where it
+                   writes when the Add broadcasts that output up to the residual's shape */
 } fused_op;
 
 typedef struct node_extra {

@@ -339,7 +339,7 @@ static void fuse_post_ops(inferd_model *m) {
       if (cop == OP_ADD && x->n_fused == 0 && x->op == OP_CONV && cn->n_inputs == 2) {
         int r = cn->inputs[0] == n->outputs[0] ? cn->inputs[1] : cn->inputs[0];
         if (cn->inputs[0] == cn->inputs[1] || !residual_ok(m, i, r, c)) break;
-        x->fused[x->n_fused++] = (fused_op){.kind = FUSED_SUM, .alpha = 1.0f, .residual = r};
+        x->fused[x->n_fused++] = (fused_op){.kind = FUSED_SUM, .alpha = 1.0f, .residual = r, .conv_out = n->outputs[0]};
         absorb(g, n, i, cn, r);
         continue;
       }

@@ -1836,6 +1836,43 @@ static void test_fixed_batch_runs_only_that_batch(void **state) {
   b_free(b);
 }
 
+/* Regression: Add(Conv output [N, C, 1, 1], f [N, C, H, W]) was fused as a residual sum
+ * and then refused ("does not broadcast"): the Add's output has f's shape, larger than
+ * the Conv's. The Conv now writes its own output and a broadcasting Add (with the Relu
+ * after it) makes the node's. Plain and blocked (tuned for batch 4) layouts. */
+static builder *conv_output_broadcast_graph(const char *what) {
+  builder *b = b_new(what);
+  b_input(b, "x", DIMS(0, 16, 6, 5));
+  b_random(b, "w", DIMS(16, 16, 1, 1), -0.5f, 0.5f);
+  b_random(b, "bias", DIMS(16), -0.5f, 0.5f);
+  b_node(b, "Relu", IN("x"), OUT("f"), NULL);
+  b_node(b, "GlobalAveragePool", IN("f"), OUT("g"), NULL);
+  b_node(b, "Conv", IN("g", "w", "bias"), OUT("c"), ATTRS(A_INTS("kernel_shape", 1, 1)));
+  b_node(b, "Add", IN("c", "f"), OUT("s"), NULL);
+  b_node(b, "Relu", IN("s"), OUT("y"), NULL);
+  b_output(b, "y");
+  return b;
+}
+
+static void test_residual_add_broadcasts_conv_output(void **state) {
+  check_graph(conv_output_broadcast_graph(__func__));
+  check_graph_tuned(conv_output_broadcast_graph(__func__));
+}
+
+/* Regression: a residual of lower rank than the Conv's output ([C, H, W] added to
+ * [N, C, H, W], right-aligned) was refused. */
+static void test_residual_lower_rank(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 8, 6, 6));
+  b_random(b, "w", DIMS(8, 8, 3, 3), -0.3f, 0.3f);
+  b_node(b, "Relu", IN("x"), OUT("f"), NULL);
+  b_node(b, "ReduceMean", IN("f"), OUT("r"), ATTRS(A_INTS("axes", 0), A_INT("keepdims", 0)));
+  b_node(b, "Conv", IN("x", "w"), OUT("c"), ATTRS(A_INTS("kernel_shape", 3, 3), A_INTS("pads", 1, 1, 1, 1)));
+  b_node(b, "Add", IN("c", "r"), OUT("y"), NULL);
+  b_output(b, "y");
+  check_graph(b);
+}
+
 /* A squeeze-excitation block on blocked layouts (tuned for batch 4): the [N, 32, 1, 1]
  * scales stay in the blocked layout their Conv wrote, and the broadcast Mul takes both
  * operands as they are (ops_binary.c). */
@@ -2918,6 +2955,8 @@ int main(void) {
       cmocka_unit_test(test_weight_read_two_ways),
       cmocka_unit_test(test_batchnorm_fold_releases_originals),
       cmocka_unit_test(test_fixed_batch_runs_only_that_batch),
+      cmocka_unit_test(test_residual_add_broadcasts_conv_output),
+      cmocka_unit_test(test_residual_lower_rank),
       cmocka_unit_test(test_error_unknown_op),
       cmocka_unit_test(test_error_weight_raw_data_short),
       cmocka_unit_test(test_error_truncated_model),

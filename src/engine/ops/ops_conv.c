@@ -117,24 +117,50 @@ static bool conv_is_winograd(const_dnnl_primitive_desc_t pd) {
          ((const dnnl_convolution_desc_t *)op)->alg_kind == dnnl_convolution_winograd;
 }
 
-/* The fused residual has another shape than the output (a broadcast Add the pass
- * could not see): the convolution writes its own buffer with no post-ops, then a
- * binary Add broadcasts the residual in place, carrying the post-ops after the sum. */
-static inferd_code add_residual_unfused(plan_ctx *c, int node, int residual, inferd_status *st) {
+/* Does `small` (right-aligned, size-1 axes broadcast) broadcast to `big`'s shape? Fills
+ * `padded` with small's dims padded to big's rank with leading 1s. */
+static bool broadcasts_to(const plan_value *small, const plan_value *big, int64_t *padded) {
+  if (small->rank > big->rank) return false;
+  int lead = big->rank - small->rank;
+  for (int i = 0; i < big->rank; i++) {
+    padded[i] = i < lead ? 1 : small->dims[i - lead];
+    if (padded[i] != big->dims[i] && padded[i] != 1) return false;
+  }
+  return true;
+}
+
+/* The fused residual has another shape than the Conv's output (a broadcast Add the pass
+ * could not see). The convolution has written its own buffer with no post-ops; then a
+ * binary Add carries the post-ops after the sum. When the residual broadcasts to the
+ * Conv's output, the Add is done in place in that buffer (the node's output); when the
+ * Conv's output broadcasts to the residual's shape, the Conv wrote `conv_out` and the
+ * Add writes the node's output, with the residual's shape. */
+static inferd_code add_residual_unfused(plan_ctx *c, int node, int residual, int conv_out, inferd_status *st) {
   const node_extra *x = plan_extra(c, node);
-  plan_value *ov = plan_val(c, plan_node(c, node)->outputs[0]), *rv = plan_val(c, residual);
-  if (rv->rank != ov->rank)
-    return node_fail(c, node, INFERD_UNSUPPORTED, st, "residual '%s' has another rank than the output",
+  int out = plan_node(c, node)->outputs[0];
+  plan_value *ov = plan_val(c, out), *rv = plan_val(c, residual);
+  bool widen = conv_out != IR_NONE;
+  plan_value *small = widen ? plan_val(c, conv_out) : rv, *big = widen ? rv : ov;
+  int64_t padded[IR_MAX_RANK];
+  if (!broadcasts_to(small, big, padded))
+    return node_fail(c, node, INFERD_UNSUPPORTED, st, "the residual Add of '%s' and the output does not broadcast",
                      plan_graph(c)->values[residual].name);
-  for (int i = 0; i < ov->rank; i++)
-    if (rv->dims[i] != ov->dims[i] && rv->dims[i] != 1)
-      return node_fail(c, node, INFERD_UNSUPPORTED, st, "residual '%s' does not broadcast to the output",
-                       plan_graph(c)->values[residual].name);
   dnnl_memory_desc_t plain;
-  md_plain(&plain, rv->rank, rv->dims, INFERD_DTYPE_FLOAT);
-  plan_ref args[3] = {ov->ref};
-  inferd_code rc = plan_src(c, residual, &plain, &args[1], st);
-  if (rc != INFERD_OK) return rc;
+  md_plain(&plain, small->rank, small->dims, INFERD_DTYPE_FLOAT);
+  plan_ref args[3];
+  inferd_code rc;
+  if (widen) {
+    if ((rc = plan_src(c, residual, NULL, &args[0], st)) != INFERD_OK) return rc;
+    if ((rc = plan_src(c, conv_out, &plain, &args[1], st)) != INFERD_OK) return rc;
+    ov->dtype = INFERD_DTYPE_FLOAT;
+    ov->rank = rv->rank;
+    memcpy(ov->dims, rv->dims, (size_t)rv->rank * sizeof *rv->dims);
+    if ((rc = plan_define(c, out, &args[0].md, st)) != INFERD_OK) return rc;
+  } else {
+    args[0] = ov->ref;
+    if ((rc = plan_src(c, residual, &plain, &args[1], st)) != INFERD_OK) return rc;
+  }
+  md_plain(&args[1].md, big->rank, padded, INFERD_DTYPE_FLOAT); /* same bytes, rank padded */
   args[2] = ov->ref;
   dnnl_primitive_attr_t attr = plan_attr_new();
   dnnl_post_ops_t po;
@@ -189,12 +215,25 @@ inferd_code ops_conv_lower(plan_ctx *c, int node, inferd_status *st) {
     return node_fail(c, node, INFERD_UNSUPPORTED, st, "output width %lld above %d", (long long)w.out[w.nsp - 1],
                      CONV_MAX_WIDTH);
 
-  plan_value *ov = plan_val(c, n->outputs[0]);
+  int residual = IR_NONE, conv_out = IR_NONE;
+  for (int i = 0; i < x->n_fused; i++)
+    if (x->fused[i].kind == FUSED_SUM) residual = x->fused[i].residual, conv_out = x->fused[i].conv_out;
+  /* the Conv's output: the node's, unless the fused Add broadcasts it up to the
+   * residual's shape (add_residual_unfused) */
+  int64_t conv_dims[IR_MAX_RANK] = {batch, oc};
+  for (int i = 0; i < w.nsp; i++) conv_dims[2 + i] = w.out[i];
+  bool widen = false;
+  if (residual != IR_NONE) {
+    plan_value *rv = plan_val(c, residual);
+    int lead = xv->rank - rv->rank; /* right-aligned */
+    widen = lead < 0;
+    for (int i = lead < 0 ? 0 : lead; i < xv->rank && !widen; i++) widen = rv->dims[i - lead] > conv_dims[i];
+  }
+  int out = widen ? conv_out : n->outputs[0];
+  plan_value *ov = plan_val(c, out);
   ov->dtype = INFERD_DTYPE_FLOAT;
   ov->rank = xv->rank;
-  ov->dims[0] = batch;
-  ov->dims[1] = oc;
-  for (int i = 0; i < w.nsp; i++) ov->dims[2 + i] = w.out[i];
+  memcpy(ov->dims, conv_dims, (size_t)xv->rank * sizeof *conv_dims);
 
   /* oneDNN descriptors: grouped weights get a leading group dim */
   dnnl_memory_desc_t src_any, w_any, b_md, dst_any, w_plain;
@@ -215,9 +254,6 @@ inferd_code ops_conv_lower(plan_ctx *c, int node, inferd_status *st) {
   md_plain(&b_md, 1, &oc, INFERD_DTYPE_FLOAT);
   dnnl_dims_t dil;
   for (int i = 0; i < w.nsp; i++) dil[i] = w.dilation[i] - 1;
-  int residual = IR_NONE;
-  for (int i = 0; i < x->n_fused; i++)
-    if (x->fused[i].kind == FUSED_SUM) residual = x->fused[i].residual;
   bool in_place = residual != IR_NONE && !plan_val(c, residual)->is_const &&
                   plan_val(c, residual)->rank == ov->rank &&
                   memcmp(plan_val(c, residual)->dims, ov->dims, (size_t)ov->rank * sizeof *ov->dims) == 0;
@@ -274,13 +310,14 @@ inferd_code ops_conv_lower(plan_ctx *c, int node, inferd_status *st) {
     ov->defined = true;
     ov->ref = args[na++];
   } else {
-    if ((rc = plan_define(c, n->outputs[0], dst_md, st)) != INFERD_OK) goto fail;
+    if ((rc = plan_define(c, out, dst_md, st)) != INFERD_OK) goto fail;
     args[na++] = ov->ref;
   }
   double flops = 2.0 * (double)core_shape_count(ov->rank, ov->dims) * (double)(ic / group);
   for (int i = 0; i < w.nsp; i++) flops *= (double)w.kernel[i];
   rc = plan_emit(c, node, conv_is_winograd(pd) ? OP_CONV_WINOGRAD : OP_CONV, pd, na, kinds, args, flops, st);
-  if (rc == INFERD_OK && residual != IR_NONE && !in_place) rc = add_residual_unfused(c, node, residual, st);
+  if (rc == INFERD_OK && residual != IR_NONE && !in_place)
+    rc = add_residual_unfused(c, node, residual, widen ? conv_out : IR_NONE, st);
   return rc;
 fail:
   dnnl_primitive_desc_destroy(pd);
