@@ -1873,6 +1873,20 @@ static void test_residual_lower_rank(void **state) {
   check_graph(b);
 }
 
+/* Regression: a float division by zero folded at plan time gave 0, where run time (and
+ * IEEE 754) give inf: here x / (1 / 0) must be 0, not x / 0. */
+static void test_fold_float_division_by_zero(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 5));
+  b_scalar(b, "one", 1.0f);
+  b_scalar(b, "zero", 0.0f);
+  b_node(b, "Div", IN("one", "zero"), OUT("inf"), NULL);
+  b_node(b, "Relu", IN("x"), OUT("r"), NULL);
+  b_node(b, "Div", IN("r", "inf"), OUT("y"), NULL);
+  b_output(b, "y");
+  check_graph(b);
+}
+
 /* A squeeze-excitation block on blocked layouts (tuned for batch 4): the [N, 32, 1, 1]
  * scales stay in the blocked layout their Conv wrote, and the broadcast Mul takes both
  * operands as they are (ops_binary.c). */
@@ -2957,6 +2971,7 @@ int main(void) {
       cmocka_unit_test(test_fixed_batch_runs_only_that_batch),
       cmocka_unit_test(test_residual_add_broadcasts_conv_output),
       cmocka_unit_test(test_residual_lower_rank),
+      cmocka_unit_test(test_fold_float_division_by_zero),
       cmocka_unit_test(test_error_unknown_op),
       cmocka_unit_test(test_error_weight_raw_data_short),
       cmocka_unit_test(test_error_truncated_model),
