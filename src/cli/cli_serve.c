@@ -20,7 +20,8 @@
  * cannot be read), the HTTP server (sockets bound, HTTP threads running, key_file.json
  * written; /ping says 503 "Unhealthy" meanwhile), then every model of load_models,
  * loaded and warmed up with its workers placed by the topology plan (logged per
- * model); /ping turns 200 "Healthy" when all are ready. A model of load_models that
+ * model); /ping turns 200 "Healthy" when all are ready. Until then the management API
+ * answers reads but refuses every change with 503 (TorchServe does not listen yet). A model of load_models that
  * fails to load stops the server with exit status 1 (or 2 when the model or the config
  * is at fault): a server that cannot serve what it was told to serve should not look
  * healthy to a load balancer.

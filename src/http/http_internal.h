@@ -251,8 +251,9 @@ typedef struct http__register_params {
 } http__register_params;
 
 /* Loads and registers a model; blocks for the whole load (call off the HTTP threads).
- * ALREADY_EXISTS when that name and version are registered. On success *out (may be
- * NULL) is the registered model, borrowed. */
+ * ALREADY_EXISTS when that name and version are registered. On success, when out is not
+ * NULL, *out is the registered model with a reference of the caller's (taken when it
+ * was inserted, so no unregister can free it first): drop it with http__model_release. */
 inferd_code http__registry_register(http__registry *r, const http__register_params *params, http__model **out,
                                     inferd_status *status);
 /* http__model_acquire on the server's registry, or the error answered to req (404 for an
@@ -275,7 +276,11 @@ inferd_code http__registry_scale(http__registry *r, const char *name, const char
                                  bool synchronous, inferd_status *status);
 /* True when every model loaded at startup is ready and startup is over. */
 bool http__registry_ready(http__registry *r);
+/* http_server_load_models has loaded and waited for every model of load_models. Until
+ * then the management API refuses every change (register, scale, unregister,
+ * set-default) with 503. Any thread. */
 void http__registry_startup_done(http__registry *r);
+bool http__registry_startup_over(http__registry *r);
 /* Snapshots with a reference each (release each with http__model_release, free the
  * array with free): every version (all=true) or only default versions, sorted by name
  * then version, optionally only those named `name`. */

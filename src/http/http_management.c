@@ -16,6 +16,12 @@
  * the management key (http_auth.c). Bodies are TorchServe's: {"status": "..."} for
  * changes, the describe array, {"models": [...], "nextPageToken": "..."}.
  *
+ * Start-up: TorchServe opens its management port only once the models of load_models
+ * are loaded. inferd listens from the start (the reads answer), but every change
+ * (register, scale, unregister, set-default) gets 503 until http_server_load_models is
+ * done: the start-up registers and waits for its models on the main thread, and a
+ * change from here would race it (an unregister would free a model it waits for).
+ *
  * Threading: reads (list, describe) and set-default run on the HTTP thread. Loading a
  * model, scaling and unregistering block for up to seconds (engine load, warm-up,
  * joining workers), so the HTTP thread queues them to the one management thread, which
@@ -132,6 +138,7 @@ static void run(http__management *g, mgmt_job *job) {
     } else {
       ok_reply(job, 202, "Processing worker updates...");
     }
+    if (code == INFERD_OK) http__model_release(m);
     return;
   }
   case OP_SCALE:
@@ -409,6 +416,16 @@ static void list_models(http_server *s, h2o_req_t *req, const http__path *path) 
 
 /* ---- routing ---------------------------------------------------------------------------------- */
 
+/* Answers 503 to a change while the models of load_models are still loading (see the
+ * top of the file); false when the change may go ahead. */
+static bool refuse_while_starting(http_server *s, h2o_req_t *req) {
+  if (http__registry_startup_over(s->registry)) return false;
+  http__send_error(req, HTTP__E_UNAVAILABLE,
+                   "The server is still loading the models of load_models: models cannot be registered, scaled, "
+                   "unregistered or set as default until it is ready (GET /ping answers 200); retry then");
+  return true;
+}
+
 static bool method_is(h2o_req_t *req, const char *m) { return h2o_memis(req->method.base, req->method.len, m, strlen(m)); }
 
 static char *dup_iovec(h2o_iovec_t v) { return v.base ? strndup(v.base, v.len) : NULL; }
@@ -497,7 +514,7 @@ void http__management_route(http_server *s, h2o_req_t *req, const http__path *pa
     if (method_is(req, "GET")) {
       list_models(s, req, path);
     } else if (method_is(req, "POST") && model_api) {
-      register_model(s, req, path);
+      if (!refuse_while_starting(s, req)) register_model(s, req, path);
     } else {
       http__send_canned(req, HTTP__CANNED_METHOD);
     }
@@ -528,6 +545,7 @@ void http__management_route(http_server *s, h2o_req_t *req, const http__path *pa
       http__send_canned(req, HTTP__CANNED_METHOD);
       return;
     }
+    if (refuse_while_starting(s, req)) return;
     inferd_status st;
     if (http__registry_set_default(s->registry, name, version, &st) != INFERD_OK) {
       http__send_status(req, &st);
@@ -547,6 +565,7 @@ void http__management_route(http_server *s, h2o_req_t *req, const http__path *pa
   mgmt_job *job;
   h2o_iovec_t v;
   if (method_is(req, "PUT")) {
+    if (refuse_while_starting(s, req)) return;
     int workers = -1;
     if (http__query_param(req, path, "min_worker", &v) && !http__parse_int(v, 0, SCHED_MAX_WORKERS, &workers)) {
       http__send_error(req, HTTP__E_BAD_REQUEST, "min_worker must be an integer in 0..256");
@@ -587,6 +606,7 @@ void http__management_route(http_server *s, h2o_req_t *req, const http__path *pa
       http__send_canned(req, HTTP__CANNED_METHOD);
       return;
     }
+    if (refuse_while_starting(s, req)) return;
     if (!(job = calloc(1, sizeof *job)) || !(job->name = strdup(name)) || (version && !(job->version = strdup(version)))) {
       if (job) job_free(job);
       http__send_error(req, HTTP__E_UNAVAILABLE, "out of memory");

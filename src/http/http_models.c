@@ -38,7 +38,9 @@
  * when cpu_launcher_enable=true.
  *
  * Threading: lookups from any thread; registration, scaling and unregistration from
- * one thread at a time (the main thread before serving, then the management thread).
+ * one thread at a time: the main thread until startup_done (the HTTP threads already
+ * serve, but the management API refuses every change until then), then the management
+ * thread.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -226,6 +228,8 @@ bool http__registry_ready(http__registry *r) {
 
 void http__registry_startup_done(http__registry *r) { atomic_store(&r->startup_done, true); }
 
+bool http__registry_startup_over(http__registry *r) { return atomic_load(&r->startup_done); }
+
 static int compare_models(const void *a, const void *b) {
   const http__model *x = *(http__model *const *)a, *y = *(http__model *const *)b;
   int c = strcmp(x->name, y->name);
@@ -358,7 +362,9 @@ static int pick(int requested, int from_config, int global) {
 }
 
 /* Inserts m (sorted), making it the default when it is its name's first version or
- * the config says so. ALREADY_EXISTS when the name/version is taken. */
+ * the config says so, and takes a reference for the caller under the same lock (an
+ * unregister may run as soon as the lock is released). ALREADY_EXISTS when the
+ * name/version is taken. */
 static inferd_code insert(http__registry *r, http__model *m, bool config_default, inferd_status *st) {
   pthread_rwlock_wrlock(&r->lock);
   inferd_code code = INFERD_OK;
@@ -379,6 +385,7 @@ static inferd_code insert(http__registry *r, http__model *m, bool config_default
       for (int i = 0; i < r->count; i++)
         if (strcmp(r->models[i]->name, m->name) == 0) atomic_store(&r->models[i]->is_default, false);
     atomic_store(&m->is_default, first || config_default);
+    atomic_fetch_add(&m->refs, 1);
     r->models[r->count++] = m;
     qsort(r->models, (size_t)r->count, sizeof *r->models, compare_models);
   }
@@ -530,10 +537,14 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
       core_status_prefix(st, "model %s", m->name);
       inferd_status ignored;
       http__registry_unregister(r, m->name, m->version, &ignored);
+      http__model_release(m);
       return code;
     }
   }
-  if (out) *out = m;
+  if (out)
+    *out = m; /* with insert's reference */
+  else
+    http__model_release(m);
   return INFERD_OK;
 }
 
@@ -652,7 +663,9 @@ inferd_code http_server_load_models(http_server *s, inferd_status *st) {
   http__model **loaded = calloc((size_t)(count ? count : 1), sizeof *loaded);
   if (!loaded) code = core_fail(st, INFERD_NO_MEMORY, "out of memory");
   double t0 = core_now_seconds();
-  /* Register all first (their workers warm up in parallel), then wait for each. */
+  /* Register all first (their workers warm up in parallel), then wait for each. Each
+   * loaded[i] holds its own reference: nothing may free a model under the wait (the
+   * management API refuses changes until startup_done, http_management.c). */
   for (int i = 0; i < count && code == INFERD_OK; i++) {
     http__register_params p = {
         .path = all ? all[i] : cfg->load_models.items[i].path,
@@ -670,6 +683,8 @@ inferd_code http_server_load_models(http_server *s, inferd_status *st) {
     http__registry_startup_done(r);
     if (count) core_log(CORE_LOG_INFO, "%d model%s ready in %.2f s", count, count == 1 ? "" : "s", core_now_seconds() - t0);
   }
+  for (int i = 0; loaded && i < count; i++)
+    if (loaded[i]) http__model_release(loaded[i]);
   for (int i = 0; all && i < count; i++) free(all[i]);
   free(all);
   free(loaded);

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# serve_startup.sh - the management API while the models of load_models still load, on
+# the real `inferd serve --enable-model-api` (127.0.0.1, free ports, token auth on):
+# load_models is a tiny model (make_tiny.py --mlp), then a slow one made here (a chain
+# of 2000 small convolutions: about 1 s to load and compile, more to warm up two workers).
+# While the slow one is not registered yet, a client hammers the tiny one with
+# DELETE /models/tiny, PUT ?min_worker=0, a POST of its name and set-default: each must be
+# 503 with a JSON message (before the fix a DELETE freed the tiny model while start-up
+# still waited for its workers, a PUT ?min_worker=0 made start-up fail and a POST was a
+# 409), while GET /models answers 200. Then /ping turns 200, both models are listed and
+# answer v2 infer, and the changes refused before are accepted. SIGTERM must exit 0.
+#
+#   serve_startup.sh INFERD SOURCE_DIR WORK_DIR
+set -euo pipefail
+INFERD=$1 SRC=$2 WORK=$3
+PY=${INFERD_PYTHON:-/usr/bin/python3}
+. "$SRC/tests/e2e/serve_lib.sh"
+trap serve_cleanup EXIT
+
+rm -rf "$WORK"
+mkdir -p "$WORK/store"
+"$PY" "$SRC/tests/fixtures/make_tiny.py" "$WORK/store/mlp.onnx" --mlp
+"$PY" - "$WORK/store/slow.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+rng = np.random.default_rng(11)
+nodes, weights, x = [], [], "input"
+for i in range(2000):  # load time is per node (checks, fusion, a oneDNN primitive each)
+    weights.append(numpy_helper.from_array((rng.standard_normal((16, 16, 3, 3)) * 0.05).astype(np.float32), f"w{i}"))
+    nodes.append(helper.make_node("Conv", [x, f"w{i}"], [f"c{i}"], name=f"conv{i}", kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
+    nodes.append(helper.make_node("Relu", [f"c{i}"], [f"r{i}"], name=f"relu{i}"))
+    x = f"r{i}"
+nodes.append(helper.make_node("GlobalAveragePool", [x], ["pool"], name="pool"))
+nodes.append(helper.make_node("Flatten", ["pool"], ["output"], name="flatten", axis=1))
+graph = helper.make_graph(nodes, "slow", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 16, 8, 8])],
+                          [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", 16])], initializer=weights)
+onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), sys.argv[1])
+PY
+
+serve_ports
+serve_config "$WORK/config.properties" \
+  "model_store=$WORK/store" \
+  "load_models=tiny=mlp.onnx,slow=slow.onnx" \
+  "enable_model_api=true" \
+  'models={"slow": {"1.0": {"minWorkers": 2}}, "tiny": {"1.0": {"minWorkers": 1}}}'
+serve_start "$WORK" --ts-config "$WORK/config.properties" --foreground
+
+# The hammer: until GET /models lists the slow model (from then on only its warm-up is
+# left, far longer than one round here), every change must be 503.
+if ! "$PY" - "$WORK" "$MANAGEMENT_PORT" "$SERVER_PID" <<'PY'; then fail "changes during start-up"; fi
+import json, os, sys, time
+import requests
+
+work, port, pid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+m = "http://127.0.0.1:%d" % port
+session = requests.Session()
+deadline = time.time() + 60
+while True:  # key_file.json is written before the ports listen
+    if time.time() > deadline:
+        sys.exit("the management port did not answer within 60 s")
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        sys.exit("the server exited while starting")
+    try:
+        key = json.load(open(os.path.join(work, "key_file.json")))["management"]["key"]
+        if session.get(m + "/models", headers={"Authorization": "Bearer " + key}, timeout=5).status_code == 200:
+            break
+    except (OSError, ValueError, KeyError, requests.RequestException):
+        pass
+    time.sleep(0.01)
+auth = {"Authorization": "Bearer " + key}
+changes = [("DELETE", "/models/tiny"), ("DELETE", "/models/tiny/1.0"), ("PUT", "/models/tiny?min_worker=0"),
+           ("POST", "/models?url=mlp.onnx&model_name=tiny&initial_workers=1&synchronous=true"),
+           ("PUT", "/models/tiny/1.0/set-default")]
+rounds = 0
+while True:
+    r = session.get(m + "/models", headers=auth, timeout=10)
+    if r.status_code != 200:
+        sys.exit("GET /models during start-up: %d %s" % (r.status_code, r.text[:300]))
+    if "slow" in [x["modelName"] for x in r.json()["models"]]:
+        break
+    for method, path in changes:
+        r = session.request(method, m + path, headers=auth, timeout=10)
+        body = r.json() if r.headers.get("content-type") == "application/json" else None
+        if r.status_code != 503 or not body or body.get("code") != 503 or "load_models" not in body.get("message", ""):
+            sys.exit("%s %s during start-up: %d %s" % (method, path, r.status_code, r.text[:300]))
+    rounds += 1
+    if time.time() > deadline:
+        sys.exit("the slow model was not registered within 60 s")
+if rounds < 5:
+    sys.exit("only %d rounds before the slow model was registered: start-up too fast to test" % rounds)
+print("ok   %d rounds of DELETE/PUT/POST/set-default during start-up: all 503" % rounds)
+PY
+
+serve_wait_ready 120 || fail "the server did not become ready"
+serve_keys "$WORK"
+M="http://127.0.0.1:$MANAGEMENT_PORT"
+I="http://127.0.0.1:$INFERENCE_PORT"
+MA=(-H "Authorization: Bearer $MANAGEMENT_KEY")
+IA=(-H "Authorization: Bearer $INFERENCE_KEY")
+
+call() { # NAME EXPECTED_STATUS PYTHON_CONDITION_ON_r CURL_ARGS...
+  local name=$1 want=$2 cond=$3 code
+  shift 3
+  code=$(curl -s -o "$WORK/body" -w '%{http_code}' "$@") || code=000
+  if [ "$code" != "$want" ]; then
+    fail "$name: HTTP $code, want $want: $(head -c 400 "$WORK/body")"
+    return
+  fi
+  check_json "$WORK/body" "$cond" "$name ($code)"
+}
+
+call "both startup models listed" 200 '[m["modelName"] for m in r["models"]] == ["slow", "tiny"]' "${MA[@]}" "$M/models"
+call "tiny: 1 worker, loaded at startup" 200 'r[0]["loadedAtStartup"] and r[0]["minWorkers"] == 1 and len(r[0]["workers"]) == 1' \
+  "${MA[@]}" "$M/models/tiny"
+call "infer on tiny" 200 'r["outputs"][0]["shape"] == [1, 4]' "${IA[@]}" -H 'Content-Type: application/json' \
+  -d '{"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]}' "$I/v2/models/tiny/infer"
+call "infer on slow" 200 'r["outputs"][0]["shape"] == [1, 16]' "${IA[@]}" -H 'Content-Type: application/json' \
+  -d "{\"inputs\": [{\"name\": \"input\", \"datatype\": \"FP32\", \"shape\": [1, 16, 8, 8], \"data\": [$(seq -s, 1 1024)]}]}" \
+  "$I/v2/models/slow/infer"
+call "scale after start-up" 200 '"Workers scaled to 2" in r["status"]' "${MA[@]}" -X PUT "$M/models/tiny?min_worker=2&synchronous=true"
+call "set-default after start-up" 200 '"1.0" in r["status"]' "${MA[@]}" -X PUT "$M/models/tiny/1.0/set-default"
+call "unregister after start-up" 200 '"unregistered" in r["status"]' "${MA[@]}" -X DELETE "$M/models/tiny"
+call "register after start-up" 200 '"registered with 1 initial workers" in r["status"]' \
+  "${MA[@]}" -X POST "$M/models?url=mlp.onnx&model_name=tiny&initial_workers=1&synchronous=true"
+call "ping still healthy" 200 'r["status"] == "Healthy"' "$I/ping"
+
+serve_stop
+[ "$SERVER_STATUS" = 0 ] || fail "server exit status $SERVER_STATUS after SIGTERM"
+if [ "$failures" != 0 ]; then
+  echo "$failures failure(s); server log:" >&2
+  tail -30 "$WORK/server.log" >&2
+  exit 1
+fi
+echo "serve_startup: all passed"
