@@ -228,8 +228,11 @@ typedef struct http__model {
   size_t input_elems;        /* floats of one request's input */
   size_t output_elems;       /* floats of one request's output: the classes */
   size_t answer_bytes;       /* bound of one top-5 answer's JSON */
-  int batch_size, max_batch_delay_ms, response_timeout_s, max_workers;
-  atomic_int min_workers;    /* set by scale (management thread), read by describe */
+  int batch_size, max_batch_delay_ms, response_timeout_s;
+  /* Set by scale (management thread), read by describe (HTTP threads). The model runs
+   * min_workers; max_workers (>= min_workers) is only reported, as inferd does not
+   * autoscale. A describe during a scale may see one of the two from before it. */
+  atomic_int min_workers, max_workers;
   int job_queue_size;        /* the scheduler's, as it took it (read per v2 request, lock-free) */
   atomic_int refs;
   http_server *server;
@@ -271,9 +274,10 @@ void http__model_release(http__model *m);
  * is freed once its last request has been answered. Blocks: management thread only. */
 inferd_code http__registry_unregister(http__registry *r, const char *name, const char *version, inferd_status *status);
 inferd_code http__registry_set_default(http__registry *r, const char *name, const char *version, inferd_status *status);
-/* Sets the workers of name/version (placement re-planned). Management thread only. */
-inferd_code http__registry_scale(http__registry *r, const char *name, const char *version, int workers,
-                                 bool synchronous, inferd_status *status);
+/* Runs min_workers workers for name/version (placement re-planned) and records
+ * max_workers (>= min_workers) for describe. Management thread only. */
+inferd_code http__registry_scale(http__registry *r, const char *name, const char *version, int min_workers,
+                                 int max_workers, bool synchronous, inferd_status *status);
 /* True when every model loaded at startup is ready and startup is over. */
 bool http__registry_ready(http__registry *r);
 /* http_server_load_models has loaded and waited for every model of load_models. Until

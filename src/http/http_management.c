@@ -7,7 +7,13 @@
  *                                                  ids, state, threads and pinned cores
  *   POST   /models?url=F[&model_name&initial_workers&batch_size&max_batch_delay
  *                    &response_timeout&synchronous]  register from model_store
- *   PUT    /models/{m}[/{v}]?min_worker=N[&synchronous]    scale workers
+ *   PUT    /models/{m}[/{v}][?min_worker=N&max_worker=M&model_version=V&synchronous]
+ *                                                  scale workers: as TorchServe's
+ *                                                  handleScaleModel, min_worker defaults
+ *                                                  to 1 and max_worker to min_worker
+ *                                                  (max < min: 400); the model runs
+ *                                                  min_worker workers (no autoscaling),
+ *                                                  describe reports both
  *   DELETE /models/{m}[/{v}]                       unregister (drains its queue)
  *   PUT    /models/{m}/{v}/set-default             default version
  *   GET    /token?type=inference|management        new key (API key required)
@@ -48,7 +54,7 @@ typedef struct mgmt_job {
   struct mgmt_job **hook;   /* in req->pool */
   op op;
   char *path, *name, *version; /* owned */
-  int workers, batch_size, max_batch_delay_ms, response_timeout_s;
+  int workers, max_workers, batch_size, max_batch_delay_ms, response_timeout_s;
   bool synchronous;
   http__model *model;       /* OP_DESTROY */
   int status;               /* the reply: HTTP status and body (owned) */
@@ -142,7 +148,7 @@ static void run(http__management *g, mgmt_job *job) {
     return;
   }
   case OP_SCALE:
-    code = http__registry_scale(r, job->name, job->version, job->workers, job->synchronous, &st);
+    code = http__registry_scale(r, job->name, job->version, job->workers, job->max_workers, job->synchronous, &st);
     if (code != INFERD_OK) {
       fail_reply(job, &st);
     } else if (job->synchronous) {
@@ -333,11 +339,10 @@ static json_t *describe(http__model *m) {
     if (worker && w->state == SCHED_WORKER_FAILED) json_object_set_new(worker, "error", json_string(w->error.message));
     json_array_append_new(list, worker);
   }
-  int min_workers = atomic_load(&m->min_workers);
   json_t *d = json_pack(
       "{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:b, s:b, s:b, s:I}", "modelName", m->name,
       "modelVersion", m->version, "modelUrl", m->url, "engine", "inferd", "runtime", "onnx", "handler", m->handler,
-      "minWorkers", min_workers, "maxWorkers", m->max_workers ? m->max_workers : min_workers, "batchSize",
+      "minWorkers", atomic_load(&m->min_workers), "maxWorkers", atomic_load(&m->max_workers), "batchSize",
       info.batch_size, "maxBatchDelay", info.max_batch_delay_ms, "responseTimeout", m->response_timeout_s,
       "loadedAtStartup", m->loaded_at_startup, "isDefault", atomic_load(&m->is_default), "ready", info.ready,
       "memoryUsage", (json_int_t)inferd_model_weights_bytes(m->engine));
@@ -566,19 +571,28 @@ void http__management_route(http_server *s, h2o_req_t *req, const http__path *pa
   h2o_iovec_t v;
   if (method_is(req, "PUT")) {
     if (refuse_while_starting(s, req)) return;
-    int workers = -1;
+    /* TorchServe's handleScaleModel: min_worker defaults to 1, max_worker to min_worker;
+     * the version comes from the path, else from model_version. */
+    int workers = 1, max_workers;
     if (http__query_param(req, path, "min_worker", &v) && !http__parse_int(v, 0, SCHED_MAX_WORKERS, &workers)) {
       http__send_error(req, HTTP__E_BAD_REQUEST, "min_worker must be an integer in 0..256");
       return;
     }
-    if (workers < 0 && http__query_param(req, path, "max_worker", &v) &&
-        !http__parse_int(v, 0, SCHED_MAX_WORKERS, &workers)) {
+    max_workers = workers;
+    if (http__query_param(req, path, "max_worker", &v) && !http__parse_int(v, 0, SCHED_MAX_WORKERS, &max_workers)) {
       http__send_error(req, HTTP__E_BAD_REQUEST, "max_worker must be an integer in 0..256");
       return;
     }
-    if (workers < 0) {
-      http__send_error(req, HTTP__E_BAD_REQUEST, "Parameter min_worker is required to scale workers.");
+    if (max_workers < workers) {
+      http__send_error(req, HTTP__E_BAD_REQUEST, "max_worker cannot be less than min_worker.");
       return;
+    }
+    if (!version && http__query_param(req, path, "model_version", &v) && v.len > 0) {
+      if (memchr(v.base, '\0', v.len)) { /* the version looked up must be the one named */
+        http__send_error(req, HTTP__E_BAD_REQUEST, "model_version may not contain a NUL byte (%%00)");
+        return;
+      }
+      version = v.base; /* NUL-terminated by http__query_param */
     }
     http__model *m = http__model_acquire_or_reply(s, req, name, strlen(name), version, version ? strlen(version) : 0);
     if (!m) return;
@@ -590,6 +604,7 @@ void http__management_route(http_server *s, h2o_req_t *req, const http__path *pa
     }
     job->op = OP_SCALE;
     job->workers = workers;
+    job->max_workers = max_workers;
     job->synchronous = http__query_param(req, path, "synchronous", &v) && parse_bool(v);
     if (!job->synchronous) {
       /* TorchServe answers 202 at once and scales in the background. */

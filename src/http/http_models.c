@@ -442,7 +442,6 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
   m->max_batch_delay_ms = pick(p->max_batch_delay_ms, cm ? cm->max_batch_delay_ms : -1, cfg->max_batch_delay);
   m->response_timeout_s = pick(p->response_timeout_s, cm ? cm->response_timeout_s : -1, cfg->default_response_timeout);
   int workers = pick(p->workers, cm ? cm->min_workers : -1, cfg->default_workers_per_model);
-  m->max_workers = cm && cm->max_workers > 0 ? cm->max_workers : 0;
   if (m->batch_size < 1) m->batch_size = 1;
 
   if (code == INFERD_OK) code = load_labels(ar, path, &m->labels, st);
@@ -512,6 +511,7 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
   }
   if (code == INFERD_OK) {
     atomic_init(&m->min_workers, sched_workers);
+    atomic_init(&m->max_workers, CORE_MAX(cm ? cm->max_workers : 0, sched_workers));
     m->input_elems = sched_model_input_elems(m->sched);
     sched_model_info info;
     sched_model_describe(m->sched, &info, NULL, 0);
@@ -593,7 +593,7 @@ inferd_code http__registry_set_default(http__registry *r, const char *name, cons
 }
 
 inferd_code http__registry_scale(http__registry *r, const char *name, const char *version, int workers,
-                                 bool synchronous, inferd_status *st) {
+                                 int max_workers, bool synchronous, inferd_status *st) {
   http__model *m = http__model_acquire(r, name, strlen(name), version, version ? strlen(version) : 0, st);
   if (!m) return st->code;
   inferd_code code = INFERD_OK;
@@ -601,6 +601,7 @@ inferd_code http__registry_scale(http__registry *r, const char *name, const char
   if (workers > 0) code = placement_plan(m->placement, workers, &count, st);
   if (code == INFERD_OK) code = sched_model_scale(m->sched, workers, st);
   if (code == INFERD_OK) {
+    atomic_store(&m->max_workers, max_workers);
     atomic_store(&m->min_workers, workers);
     metrics_model_set_workers(m->metrics, workers);
     core_log(CORE_LOG_INFO, "model %s version %s scaled to %d worker%s", m->name, m->version, workers,

@@ -2,7 +2,10 @@
 # serve_management.sh - TorchServe's model management over HTTP, end to end, on the real
 # `inferd serve --enable-model-api` (127.0.0.1, free ports, token auth on) with a model
 # store holding two versions of MobileNetV2 as .mar archives made by `inferd archive`:
-#   register (synchronous, 1 worker) -> list -> classify the chelsea photo; the same
+#   register (synchronous, 1 worker) -> list -> classify the chelsea photo; scale as
+#   TorchServe's handleScaleModel does (min_worker defaults to 1, max_worker to
+#   min_worker, max_worker < min_worker is a 400, model_version names the version;
+#   describe reports both, the model runs min_worker workers); the same
 #   version again is a conflict; a second version; describe all versions; set-default;
 #   predictions by version; the default version cannot be removed while another exists;
 #   unregister both -> 404 for describe and predictions;
@@ -60,6 +63,36 @@ call "register mnet 1.0" 200 '"registered with 1 initial workers" in r["status"]
   "${MA[@]}" -X POST "$M/models?url=mnet.mar&initial_workers=1&synchronous=true"
 call "listed" 200 '[m["modelName"] for m in r["models"]] == ["mnet"]' "${MA[@]}" "$M/models"
 call "classify with 1.0" 200 'list(r)[0] == "Egyptian cat" and len(r) == 5' "${IA[@]}" -T "$PHOTO" "$I/predictions/mnet"
+
+# ---- scaling ------------------------------------------------------------------------------
+workers() { # MIN MAX RUNNING: describe's minWorkers, maxWorkers and running workers
+  echo "r[0]['minWorkers'] == $1 and r[0]['maxWorkers'] == $2 and len([w for w in r[0]['workers'] if w['status'] in ('READY', 'BUSY')]) == $3"
+}
+call "scale with no parameters: min_worker defaults to 1" 200 '"Workers scaled to 1 " in r["status"]' \
+  "${MA[@]}" -X PUT "$M/models/mnet?synchronous=true"
+call "describe: 1 worker, max 1" 200 "$(workers 1 1 1)" "${MA[@]}" "$M/models/mnet"
+call "max_worker alone: min_worker stays 1" 200 '"Workers scaled to 1 " in r["status"]' \
+  "${MA[@]}" -X PUT "$M/models/mnet?max_worker=2&synchronous=true"
+call "describe: 1 worker, max 2" 200 "$(workers 1 2 1)" "${MA[@]}" "$M/models/mnet"
+call "min_worker=2, max_worker=3, model_version=1.0" 200 '"Workers scaled to 2 " in r["status"]' \
+  "${MA[@]}" -X PUT "$M/models/mnet?min_worker=2&max_worker=3&model_version=1.0&synchronous=true"
+call "describe: 2 workers, max 3" 200 "$(workers 2 3 2)" "${MA[@]}" "$M/models/mnet"
+call "max_worker below min_worker" 400 \
+  'r == {"code": 400, "type": "BadRequestException", "message": "max_worker cannot be less than min_worker."}' \
+  "${MA[@]}" -X PUT "$M/models/mnet?min_worker=3&max_worker=2&synchronous=true"
+call "describe: unchanged by the 400" 200 "$(workers 2 3 2)" "${MA[@]}" "$M/models/mnet"
+call "min_worker=2 alone" 200 '"Workers scaled to 2 " in r["status"]' \
+  "${MA[@]}" -X PUT "$M/models/mnet?min_worker=2&synchronous=true"
+call "describe: max_worker follows min_worker" 200 "$(workers 2 2 2)" "${MA[@]}" "$M/models/mnet"
+call "without synchronous: 202" 202 'r["status"] == "Processing worker updates..."' \
+  "${MA[@]}" -X PUT "$M/models/mnet?min_worker=2&max_worker=2"
+call "model_version of no such version" 404 '' "${MA[@]}" -X PUT "$M/models/mnet?min_worker=1&model_version=9.9"
+call "a bad min_worker" 400 '' "${MA[@]}" -X PUT "$M/models/mnet?min_worker=x"
+call "a bad max_worker" 400 '' "${MA[@]}" -X PUT "$M/models/mnet?max_worker=-1"
+call "back to 1 by the version in the path" 200 '"Workers scaled to 1 " in r["status"]' \
+  "${MA[@]}" -X PUT "$M/models/mnet/1.0?min_worker=1&synchronous=true"
+call "describe: 1 worker, max 1 again" 200 "$(workers 1 1 1)" "${MA[@]}" "$M/models/mnet"
+call "classify after scaling" 200 'list(r)[0] == "Egyptian cat"' "${IA[@]}" -T "$PHOTO" "$I/predictions/mnet"
 call "the same version again: conflict" 409 '' "${MA[@]}" -X POST "$M/models?url=mnet.mar&synchronous=true"
 call "register mnet 2.0" 200 '"Version: 2.0" in r["status"]' \
   "${MA[@]}" -X POST "$M/models?url=mnet-v2.mar&initial_workers=1&synchronous=true"

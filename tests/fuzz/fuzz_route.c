@@ -64,6 +64,7 @@ static void check_params(h2o_req_t *req, const http__path *path) {
       {"min_worker", 0, 64},          {"max_worker", 0, 64},
       {"url", 0, -1},                 {"model_name", 0, -1},
       {"synchronous", 0, -1},         {"type", 0, -1},
+      {"model_version", 0, -1},
   };
   for (size_t i = 0; i < sizeof params / sizeof params[0]; i++) {
     h2o_iovec_t v;
