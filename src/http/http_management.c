@@ -3,6 +3,9 @@
  * thread.
  *
  *   GET    /models[?limit=N&next_page_token=T]    list (default versions), paginated
+ *                                                  as TorchServe: limit above 100 or
+ *                                                  below 0 is 100, 0 lists none; a
+ *                                                  token below 0 is 0
  *   GET    /models/{m}[/{v}|/all]                  describe: settings, queue, workers with
  *                                                  ids, state, threads and pinned cores
  *   POST   /models?url=F[&model_name&initial_workers&batch_size&max_batch_delay
@@ -43,7 +46,8 @@
 
 #include "http/http_internal.h"
 
-enum { LIST_LIMIT_DEFAULT = 100, LIST_LIMIT_MAX = 1000 };
+/* TorchServe's default and largest page of GET /models (ApiUtils.getModelList). */
+enum { LIST_LIMIT_MAX = 100 };
 
 typedef enum op { OP_REGISTER, OP_SCALE, OP_UNREGISTER, OP_DESTROY } op;
 
@@ -386,18 +390,20 @@ static bool parse_bool(h2o_iovec_t v) { return h2o_lcstris(v.base, v.len, H2O_ST
 
 static void list_models(http_server *s, h2o_req_t *req, const http__path *path) {
   h2o_iovec_t v;
-  int limit = LIST_LIMIT_DEFAULT, offset = 0;
-  if (http__query_param(req, path, "limit", &v) && !http__parse_int(v, 0, INT32_MAX, &limit)) {
-    http__send_error(req, HTTP__E_BAD_REQUEST, "limit must be a non-negative integer");
+  int limit = LIST_LIMIT_MAX, offset = 0;
+  if (http__query_param(req, path, "limit", &v) && !http__parse_int(v, INT32_MIN, INT32_MAX, &limit)) {
+    http__send_error(req, HTTP__E_BAD_REQUEST, "limit must be an integer");
     return;
   }
-  if (limit == 0 || limit > LIST_LIMIT_MAX) limit = limit ? LIST_LIMIT_MAX : LIST_LIMIT_DEFAULT;
+  /* TorchServe's ApiUtils.getModelList: if (limit > 100 || limit < 0) limit = 100; */
+  if (limit > LIST_LIMIT_MAX || limit < 0) limit = LIST_LIMIT_MAX;
   /* bounded so that offset + limit cannot overflow; no list holds that many models */
   if (http__query_param(req, path, "next_page_token", &v) &&
-      !http__parse_int(v, 0, INT32_MAX - LIST_LIMIT_MAX, &offset)) {
+      !http__parse_int(v, INT32_MIN, INT32_MAX - LIST_LIMIT_MAX, &offset)) {
     http__send_error(req, HTTP__E_BAD_REQUEST, "next_page_token must come from a previous list");
     return;
   }
+  if (offset < 0) offset = 0; /* as TorchServe */
   http__model **models;
   int n = http__registry_list(s->registry, NULL, false, &models);
   json_t *list = json_array();

@@ -90,12 +90,14 @@ bool http__query_param(h2o_req_t *req, const http__path *path, const char *name,
 }
 
 bool http__parse_int(h2o_iovec_t v, int lo, int hi, int *out) {
-  if (v.len == 0 || v.len > 10) return false;
+  size_t first = v.len > 0 && v.base[0] == '-' ? 1 : 0;
+  if (v.len - first == 0 || v.len - first > 10) return false;
   long long x = 0;
-  for (size_t i = 0; i < v.len; i++) {
+  for (size_t i = first; i < v.len; i++) {
     if (v.base[i] < '0' || v.base[i] > '9') return false;
     x = x * 10 + (v.base[i] - '0');
   }
+  if (first) x = -x;
   if (x < lo || x > hi) return false;
   *out = (int)x;
   return true;

@@ -11,7 +11,9 @@
 #   unregister both -> 404 for describe and predictions;
 #   bad registrations get a 4xx with a JSON message: no url, a url outside the model
 #   store or on the network, a missing file, a %00 in url or model_name (which would cut
-#   the file name short), a bad model_name or initial_workers; no token is 401.
+#   the file name short), a bad model_name or initial_workers; no token is 401;
+#   GET /models pagination over 101 models as TorchServe's ApiUtils.getModelList: limit
+#   above 100 or below 0 is 100, limit=0 lists none, a page token below 0 is 0.
 # The server is stopped in every path, and must exit 0 on SIGTERM.
 #
 #   serve_management.sh INFERD SOURCE_DIR WORK_DIR
@@ -122,6 +124,30 @@ call "a bad model_name" 400 '' "${MA[@]}" -X POST "$M/models?url=mnet.mar&model_
 call "a bad initial_workers" 400 '' "${MA[@]}" -X POST "$M/models?url=mnet.mar&initial_workers=x"
 call "no token" 401 '' -X POST "$M/models?url=mnet.mar"
 call "nothing registered by the bad requests" 200 'r["models"] == []' "${MA[@]}" "$M/models"
+
+# ---- pagination: 101 models (bare .onnx files of a tiny MLP, registered with no workers) --
+"${INFERD_PYTHON:-/usr/bin/python3}" "$SRC/tests/fixtures/make_tiny.py" "$WORK/store/mlp.onnx" --mlp
+for i in $(seq -w 0 100); do
+  ln -s mlp.onnx "$WORK/store/m$i.onnx"
+  code=$(curl -s -o "$WORK/body" -w '%{http_code}' "${MA[@]}" -X POST "$M/models?url=m$i.onnx") || code=000
+  [ "$code" = 200 ] || fail "register m$i: HTTP $code: $(head -c 300 "$WORK/body")"
+done
+names() { # FIRST COUNT: the names m<FIRST> .. as a Python list
+  echo "['m%03d' % i for i in range($1, $1 + $2)]"
+}
+call "list: 100 by default" 200 "[m['modelName'] for m in r['models']] == $(names 0 100) and r['nextPageToken'] == '100'" \
+  "${MA[@]}" "$M/models"
+call "limit=500 is 100" 200 "[m['modelName'] for m in r['models']] == $(names 0 100) and r['nextPageToken'] == '100'" \
+  "${MA[@]}" "$M/models?limit=500"
+call "limit=-1 is 100" 200 "[m['modelName'] for m in r['models']] == $(names 0 100)" "${MA[@]}" "$M/models?limit=-1"
+call "limit=0 lists none" 200 "r['models'] == []" "${MA[@]}" "$M/models?limit=0"
+call "limit=100, second page" 200 "[m['modelName'] for m in r['models']] == $(names 100 1) and 'nextPageToken' not in r" \
+  "${MA[@]}" "$M/models?limit=100&next_page_token=100"
+call "limit=2 from 99" 200 "[m['modelName'] for m in r['models']] == $(names 99 2) and 'nextPageToken' not in r" \
+  "${MA[@]}" "$M/models?limit=2&next_page_token=99"
+call "limit=3, a token below 0 is 0" 200 "[m['modelName'] for m in r['models']] == $(names 0 3) and r['nextPageToken'] == '3'" \
+  "${MA[@]}" "$M/models?limit=3&next_page_token=-5"
+call "limit not a number" 400 '' "${MA[@]}" "$M/models?limit=x"
 
 serve_stop
 [ "$SERVER_STATUS" = 0 ] || fail "server exit status $SERVER_STATUS after SIGTERM"

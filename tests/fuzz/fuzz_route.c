@@ -58,7 +58,7 @@ static void check_params(h2o_req_t *req, const http__path *path) {
     const char *name;
     int lo, hi;
   } params[] = {
-      {"limit", 0, INT32_MAX},        {"next_page_token", 0, INT32_MAX - 1000},
+      {"limit", INT32_MIN, INT32_MAX}, {"next_page_token", INT32_MIN, INT32_MAX - 100},
       {"initial_workers", 0, 64},     {"batch_size", 1, 1024},
       {"max_batch_delay", 0, 600000}, {"response_timeout", 1, 86400},
       {"min_worker", 0, 64},          {"max_worker", 0, 64},
