@@ -75,8 +75,9 @@ http__error http__error_from_code(inferd_code code);
 int http__error_status(http__error e);
 
 /* Renders {"code": N, "type": "...", "message": "..."} into buf (the one renderer of
- * every error body). The message is JSON-escaped, CR/LF become spaces. Returns the
- * length (truncated to fit, always a complete JSON object for cap >= 128). */
+ * every error body). The message is JSON-escaped, CR/LF become spaces, each ill-formed
+ * UTF-8 sequence becomes \ufffd. Returns the length (truncated to fit, never inside a
+ * character; always a complete JSON object for cap >= 128). */
 size_t http__render_error(char *buf, size_t cap, http__error e, const char *message);
 
 /* Each of these sends exactly one response and finishes the request. */
@@ -102,6 +103,8 @@ void http__buf_init(http__buf *b, h2o_mem_pool_t *pool, size_t initial);
 void http__buf_append(http__buf *b, const char *s, size_t len);
 void http__buf_printf(http__buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void http__buf_json_string(http__buf *b, const char *s, size_t len); /* "quoted, escaped" */
+/* True when s[0..n) is well-formed UTF-8 (what JSON text must be). */
+bool http__utf8_valid(const char *s, size_t n);
 
 /* ---- token auth (http_auth.c) ---------------------------------------------------------- */
 

@@ -478,6 +478,12 @@ static void register_model(http_server *s, h2o_req_t *req, const http__path *pat
     http__send_error(req, HTTP__E_BAD_REQUEST, "url and model_name may not contain a NUL byte (%%00)");
     return;
   }
+  /* both end up in JSON bodies, which must be UTF-8 (the registry checks url too) */
+  if (!http__utf8_valid(url.base, url.len) ||
+      (http__query_param(req, path, "model_name", &v) && !http__utf8_valid(v.base, v.len))) {
+    http__send_error(req, HTTP__E_BAD_REQUEST, "url and model_name must be valid UTF-8: url '%s'", url.base);
+    return;
+  }
   mgmt_job *job = calloc(1, sizeof *job);
   if (!job) {
     http__send_error(req, HTTP__E_UNAVAILABLE, "out of memory");

@@ -396,6 +396,10 @@ static inferd_code insert(http__registry *r, http__model *m, bool config_default
 inferd_code http__registry_register(http__registry *r, const http__register_params *p, http__model **out,
                                     inferd_status *st) {
   const config_server *cfg = r->server->config;
+  /* modelUrl goes into JSON bodies (list, describe), which must be UTF-8: a model whose
+   * url could not be listed would vanish from GET /models */
+  if (!http__utf8_valid(p->path, strlen(p->path)))
+    return core_fail(st, INFERD_INVALID_ARG, "url '%s' is not valid UTF-8", p->path);
   char path[4096];
   inferd_code code = resolve_path(cfg, p->path, !p->loaded_at_startup, path, sizeof path, st);
   if (code != INFERD_OK) return code;

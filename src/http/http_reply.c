@@ -9,6 +9,11 @@
  *       {"code": 404, "type": "ModelNotFoundException", "message": "Model not found: x"}
  *     pretty-printed as TorchServe does. User text in messages is JSON-escaped and
  *     CR/LF become spaces, so a message is always one line of valid JSON.
+ *   - JSON text must be UTF-8, and user text need not be (a percent-decoded query, a
+ *     path): both escapers keep every well-formed UTF-8 sequence and replace each
+ *     ill-formed one (overlong forms, surrogates, code points above U+10FFFF, stray
+ *     continuation bytes, sequences cut short) with \ufffd, one per maximal subpart as
+ *     Unicode recommends (utf8_next).
  *   - Common errors with fixed text are rendered once at start into static buffers and
  *     sent without copying (canned replies).
  *   - h2o answers some malformed requests itself (413 when Content-Length or a chunked
@@ -54,16 +59,66 @@ http__error http__error_from_code(inferd_code code) {
 
 int http__error_status(http__error e) { return errors[e].status; }
 
+/* ---- UTF-8 ---------------------------------------------------------------------------- */
+
+/* The sequence that starts at s[0] (n >= 1 bytes left): returns how many bytes it takes
+ * and sets *valid when they are one well-formed UTF-8 character (Unicode's Table 3-7:
+ * no overlong form, no surrogate, nothing above U+10FFFF). An ill-formed sequence takes
+ * its maximal subpart: the lead byte and the continuation bytes that could still have
+ * completed it (at least 1 byte), which the escapers replace with one U+FFFD. */
+static size_t utf8_next(const unsigned char *s, size_t n, bool *valid) {
+  unsigned char c = s[0], second_lo = 0x80, second_hi = 0xBF;
+  size_t need;
+  *valid = false;
+  if (c < 0x80) {
+    *valid = true;
+    return 1;
+  }
+  if (c >= 0xC2 && c <= 0xDF) need = 2;
+  else if (c == 0xE0) need = 3, second_lo = 0xA0;     /* below: overlong */
+  else if (c == 0xED) need = 3, second_hi = 0x9F;     /* above: surrogates */
+  else if (c >= 0xE1 && c <= 0xEF) need = 3;
+  else if (c == 0xF0) need = 4, second_lo = 0x90;     /* below: overlong */
+  else if (c == 0xF4) need = 4, second_hi = 0x8F;     /* above: past U+10FFFF */
+  else if (c >= 0xF1 && c <= 0xF3) need = 4;
+  else return 1; /* 0x80-0xC1 (a continuation byte, an overlong lead), 0xF5-0xFF */
+  size_t i = 1;
+  for (; i < need && i < n; i++) {
+    unsigned char lo = i == 1 ? second_lo : 0x80, hi = i == 1 ? second_hi : 0xBF;
+    if (s[i] < lo || s[i] > hi) break;
+  }
+  *valid = i == need;
+  return i;
+}
+
+bool http__utf8_valid(const char *s, size_t n) {
+  for (size_t i = 0; i < n;) {
+    bool valid;
+    i += utf8_next((const unsigned char *)s + i, n - i, &valid);
+    if (!valid) return false;
+  }
+  return true;
+}
+
 /* ---- the renderer ------------------------------------------------------------------- */
 
-/* Appends s as JSON string content (no quotes) into buf[*len..cap-reserve). */
+/* Appends s as JSON string content (no quotes) into buf[*len..limit); a character that
+ * does not fit whole is left out with all after it. */
 static void escape_into(char *buf, size_t *len, size_t limit, const char *s, size_t n) {
   static const char hex[] = "0123456789abcdef";
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0, used; i < n; i += used) {
     unsigned char c = (unsigned char)s[i];
     char tmp[6];
     size_t k;
-    if (c == '"' || c == '\\') {
+    used = 1;
+    if (c >= 0x80) {
+      bool valid;
+      used = utf8_next((const unsigned char *)s + i, n - i, &valid);
+      if (valid)
+        memcpy(tmp, s + i, used), k = used;
+      else
+        memcpy(tmp, "\\ufffd", 6), k = 6;
+    } else if (c == '"' || c == '\\') {
       tmp[0] = '\\', tmp[1] = (char)c, k = 2;
     } else if (c == '\r' || c == '\n' || c == '\t') {
       tmp[0] = ' ', k = 1;
@@ -224,12 +279,23 @@ void http__buf_printf(http__buf *b, const char *fmt, ...) {
 }
 
 void http__buf_json_string(http__buf *b, const char *s, size_t len) {
-  buf_reserve(b, 6 * len + 2);
+  buf_reserve(b, 6 * len + 2); /* \u00XX, or \ufffd for 1 byte or more */
   b->data[b->len++] = '"';
   static const char hex[] = "0123456789abcdef";
-  for (size_t i = 0; i < len; i++) {
+  for (size_t i = 0, used; i < len; i += used) {
     unsigned char c = (unsigned char)s[i];
-    if (c == '"' || c == '\\') {
+    used = 1;
+    if (c >= 0x80) {
+      bool valid;
+      used = utf8_next((const unsigned char *)s + i, len - i, &valid);
+      if (valid) {
+        memcpy(b->data + b->len, s + i, used);
+        b->len += used;
+      } else {
+        memcpy(b->data + b->len, "\\ufffd", 6);
+        b->len += 6;
+      }
+    } else if (c == '"' || c == '\\') {
       b->data[b->len++] = '\\';
       b->data[b->len++] = (char)c;
     } else if (c < 0x20 || c == 0x7f) {

@@ -11,7 +11,9 @@
 #   unregister both -> 404 for describe and predictions;
 #   bad registrations get a 4xx with a JSON message: no url, a url outside the model
 #   store or on the network, a missing file, a %00 in url or model_name (which would cut
-#   the file name short), a bad model_name or initial_workers; no token is 401;
+#   the file name short), a bad model_name or initial_workers, a url that is not UTF-8
+#   (JSON bodies must be: it would vanish from the list); no token is 401; error
+#   messages that echo bytes that are not UTF-8 stay valid JSON (U+FFFD);
 #   GET /models pagination over 101 models as TorchServe's ApiUtils.getModelList: limit
 #   above 100 or below 0 is 100, limit=0 lists none, a page token below 0 is 0.
 # The server is stopped in every path, and must exit 0 on SIGTERM.
@@ -91,6 +93,9 @@ call "without synchronous: 202" 202 'r["status"] == "Processing worker updates..
 call "model_version of no such version" 404 '' "${MA[@]}" -X PUT "$M/models/mnet?min_worker=1&model_version=9.9"
 call "a bad min_worker" 400 '' "${MA[@]}" -X PUT "$M/models/mnet?min_worker=x"
 call "a bad max_worker" 400 '' "${MA[@]}" -X PUT "$M/models/mnet?max_worker=-1"
+call "a model_version that is not UTF-8: kept where well-formed, else U+FFFD" 404 \
+  'r["message"] == "Model version: \u00e9\ufffd does not exist for model: mnet"' \
+  "${MA[@]}" -X PUT "$M/models/mnet?model_version=%C3%A9%FF"
 call "back to 1 by the version in the path" 200 '"Workers scaled to 1 " in r["status"]' \
   "${MA[@]}" -X PUT "$M/models/mnet/1.0?min_worker=1&synchronous=true"
 call "describe: 1 worker, max 1 again" 200 "$(workers 1 1 1)" "${MA[@]}" "$M/models/mnet"
@@ -123,6 +128,10 @@ call "a %00 in model_name" 400 '"NUL" in r["message"]' "${MA[@]}" -X POST "$M/mo
 call "a bad model_name" 400 '' "${MA[@]}" -X POST "$M/models?url=mnet.mar&model_name=-x"
 call "a bad initial_workers" 400 '' "${MA[@]}" -X POST "$M/models?url=mnet.mar&initial_workers=x"
 call "no token" 401 '' -X POST "$M/models?url=mnet.mar"
+call "a url that is not UTF-8" 400 '"\ufffd.mar" in r["message"]' "${MA[@]}" -X POST "$M/models?url=%FF.mar"
+cp "$WORK/store/mnet.mar" "$WORK/store/$(printf '\377').mar"
+call "a file whose name is not UTF-8" 400 '' "${MA[@]}" -X POST "$M/models?url=%FF.mar&synchronous=true"
+call "which registered nothing" 404 '' "${MA[@]}" "$M/models/mnet"
 call "nothing registered by the bad requests" 200 'r["models"] == []' "${MA[@]}" "$M/models"
 
 # ---- pagination: 101 models (bare .onnx files of a tiny MLP, registered with no workers) --

@@ -1,6 +1,7 @@
 /*
  * test_http.c - the HTTP layer without models: the multipart/form-data reader case by
- * case, and a real server (port 0, two HTTP threads, token auth on) answering raw
+ * case, the JSON escaping of error messages and strings (UTF-8 kept, ill-formed
+ * sequences replaced), and a real server (port 0, two HTTP threads, token auth on) answering raw
  * HTTP/1.1 requests on a socket: /ping, unknown paths, missing keys, wrong methods,
  * oversized bodies, the management list, and the graceful stop.
  *
@@ -31,8 +32,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "config/config.h"
 #include "http/http.h"
+#include "http/http_internal.h"
 
 const char *__lsan_default_suppressions(void);
 const char *__lsan_default_suppressions(void) {
@@ -134,6 +138,101 @@ static void test_multipart_find(void **state) {
     }
     free(body);
   }
+}
+
+/* ==== JSON escaping and UTF-8 =============================================================== */
+
+/* Byte sequences in an error message and the string content the body must carry: every
+ * well-formed UTF-8 character as it is, each maximal subpart of an ill-formed sequence
+ * as one \ufffd (Unicode's recommended practice, Table 3-7 of the standard). */
+static const struct {
+  const char *what, *in, *out;
+  bool valid; /* well-formed UTF-8 */
+} utf8_cases[] = {
+    {"ASCII", "Model not found: x", "Model not found: x", true},
+    {"2-byte e-acute", "caf\xc3\xa9", "caf\xc3\xa9", true},
+    {"3-byte euro sign", "\xe2\x82\xac 5", "\xe2\x82\xac 5", true},
+    {"4-byte emoji", "\xf0\x9f\x98\x80", "\xf0\x9f\x98\x80", true},
+    {"U+D7FF, last before the surrogates", "\xed\x9f\xbf", "\xed\x9f\xbf", true},
+    {"U+E000, first after the surrogates", "\xee\x80\x80", "\xee\x80\x80", true},
+    {"U+FFFD itself", "\xef\xbf\xbd", "\xef\xbf\xbd", true},
+    {"U+10FFFF, the last code point", "\xf4\x8f\xbf\xbf", "\xf4\x8f\xbf\xbf", true},
+    {"0xFF (never UTF-8)", "\xff" ".mar", "\\ufffd.mar", false},
+    {"0xFE", "a\xfe" "b", "a\\ufffdb", false},
+    {"a stray continuation byte", "\x80", "\\ufffd", false},
+    {"two stray continuation bytes", "\xbf\x80", "\\ufffd\\ufffd", false},
+    {"overlong '/' (C0 AF)", "\xc0\xaf", "\\ufffd\\ufffd", false},
+    {"overlong NUL (C1 80)", "\xc1\x80", "\\ufffd\\ufffd", false},
+    {"overlong 3-byte '/' (E0 80 AF)", "\xe0\x80\xaf", "\\ufffd\\ufffd\\ufffd", false},
+    {"overlong 4-byte (F0 8F BF BF)", "\xf0\x8f\xbf\xbf", "\\ufffd\\ufffd\\ufffd\\ufffd", false},
+    {"surrogate U+D800", "\xed\xa0\x80", "\\ufffd\\ufffd\\ufffd", false},
+    {"surrogate U+DFFF", "\xed\xbf\xbf", "\\ufffd\\ufffd\\ufffd", false},
+    {"U+110000, past the last", "\xf4\x90\x80\x80", "\\ufffd\\ufffd\\ufffd\\ufffd", false},
+    {"F5 lead (past U+10FFFF)", "\xf5\x80\x80\x80", "\\ufffd\\ufffd\\ufffd\\ufffd", false},
+    {"2-byte cut at the end", "a\xc3", "a\\ufffd", false},
+    {"3-byte cut at the end", "\xe2\x82", "\\ufffd", false},
+    {"4-byte cut at the end", "\xf0\x9f\x98", "\\ufffd", false},
+    {"3-byte cut by ASCII", "\xe2\x82" "x", "\\ufffdx", false},
+    {"4-byte cut by a new lead", "\xf0\x9f\xc3\xa9", "\\ufffd\xc3\xa9", false},
+    {"well-formed then cut", "\xc3\xa9\xc3", "\xc3\xa9\\ufffd", false},
+    {"quotes, backslash, CR/LF, control", "\"a\\b\"\r\n\x01", "\\\"a\\\\b\\\"  \\u0001", true},
+};
+
+/* The message content of a rendered error body: between "message": " and "\n}\n. */
+static void message_of(const char *body, size_t len, char *out, size_t size) {
+  const char *start = strstr(body, "\"message\": \"");
+  assert_non_null(start);
+  start += strlen("\"message\": \"");
+  assert_true(len >= 4 && strcmp(body + len - 4, "\"\n}\n") == 0);
+  size_t n = (size_t)(body + len - 4 - start);
+  assert_true(n < size);
+  memcpy(out, start, n);
+  out[n] = '\0';
+}
+
+static void test_error_body_utf8(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof utf8_cases / sizeof utf8_cases[0]; i++) {
+    char body[1024], got[1024];
+    size_t len = http__render_error(body, sizeof body, HTTP__E_BAD_REQUEST, utf8_cases[i].in);
+    message_of(body, len, got, sizeof got);
+    if (strcmp(got, utf8_cases[i].out) != 0)
+      fail_msg("%s: message rendered as '%s', want '%s'", utf8_cases[i].what, got, utf8_cases[i].out);
+    json_error_t err;
+    json_t *parsed = json_loadb(body, len, 0, &err); /* jansson refuses ill-formed UTF-8 */
+    if (!parsed) fail_msg("%s: body is not valid JSON: %s:\n%s", utf8_cases[i].what, err.text, body);
+    json_decref(parsed);
+    if (http__utf8_valid(utf8_cases[i].in, strlen(utf8_cases[i].in)) != utf8_cases[i].valid)
+      fail_msg("%s: http__utf8_valid says %d, want %d", utf8_cases[i].what, !utf8_cases[i].valid, utf8_cases[i].valid);
+  }
+  /* Truncated to fit: never inside a character. */
+  char message[601] = {0};
+  for (int i = 0; i < 300; i++) memcpy(message + 2 * i, "\xc3\xa9", 2);
+  for (size_t cap = 128; cap < 160; cap++) {
+    char body[160];
+    size_t len = http__render_error(body, cap, HTTP__E_BAD_REQUEST, message);
+    json_error_t err;
+    json_t *parsed = json_loadb(body, len, 0, &err);
+    if (!parsed) fail_msg("cap %zu: truncated body is not valid JSON: %s:\n%.*s", cap, err.text, (int)len, body);
+    json_decref(parsed);
+  }
+}
+
+/* The same escaping for JSON strings built in a request's pool (v2 names and ids). */
+static void test_buf_json_string_utf8(void **state) {
+  (void)state;
+  h2o_mem_pool_t pool;
+  h2o_mem_init_pool(&pool);
+  for (size_t i = 0; i < sizeof utf8_cases / sizeof utf8_cases[0]; i++) {
+    if (strpbrk(utf8_cases[i].in, "\r\n\x01")) continue; /* control characters: \u00XX here */
+    http__buf b;
+    http__buf_init(&b, &pool, 8);
+    http__buf_json_string(&b, utf8_cases[i].in, strlen(utf8_cases[i].in));
+    char want[256];
+    snprintf(want, sizeof want, "\"%s\"", utf8_cases[i].out);
+    if (strcmp(b.data, want) != 0) fail_msg("%s: escaped as %s, want %s", utf8_cases[i].what, b.data, want);
+  }
+  h2o_mem_clear_pool(&pool);
 }
 
 /* ==== a server without models =============================================================== */
@@ -341,6 +440,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_boundary),
       cmocka_unit_test(test_multipart_find),
+      cmocka_unit_test(test_error_body_utf8),
+      cmocka_unit_test(test_buf_json_string_utf8),
       cmocka_unit_test_setup_teardown(test_server_routes, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_server_drain, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_keys_live_token_expiration_min, server_setup_half_minute_keys,
