@@ -531,15 +531,23 @@ static inferd_code open_mar_file(const char *path, const limits *lim, archive_mo
 
 /* ==== directory ================================================================================= */
 
-/* Reads a whole regular file of at most `max` bytes into malloc'ed memory (+ a NUL). */
+/* Reads a whole regular file of at most `max` bytes into malloc'ed memory (+ a NUL).
+ * Anything else is INVALID_ARG: opened with O_NONBLOCK, a FIFO (say, a manifest made
+ * with mkfifo) is refused by fstat instead of blocking the management thread for a
+ * writer that never comes; the flag is cleared before the reads. */
 static inferd_code read_small_file(const char *path, uint64_t max, void **data, size_t *size, inferd_status *st) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return core_fail(st, errno == ENOENT ? INFERD_NOT_FOUND : INFERD_INVALID_ARG, "%s: %s", path, strerror(errno));
   struct stat sb;
   inferd_code rc = INFERD_OK;
   char *buf = NULL;
-  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-    rc = core_fail(st, INFERD_INVALID_ARG, "%s: not a regular file", path);
+  int flags;
+  if (fstat(fd, &sb) != 0) {
+    rc = core_fail(st, INFERD_INVALID_ARG, "%s: %s", path, strerror(errno));
+  } else if (!S_ISREG(sb.st_mode)) {
+    rc = core_fail(st, INFERD_INVALID_ARG, "%s: not a regular file (%s)", path, core_file_kind(&sb));
+  } else if ((flags = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    rc = core_fail(st, INFERD_INVALID_ARG, "%s: %s", path, strerror(errno));
   } else if ((uint64_t)sb.st_size > max) {
     rc = core_fail(st, INFERD_TOO_LARGE, "%s: %lld bytes; at most %llu", path, (long long)sb.st_size,
                    (unsigned long long)max);
@@ -711,7 +719,9 @@ inferd_code archive_open(const char *path, const archive_params *params, archive
     rc = core_fail(st, INFERD_INVALID_ARG, "not a file or directory");
   } else {
     unsigned char magic[4] = {0};
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: should the file have become a FIFO since stat, the read returns
+     * rather than wait, and core_file_map refuses it */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     ssize_t got = fd >= 0 ? read(fd, magic, sizeof magic) : -1;
     if (fd >= 0) close(fd);
     if (got < 0) return core_fail(st, INFERD_NOT_FOUND, "%s: %s", path, strerror(errno));

@@ -89,9 +89,16 @@ void core_npy_free(core_npy *npy);
 
 /* ---- files and time ---------------------------------------------------------- */
 
-/* Maps a whole file read-only. Free with core_file_unmap. */
+/* Maps a whole file read-only. Free with core_file_unmap. Anything but a non-empty
+ * regular file is INVALID_ARG naming the path and what it is; the file is opened with
+ * O_NONBLOCK, so a FIFO with no writer is refused instead of blocking the caller. */
 inferd_code core_file_map(const char *path, const void **data, size_t *size, inferd_status *st);
 void core_file_unmap(const void *data, size_t size);
+/* What a file that is not a regular file is, for messages: "a FIFO", "a directory",
+ * "a character device", "a block device", "a socket"; else "a regular file" (or
+ * "an unknown kind of file"). */
+struct stat;
+const char *core_file_kind(const struct stat *sb);
 
 /* Runs reader(arg), which reads a mapped file, on this thread; false if the file shrank
  * under it (a page past its new end raised SIGBUS: someone truncated or rewrote it in

@@ -1,5 +1,9 @@
 /*
  * core_util.c - dtypes, shapes, mapped files and the clock.
+ *
+ * Files from outside (a model store, a path on the command line) may be anything:
+ * they are opened with O_NONBLOCK and refused by fstat unless regular, so that a FIFO
+ * never blocks the thread that opens it (the management thread, for a model store).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -63,13 +67,30 @@ const char *core_shape_str(int rank, const int64_t *dims, char *buf, size_t size
   return buf;
 }
 
+const char *core_file_kind(const struct stat *sb) {
+  if (S_ISREG(sb->st_mode)) return "a regular file";
+  if (S_ISFIFO(sb->st_mode)) return "a FIFO";
+  if (S_ISDIR(sb->st_mode)) return "a directory";
+  if (S_ISCHR(sb->st_mode)) return "a character device";
+  if (S_ISBLK(sb->st_mode)) return "a block device";
+  if (S_ISSOCK(sb->st_mode)) return "a socket";
+  return "an unknown kind of file";
+}
+
 inferd_code core_file_map(const char *path, const void **data, size_t *size, inferd_status *st) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: opening a FIFO that no one writes would wait for a writer for ever;
+   * this way the open returns and fstat refuses it (mmap does not care for the flag) */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return core_fail(st, INFERD_NOT_FOUND, "%s: %s", path, strerror(errno));
   struct stat sb;
-  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+  if (fstat(fd, &sb) != 0) {
+    inferd_code rc = core_fail(st, INFERD_INVALID_ARG, "%s: %s", path, strerror(errno));
     close(fd);
-    return core_fail(st, INFERD_INVALID_ARG, "%s: not a regular file", path);
+    return rc;
+  }
+  if (!S_ISREG(sb.st_mode)) {
+    close(fd);
+    return core_fail(st, INFERD_INVALID_ARG, "%s: not a regular file (%s)", path, core_file_kind(&sb));
   }
   if (sb.st_size == 0) {
     close(fd);

@@ -10,7 +10,8 @@
  * once, to show the bytes handed over are the model.
  *
  * Invariants: every test cleans up what it opens (ASan's leak check runs in CI); error
- * tests check the code and that the message names the culprit.
+ * tests check the code and that the message names the culprit. A test that could hang
+ * (a FIFO in the model store) runs under alarm(), so that a regression fails it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,6 +28,7 @@
 #include <zip.h>
 
 #include "archive/archive.h"
+#include "core/core.h"
 #include "inferd/inferd.h"
 
 /* Made by this script with Python 3.11's zipfile (what torch-model-archiver uses):
@@ -690,6 +692,41 @@ static void directory_errors(void **state) {
   open_fails(tmp_path("d2"), NULL, INFERD_INVALID_ARG, "d2: MAR-INF/MANIFEST.json: no \"model\" object");
 }
 
+/* A FIFO in the model store is refused at once, naming it: opened without O_NONBLOCK,
+ * each open below would wait for ever for a writer. alarm() turns such a regression
+ * into a failed test (SIGALRM ends the process) instead of a hang. */
+static void fifos_refused(void **state) {
+  alarm(20);
+  mkdir(tmp_path("fifo_manifest"), 0755);
+  mkdir(tmp_path("fifo_manifest/MAR-INF"), 0755);
+  assert_int_equal(mkfifo(tmp_path("fifo_manifest/MAR-INF/MANIFEST.json"), 0644), 0);
+  open_fails(tmp_path("fifo_manifest"), NULL, INFERD_INVALID_ARG, "MANIFEST.json: not a regular file (a FIFO)");
+
+  mkdir(tmp_path("fifo_onnx"), 0755);
+  mkdir(tmp_path("fifo_onnx/MAR-INF"), 0755);
+  write_bytes(tmp_path("fifo_onnx/MAR-INF/MANIFEST.json"), GOOD_MANIFEST, strlen(GOOD_MANIFEST));
+  assert_int_equal(mkfifo(tmp_path("fifo_onnx/m.onnx"), 0644), 0);
+  open_fails(tmp_path("fifo_onnx"), NULL, INFERD_INVALID_ARG, "fifo_onnx/m.onnx: not a regular file (a FIFO)");
+
+  /* an extra file that is a FIFO is skipped, as any file that is not regular */
+  assert_int_equal(unlink(tmp_path("fifo_onnx/m.onnx")), 0);
+  write_bytes(tmp_path("fifo_onnx/m.onnx"), fake_onnx, sizeof fake_onnx - 1);
+  assert_int_equal(mkfifo(tmp_path("fifo_onnx/labels.txt"), 0644), 0);
+  archive_model *m = open_ok(tmp_path("fifo_onnx"));
+  assert_null(archive_file(m, "labels.txt", NULL));
+  archive_close(m);
+
+  /* core_file_map (bare .onnx files, labels next to them, `inferd run`) */
+  assert_int_equal(mkfifo(tmp_path("pipe.onnx"), 0644), 0);
+  const void *data = NULL;
+  size_t size = 0;
+  inferd_status st = {0};
+  assert_int_equal(core_file_map(tmp_path("pipe.onnx"), &data, &size, &st), INFERD_INVALID_ARG);
+  if (!strstr(st.message, "pipe.onnx: not a regular file (a FIFO)")) fail_msg("message '%s'", st.message);
+  open_fails(tmp_path("pipe.onnx"), NULL, INFERD_INVALID_ARG, "pipe.onnx");
+  alarm(0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(opens_python_mar),
@@ -703,6 +740,7 @@ int main(void) {
       cmocka_unit_test(duplicate_entries),
       cmocka_unit_test(zip_bombs),
       cmocka_unit_test(directory_errors),
+      cmocka_unit_test(fifos_refused),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
