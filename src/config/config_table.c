@@ -8,9 +8,11 @@
  * type of its value, the config_server field it sets (by offset), its range and its
  * default as text. The default goes through the same setter as a value from a file, so
  * there is one parser per type (types[] below, sized CONFIG_T_COUNT) and the text shown
- * by --help is the text that sets the default. TorchServe keys that mean nothing to
- * inferd are rows of type CONFIG_T_IGNORED: they are accepted with a warning that says
- * why, so that a TorchServe user's file works unchanged and nothing is dropped silently.
+ * by --help is the text that sets the default. TorchServe keys and `torchserve` flags
+ * that mean nothing to inferd are rows of type CONFIG_T_IGNORED: they are accepted with
+ * a warning that says why, so that a TorchServe user's file and command line work
+ * unchanged and nothing is dropped silently (an ignored flag with a metavar still
+ * takes its value).
  *
  * Invariants: a setter replaces its field only when the whole value is valid; scalar
  * values are trimmed of surrounding blanks first (Java keeps trailing blanks and then
@@ -30,6 +32,7 @@
 
 #define AT(field) offsetof(config_server, field)
 #define IGNORED(key, why) {key, NULL, NULL, CONFIG_T_IGNORED, 0, 0, 0, 0, NULL, why}
+#define IGNORED_FLAG(flag, metavar, why) {NULL, flag, metavar, CONFIG_T_IGNORED, 0, 0, 0, 0, NULL, why}
 
 static const config__option options[] = {
     /* name, flag, metavar, type, flags, offset, min, max, default, help */
@@ -103,7 +106,7 @@ static const config__option options[] = {
     IGNORED("enable_metrics_api", "the metrics API is always on"),
     IGNORED("model_snapshot", "no snapshots"),
     IGNORED("snapshot_store", "no snapshots"),
-    IGNORED("workflow_store", "no workflows"),
+    {"workflow_store", "--workflow-store", "DIR", CONFIG_T_IGNORED, 0, 0, 0, 0, NULL, "no workflows"},
     IGNORED("allowed_urls", "models are registered from model_store only"),
     IGNORED("default_service_handler", "the handler comes from the archive"),
     IGNORED("model_server_home", "not needed"),
@@ -117,6 +120,12 @@ static const config__option options[] = {
     IGNORED("keystore", "TLS is not configured through keystores"),
     IGNORED("keystore_pass", "TLS is not configured through keystores"),
     IGNORED("keystore_type", "TLS is not configured through keystores"),
+
+    /* `torchserve` flags that have no meaning here (its quick start passes --ncs) */
+    IGNORED_FLAG("--ncs", NULL, "no config snapshots are written"),
+    IGNORED_FLAG("--no-config-snapshots", NULL, "no config snapshots are written"),
+    IGNORED_FLAG("--log-config", "FILE", "logging is one line per event on stderr, not log4j2"),
+    IGNORED_FLAG("--plugins-path", "DIR", "no Java plugins"),
 };
 
 /* ==== the types: one setter, release and text form each ================================ */
@@ -249,7 +258,9 @@ static const char *text_launcher(const void *field, char *buf, size_t size) {
 
 static inferd_code set_ignored(config_server *cfg, const config__option *opt, void *field, const char *value,
                                const config__where *w, inferd_status *st) {
-  if (w->line)
+  if (opt->flag && strcmp(w->source, opt->flag) == 0) /* from the command line */
+    config__warn(cfg, "'%s' is a TorchServe flag inferd does not use: %s (ignored)", opt->flag, opt->help);
+  else if (w->line)
     config__warn(cfg, "%s:%d: '%s' is a TorchServe key inferd does not use: %s (ignored)", w->source, w->line,
                  opt->name, opt->help);
   else
@@ -453,13 +464,16 @@ inferd_code config_parse_args(config_server *cfg, int argc, char **argv, inferd_
       return core_fail(status, INFERD_INVALID_ARG, "unexpected argument '%s' (see --help)", arg);
     const char *eq = strchr(arg, '=');
     const config__option *opt = find_flag(arg, eq ? (size_t)(eq - arg) : strlen(arg));
-    if (!opt || opt->type == CONFIG_T_IGNORED)
+    if (!opt)
       return core_fail(status, INFERD_INVALID_ARG, "unknown option '%.*s' (see --help)",
                        (int)(eq ? eq - arg : (long)strlen(arg)), arg);
     const config__where w = {opt->flag, 0, NULL};
     inferd_code rc;
     if (opt->type == CONFIG_T_BOOL) {
       rc = set_option(cfg, opt, eq ? eq + 1 : "true", &w, status);
+    } else if (opt->type == CONFIG_T_IGNORED && !opt->metavar) { /* an ignored switch: warns */
+      if (eq) return core_fail(status, INFERD_INVALID_ARG, "%s takes no value", opt->flag);
+      rc = set_option(cfg, opt, "", &w, status);
     } else if (opt->flags & CONFIG_F_MULTI) { /* --models a.mar b=b.mar: TorchServe joins them with ',' */
       size_t len = eq ? strlen(eq + 1) : 0;
       int last = i;
@@ -571,16 +585,25 @@ void config_help(FILE *out) {
       fprintf(out, "\n      default: %s", opt->default_value ? opt->default_value : "(none)");
     fputc('\n', out);
   }
-  fprintf(out, "\nTorchServe keys accepted with a warning (inferd does not use them):\n ");
+  fprintf(out, "\nTorchServe keys and flags accepted with a warning (inferd does not use them):\n ");
   size_t column = 1;
   for (size_t i = 0; i < CORE_ARRAY_LEN(options); i++) {
-    if (options[i].type != CONFIG_T_IGNORED) continue;
-    size_t n = strlen(options[i].name) + 1;
+    const config__option *opt = &options[i];
+    if (opt->type != CONFIG_T_IGNORED) continue;
+    char item[96];
+    if (opt->name && opt->flag)
+      snprintf(item, sizeof item, "%s (%s%s%s)", opt->name, opt->flag, opt->metavar ? " " : "",
+               opt->metavar ? opt->metavar : "");
+    else if (opt->name)
+      snprintf(item, sizeof item, "%s", opt->name);
+    else
+      snprintf(item, sizeof item, "%s%s%s", opt->flag, opt->metavar ? " " : "", opt->metavar ? opt->metavar : "");
+    size_t n = strlen(item) + 1;
     if (column + n > 88) {
       fprintf(out, "\n ");
       column = 1;
     }
-    fprintf(out, " %s", options[i].name);
+    fprintf(out, " %s", item);
     column += n;
   }
   fprintf(out, "\n");

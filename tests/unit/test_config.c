@@ -106,7 +106,7 @@ static void help_lists_every_key_with_default(void **state) {
       "cpu_launcher_enable", "cpu_launcher_args", "max_request_size", "default: 6553500", "max_response_size",
       "disable_token_authorization, --disable-token-auth", "enable_model_api, --enable-model-api",
       "default_response_timeout", "default: 120", "token_expiration_min", "default: 60", "batch_size", "max_batch_delay", "--ts-config FILE",
-      "--foreground", "--start", "--stop", "vmargs"};
+      "--foreground", "--start", "--stop", "vmargs", "--ncs", "--log-config FILE"};
   for (size_t i = 0; i < sizeof want / sizeof *want; i++)
     if (!strstr(text, want[i])) fail_msg("help lacks '%s':\n%s", want[i], text);
   free(text);
@@ -481,6 +481,28 @@ static void command_line(void **state) {
   assert_true(cfg.help);
   config_free(&cfg);
 
+  /* TorchServe's quick start: `torchserve --start --ncs --model-store ... --models ...`;
+   * flags inferd ignores warn once each, and those that take a value consume it */
+  char *torchserve[] = {"serve", "--start", "--ncs", "--log-config", "log4j2.xml", "--model-store", "/store",
+                        "--plugins-path=/plugins", "--workflow-store", "wf", "--no-config-snapshots", "--models",
+                        "m.mar", "--foreground"};
+  config_defaults(&cfg);
+  if (config_parse_args(&cfg, (int)(sizeof torchserve / sizeof *torchserve), torchserve, &st) != INFERD_OK)
+    fail_msg("TorchServe's flags refused: %s", st.message);
+  print_warnings(&cfg);
+  assert_string_equal(cfg.model_store, "/store");
+  assert_int_equal(cfg.load_models.count, 1);
+  assert_string_equal(cfg.load_models.items[0].path, "m.mar");
+  assert_true(cfg.start);
+  assert_true(cfg.foreground);
+  assert_true(has_warning(&cfg, "'--ncs' is a TorchServe flag inferd does not use", "(ignored)"));
+  assert_true(has_warning(&cfg, "'--no-config-snapshots' is a TorchServe flag", NULL));
+  assert_true(has_warning(&cfg, "'--log-config' is a TorchServe flag", NULL));
+  assert_true(has_warning(&cfg, "'--plugins-path' is a TorchServe flag", NULL));
+  assert_true(has_warning(&cfg, "'--workflow-store' is a TorchServe flag", "no workflows"));
+  assert_int_equal(cfg.warning_count, 5);
+  config_free(&cfg);
+
   char *all[] = {"serve", "--models", "all", "--start"};
   config_defaults(&cfg);
   assert_int_equal(config_parse_args(&cfg, 4, all, &st), INFERD_OK);
@@ -500,6 +522,8 @@ static void command_line(void **state) {
       {2, {"serve", "--vmargs=1"}, "unknown option '--vmargs'"},
       {2, {"serve", "--foreground=maybe"}, "--foreground: expected true or false"},
       {3, {"serve", "--models", "a.mar,,b"}, "--models: load_models: empty item"},
+      {2, {"serve", "--log-config"}, "--log-config needs a value"},
+      {2, {"serve", "--ncs=true"}, "--ncs takes no value"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     config_defaults(&cfg);
