@@ -6,9 +6,9 @@
  * archive_open tells the forms apart by what the path is, not by its name: a
  * directory; a file that starts with a zip signature (PK\3\4, or PK\5\6 for an empty
  * zip); else a file named *.onnx. Then, for the two archive forms:
- *   1. list the entries and check each name (valid_entry_name), their number, and
- *      the sum of their declared sizes against the caps (archive_params), before
- *      anything is inflated;
+ *   1. list the entries and check each name (archive__valid_entry_name, which
+ *      archive_write.c applies too), their number, and the sum of their declared
+ *      sizes against the caps (archive_params), before anything is inflated;
  *   2. read and parse MAR-INF/MANIFEST.json (archive_manifest_parse);
  *   3. read the serializedFile (.onnx) and every other regular file (the extras).
  * Reading an entry stops at its declared size and then checks that the stream ends
@@ -40,6 +40,7 @@
 #include <zlib.h>
 
 #include "archive/archive.h"
+#include "archive/archive_internal.h"
 #include "core/core.h"
 
 #define MANIFEST_PATH "MAR-INF/MANIFEST.json"
@@ -87,10 +88,9 @@ bool archive_valid_model_name(const char *name) {
   return strlen(name) <= 255;
 }
 
-/* A relative path that stays inside the archive: no leading '/', no backslash, no
- * control character, no empty, "." or ".." component. A trailing '/' (a directory
- * entry of a zip) is allowed when `directory_ok`. */
-static bool valid_entry_name(const char *name, bool directory_ok) {
+/* archive_internal.h says what it accepts; archive_write.c checks the names it
+ * writes with it too. */
+bool archive__valid_entry_name(const char *name, bool directory_ok) {
   size_t n = strlen(name);
   if (n == 0 || n > MAX_NAME_BYTES || name[0] == '/') return false;
   if (directory_ok && name[n - 1] == '/') n--;
@@ -165,7 +165,7 @@ inferd_code archive_manifest_parse(const void *json, size_t size, archive_manife
   } else if (!archive_valid_model_name(out->model_version)) {
     rc = core_fail(st, INFERD_INVALID_ARG, "model.modelVersion '%s' is not a valid version ([A-Za-z0-9][A-Za-z0-9_.-]*)",
                    out->model_version);
-  } else if (!valid_entry_name(out->serialized_file, false)) {
+  } else if (!archive__valid_entry_name(out->serialized_file, false)) {
     rc = core_fail(st, INFERD_INVALID_ARG, "model.serializedFile '%s' is not a path inside the archive",
                    out->serialized_file);
   } else if (!ends_with_ci(out->serialized_file, ".onnx")) {
@@ -410,7 +410,7 @@ static inferd_code open_zip(zip_t *z, const char *path, const limits *lim, archi
       rc = core_fail(st, INFERD_INVALID_ARG, "entry %lld: %s", (long long)i, zip_strerror(z));
       break;
     }
-    if (!valid_entry_name(sb.name, true)) {
+    if (!archive__valid_entry_name(sb.name, true)) {
       rc = core_fail(st, INFERD_INVALID_ARG, "entry name '%s' is not a path inside the archive", sb.name);
       break;
     }
@@ -617,7 +617,7 @@ static inferd_code walk_directory(walk *w, const char *root, const char *rel, in
       break;
     }
     if (strcmp(name, MANIFEST_PATH) == 0 || strcmp(name, w->m->manifest.serialized_file) == 0) continue;
-    if (!valid_entry_name(name, false)) continue; /* a name no .mar could hold (control characters) */
+    if (!archive__valid_entry_name(name, false)) continue; /* a name no .mar could hold (control characters) */
     void *data;
     size_t size;
     if ((rc = read_small_file(path, w->lim->max_extra_bytes - w->extra_bytes, &data, &size, st)) != INFERD_OK) {

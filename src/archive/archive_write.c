@@ -9,7 +9,10 @@
  * the serialized file and the handler file by their base name, an extra file by its
  * base name, an extra directory's files by their path below it (torch-model-archiver
  * copies a directory's contents to the root). Two inputs with one name are an error
- * (torch-model-archiver silently keeps the last). Only then is anything written.
+ * (torch-model-archiver silently keeps the last), and so is a name the reader would
+ * refuse (archive__valid_entry_name, the reader's own rule: no backslash, no control
+ * character, ...), so that no archive is written that the server cannot open. Only
+ * then is anything written.
  *
  * The manifest has torch-model-archiver's fields and order: createdOn (day/month/year
  * local time), runtime "python" (the value TorchServe's frontend requires), model
@@ -41,6 +44,7 @@
 #include <zip.h>
 
 #include "archive/archive.h"
+#include "archive/archive_internal.h"
 #include "core/core.h"
 
 /* What MANIFEST.json says wrote the archive; keep in step with project(VERSION). */
@@ -73,7 +77,27 @@ static const char *base_name(const char *path) {
   return slash ? slash + 1 : path;
 }
 
+/* name with its control characters as \xNN, for a one-line message. */
+static const char *printable(const char *name, char *out, size_t size) {
+  size_t n = 0;
+  for (const unsigned char *c = (const unsigned char *)name; *c && n + 5 < size; c++) {
+    if (*c < 0x20 || *c == 0x7f)
+      n += (size_t)snprintf(out + n, size - n, "\\x%02x", *c);
+    else
+      out[n++] = (char)*c;
+  }
+  out[n] = '\0';
+  return out;
+}
+
 static inferd_code add_entry(plan *p, const char *name, const char *source, inferd_status *st) {
+  if (!archive__valid_entry_name(name, false)) {
+    char shown[256];
+    return core_fail(st, INFERD_INVALID_ARG,
+                     "'%s' cannot be an entry name: the archive reader refuses names with a backslash, a control "
+                     "character or an empty, '.' or '..' component (rename the file)",
+                     printable(name, shown, sizeof shown));
+  }
   if (strcmp(name, MANIFEST_PATH) == 0 || strncmp(name, "MAR-INF/", 8) == 0)
     return core_fail(st, INFERD_INVALID_ARG, "'%s' would replace the archive's manifest", source);
   for (int i = 0; i < p->count; i++)

@@ -106,6 +106,18 @@ expect_error 2 "model name 'a b'" "$INFERD" archive --model-name "a b" \
   --serialized-file models/mobilenet_v2_imagenet.onnx --handler image_classifier --export-path "$TMP"
 expect_error 2 "export path" "$INFERD" archive --model-name x --serialized-file models/mobilenet_v2_imagenet.onnx \
   --handler image_classifier --export-path "$TMP/missing"
+# names the archive reader refuses (a backslash, a control character): refused before
+# anything is written, the name shown on one line
+printf '{}' >"$TMP/back\\slash.json"
+expect_error 2 "'back\\\\slash.json' cannot be an entry name" "$INFERD" archive --model-name x \
+  --serialized-file models/mobilenet_v2_imagenet.onnx --handler image_classifier --extra-files "$TMP/back\\slash.json" \
+  --export-path "$TMP"
+mkdir -p "$TMP/odd"
+printf 'x' >"$TMP/odd/$(printf 'new\nline.txt')"
+expect_error 2 "'new\\\\x0aline.txt' cannot be an entry name" "$INFERD" archive --model-name x \
+  --serialized-file models/mobilenet_v2_imagenet.onnx --handler image_classifier --extra-files "$TMP/odd" \
+  --archive-format no-archive --export-path "$TMP"
+[ ! -e "$TMP/x" ] || fail "a refused no-archive directory was written"
 expect_error 2 "unknown option" "$INFERD" archive --model-name x --model-file model.py
 expect_error 2 "tgz" "$INFERD" archive --model-name x --archive-format tgz
 [ ! -e "$TMP/x.mar" ] || fail "a refused archive was written"

@@ -399,6 +399,13 @@ static void write_errors(void **state) {
   mkdir(tmp_path("marinf/MAR-INF"), 0755);
   write_bytes(tmp_path("marinf/MAR-INF/MANIFEST.json"), "{}", 2);
   write_bytes(tmp_path("model.pt"), "pt", 2);
+  /* names the reader refuses (archive__valid_entry_name): refused before anything is written */
+  write_bytes(tmp_path("back\\slash.json"), "{}", 2);
+  const char *backslash[] = {tmp_path("back\\slash.json")};
+  mkdir(tmp_path("odd_dir"), 0755);
+  write_bytes(tmp_path("odd_dir/new\nline.txt"), "x", 1);
+  const char *newline_in_dir[] = {tmp_path("odd_dir")};
+  write_bytes(tmp_path("tab\there.onnx"), fake_onnx, sizeof fake_onnx - 1);
   struct {
     archive_write_params w;
     inferd_code code;
@@ -429,6 +436,14 @@ static void write_errors(void **state) {
       {{.model_name = "m", .serialized_file = tmp_path("m.onnx"), .handler = "h", .export_path = out,
         .extra_files = manifest_clash, .extra_file_count = 1},
        INFERD_INVALID_ARG, "manifest"},
+      {{.model_name = "m", .serialized_file = tmp_path("m.onnx"), .handler = "h", .export_path = out,
+        .extra_files = backslash, .extra_file_count = 1},
+       INFERD_INVALID_ARG, "'back\\slash.json' cannot be an entry name"},
+      {{.model_name = "m", .serialized_file = tmp_path("m.onnx"), .handler = "h", .export_path = out,
+        .extra_files = newline_in_dir, .extra_file_count = 1, .format = ARCHIVE_FORMAT_NO_ARCHIVE},
+       INFERD_INVALID_ARG, "'new\\x0aline.txt' cannot be an entry name"},
+      {{.model_name = "m", .serialized_file = tmp_path("tab\there.onnx"), .handler = "h", .export_path = out},
+       INFERD_INVALID_ARG, "'tab\\x09here.onnx' cannot be an entry name"},
   };
   inferd_status st;
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -436,6 +451,7 @@ static void write_errors(void **state) {
     if (rc != cases[i].code) fail_msg("case %zu: code %d, want %d (%s)", i, rc, cases[i].code, st.message);
     if (!strstr(st.message, cases[i].want)) fail_msg("case %zu: '%s' lacks '%s'", i, st.message, cases[i].want);
     assert_int_equal(access(tmp_path("werr/m.mar"), F_OK), -1); /* nothing half-written */
+    assert_int_equal(access(tmp_path("werr/m"), F_OK), -1);
   }
 
   /* an existing archive: refused without force, replaced with it */
