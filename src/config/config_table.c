@@ -63,7 +63,7 @@ static const config__option options[] = {
     {"max_request_size", NULL, NULL, CONFIG_T_SIZE, 0, AT(max_request_size), 1, INT32_MAX, "6553500",
      "largest request body in bytes; larger requests get 413"},
     {"max_response_size", NULL, NULL, CONFIG_T_SIZE, 0, AT(max_response_size), 1, INT32_MAX, "6553500",
-     "largest response body in bytes"},
+     "largest response body with model output in bytes (/predictions, v2 infer); larger ones get 500"},
     {"disable_token_authorization", "--disable-token-auth", NULL, CONFIG_T_BOOL, 0, AT(disable_token_authorization), 0,
      0, "false", "serve without token authorization (by default keys are written to key_file.json)"},
     {"token_expiration_min", NULL, NULL, CONFIG_T_NUMBER, 0, AT(token_expiration_min), 0, 525600, "60",

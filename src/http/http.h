@@ -38,8 +38,8 @@ typedef struct http_server http_server;
 
 typedef struct http_server_params {
   /* Borrowed; must outlive the server. Read: the three addresses,
-   * number_of_netty_threads, max_request_size, disable_token_authorization,
-   * enable_model_api. */
+   * number_of_netty_threads, max_request_size, max_response_size,
+   * disable_token_authorization, enable_model_api. */
   const struct config_server *config;
   /* Where key_file.json is written; NULL (the default): "key_file.json" in the
    * working directory, as TorchServe does. Removed again by http_server_free. */

@@ -348,6 +348,10 @@ void http__job_cancel(http__job *first);
 inferd_code http__job_submit(http__job *job, inferd_status *st);
 /* Answers a job that came back with `code` != OK (504, 503 or 500); returns the status sent. */
 int http__send_job_error(h2o_req_t *req, const http__model *m, inferd_code code, const inferd_status *why);
+/* max_response_size bounds every body that carries model output (/predictions, v2
+ * infer): true when a body of `len` bytes may go out; else req is answered 500 with a
+ * message naming both sizes and nothing else may be sent. */
+bool http__response_fits(h2o_req_t *req, const http__model *m, size_t len);
 
 void http__predict(http_server *server, h2o_req_t *req, const http__path *path);
 void http__predict_loop_init(http__loop *loop);  /* on the loop thread */

@@ -16,7 +16,9 @@
  *      the job to the owning loop with h2o_multithread_send_message;
  *   5. on_jobs_done, back on the loop thread, renders the top-5 JSON
  *      (handler_classify_json) into the request's pool and sends it; or the error:
- *      TIMEOUT -> 504 (response_timeout), UNAVAILABLE -> 503, an engine error -> 500.
+ *      TIMEOUT -> 504 (response_timeout), UNAVAILABLE -> 503, an engine error -> 500,
+ *      a body larger than max_response_size -> 500 (http__response_fits, which v2
+ *      infer's answers go through too; TorchServe's default is 6553500 bytes).
  * Every accepted request gets exactly one response, from exactly one of steps 1-3
  * or 5.
  *
@@ -204,6 +206,15 @@ int http__send_job_error(h2o_req_t *req, const http__model *m, inferd_code code,
   return 500;
 }
 
+bool http__response_fits(h2o_req_t *req, const http__model *m, size_t len) {
+  int64_t limit = http__loop_of(req)->server->config->max_response_size;
+  if ((uint64_t)len <= (uint64_t)limit) return true;
+  http__send_error(req, HTTP__E_INTERNAL,
+                   "Model \"%s\": the response is %zu bytes, more than max_response_size (%lld bytes)", m->name, len,
+                   (long long)limit);
+  return false;
+}
+
 /* ---- answering ---------------------------------------------------------------------------------- */
 
 static void answer(http__job *job) {
@@ -217,8 +228,12 @@ static void answer(http__job *job) {
     inferd_status st;
     if (handler_classify_json(job->output, (int)m->output_elems, HANDLER_TOPK, m->labels, body, m->answer_bytes, &len,
                               &st) == INFERD_OK) {
-      status = 200; /* TorchServe's bytes: json.dumps(indent=2), no newline */
-      http__send_json(req, status, body, len);
+      if (http__response_fits(req, m, len)) {
+        status = 200; /* TorchServe's bytes: json.dumps(indent=2), no newline */
+        http__send_json(req, status, body, len);
+      } else {
+        status = 500;
+      }
     } else {
       status = 500;
       http__send_error(req, HTTP__E_INTERNAL, "model %s: %s", m->name, st.message);

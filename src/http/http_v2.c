@@ -20,7 +20,8 @@
  * is {"model_name", "model_version", "id", "outputs": [{"name", "datatype": "FP32",
  * "shape": [n, ...], "data": [...]}]}: the model's first output (the only one the
  * scheduler returns), inline as JSON numbers, or as binary tensor data after the JSON
- * (then with Inference-Header-Content-Length and application/octet-stream).
+ * (then with Inference-Header-Content-Length and application/octet-stream). An answer
+ * larger than max_response_size is not sent: 500 naming its size and the limit.
  *
  * The parser (http_v2_parse, declared in http.h) is pure: it needs no h2o, so the
  * fuzzer runs it as it is. It validates everything against the model (input name,
@@ -465,6 +466,10 @@ static void answer(http__job *first) {
   if (binary) {
     http__buf_printf(&b, ", \"parameters\": {\"binary_data_size\": %zu}}]}", bytes);
     size_t json_len = b.len;
+    if (!http__response_fits(req, m, json_len + bytes)) {
+      metrics_model_response(m->metrics, 500);
+      return;
+    }
     for (http__job *row = first; row; row = row->next_row) {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
       http__buf_append(&b, (const char *)row->output, out_elems * sizeof(float));
@@ -493,6 +498,10 @@ static void answer(http__job *first) {
       }
     }
     http__buf_append(&b, "]}]}\n", 5);
+    if (!http__response_fits(req, m, b.len)) {
+      metrics_model_response(m->metrics, 500);
+      return;
+    }
     http__send_json(req, 200, b.data, b.len);
   }
   metrics_model_response(m->metrics, 200);

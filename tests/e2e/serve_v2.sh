@@ -13,6 +13,10 @@
 # batch of 2 is refused at registration. ~10 s.
 #
 #   serve_v2.sh INFERD SOURCE_DIR WORK_DIR
+#
+# Last, max_response_size: the two models again with a small limit (250, then 100
+# bytes); answers below it are sent, larger ones (v2 JSON and binary, /predictions) are
+# a 500 that names the size and the limit, and /ping stays 200 (~5 s more).
 set -euo pipefail
 INFERD=$1 SRC=$2 WORK=$3
 PY=${INFERD_PYTHON:-/usr/bin/python3}
@@ -109,5 +113,62 @@ if grep -Ei "AddressSanitizer|runtime error" "$WORK/server.log" >&2; then
   echo "FAIL: sanitizer report in the server log" >&2
   status=1
 fi
+
+# ---- max_response_size: a body with model output above it is not sent; 500 says why ----
+# (sizes here: mlp's JSON answer 174 bytes for 1 row, ~390 for 8; binary 171 and 284;
+# small's top-5 answer to /predictions ~150)
+serve_jpeg chelsea "$WORK/chelsea.jpg"
+mlp_rows() { # N [binary]: a v2 infer body of N rows for mlp
+  "$PY" -c 'import json, sys
+n = int(sys.argv[1])
+body = {"inputs": [{"name": "input", "datatype": "FP32", "shape": [n, 4], "data": [i / 4 - 3 for i in range(4 * n)]}]}
+if len(sys.argv) > 2:
+    body["parameters"] = {"binary_data_output": True}
+print(json.dumps(body))' "$@"
+}
+call() { # NAME EXPECTED_STATUS PYTHON_CONDITION_ON_r (or "" for a body that is not JSON) CURL_ARGS...
+  local name=$1 want=$2 cond=$3 code
+  shift 3
+  code=$(curl -s -o "$WORK/body" -w '%{http_code}' -H "Authorization: Bearer $INFERENCE_KEY" "$@") || code=000
+  if [ "$code" != "$want" ]; then
+    fail "$name: HTTP $code, want $want: $(head -c 300 "$WORK/body")"
+  elif [ -n "$cond" ]; then
+    check_json "$WORK/body" "$cond" "$name ($code)"
+  else
+    echo "ok   $name ($code)"
+  fi
+}
+too_large() { # LIMIT: the condition on a 500 for a body above LIMIT
+  echo "r['code'] == 500 and r['type'] == 'InternalServerException' and 'bytes, more than max_response_size ($1 bytes)' in r['message']"
+}
+I="http://127.0.0.1"
+for limit in 250 100; do
+  serve_ports
+  serve_config "$WORK/config.properties" \
+    "model_store=$WORK/store" \
+    "load_models=small=small.onnx,mlp=mlp.onnx" \
+    "default_workers_per_model=1" \
+    "job_queue_size=8" \
+    "max_response_size=$limit"
+  serve_start "$WORK" --ts-config "$WORK/config.properties" --foreground
+  serve_wait_ready 60 || fail "max_response_size=$limit: not ready"
+  serve_keys "$WORK"
+  V2="$I:$INFERENCE_PORT/v2/models/mlp/infer"
+  if [ $limit = 250 ]; then
+    call "limit 250: v2 JSON, 1 row" 200 'r["outputs"][0]["shape"] == [1, 4]' -d "$(mlp_rows 1)" "$V2"
+    call "limit 250: v2 binary, 1 row" 200 '' -d "$(mlp_rows 1 binary)" "$V2"
+    call "limit 250: v2 JSON, 8 rows" 500 "$(too_large 250)" -d "$(mlp_rows 8)" "$V2"
+    call "limit 250: v2 binary, 8 rows" 500 "$(too_large 250)" -d "$(mlp_rows 8 binary)" "$V2"
+    call "limit 250: /predictions" 200 'len(r) == 5' -T "$WORK/chelsea.jpg" "$I:$INFERENCE_PORT/predictions/small"
+  else
+    call "limit 100: /predictions" 500 "$(too_large 100)" -T "$WORK/chelsea.jpg" "$I:$INFERENCE_PORT/predictions/small"
+    call "limit 100: v2 JSON, 1 row" 500 "$(too_large 100)" -d "$(mlp_rows 1)" "$V2"
+  fi
+  call "limit $limit: still healthy" 200 'r["status"] == "Healthy"' "$I:$INFERENCE_PORT/ping"
+  serve_stop 60
+  [ "$SERVER_STATUS" = 0 ] || fail "limit $limit: the server exited with status $SERVER_STATUS after SIGTERM"
+  if grep -Ei "AddressSanitizer|runtime error" "$WORK/server.log" >&2; then fail "limit $limit: sanitizer report"; fi
+done
+[ "$failures" = 0 ] || status=1
 [ $status = 0 ] && echo "PASS serve_v2" || echo "FAIL serve_v2" >&2
 exit $status
