@@ -79,6 +79,9 @@ int http__error_status(http__error e);
  * UTF-8 sequence becomes \ufffd. Returns the length (truncated to fit, never inside a
  * character; always a complete JSON object for cap >= 128). */
 size_t http__render_error(char *buf, size_t cap, http__error e, const char *message);
+/* The error body for this request: http__render_error's, or for a request under /v2
+ * the Open Inference Protocol's {"error": "..."} (same escaping and truncation). */
+size_t http__reply_error(const h2o_req_t *req, char *buf, size_t cap, http__error e, const char *message);
 
 /* Each of these sends exactly one response and finishes the request. */
 void http__send_error(h2o_req_t *req, http__error e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

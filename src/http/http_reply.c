@@ -9,6 +9,11 @@
  *       {"code": 404, "type": "ModelNotFoundException", "message": "Model not found: x"}
  *     pretty-printed as TorchServe does. User text in messages is JSON-escaped and
  *     CR/LF become spaces, so a message is always one line of valid JSON.
+ *   - A request under /v2 (KServe v2, the Open Inference Protocol) gets that protocol's
+ *     error body instead, {"error": "Model not found: x"}, with the same status: its
+ *     clients (Triton's among them) read the message from "error" (http__reply_error
+ *     picks the shape by the request's path; canned replies are rendered per request
+ *     there).
  *   - JSON text must be UTF-8, and user text need not be (a percent-decoded query, a
  *     path): both escapers keep every well-formed UTF-8 sequence and replace each
  *     ill-formed one (overlong forms, surrogates, code points above U+10FFFF, stray
@@ -144,6 +149,26 @@ size_t http__render_error(char *buf, size_t cap, http__error e, const char *mess
   return len + sizeof tail - 1;
 }
 
+/* The Open Inference Protocol's error body: {"error": "..."}. */
+static size_t render_v2_error(char *buf, size_t cap, const char *message) {
+  static const char head[] = "{\"error\": \"", tail[] = "\"}\n";
+  if (sizeof head + sizeof tail > cap) return 0;
+  size_t len = sizeof head - 1;
+  memcpy(buf, head, len);
+  escape_into(buf, &len, cap - sizeof tail, message, strlen(message));
+  memcpy(buf + len, tail, sizeof tail); /* with its NUL */
+  return len + sizeof tail - 1;
+}
+
+static bool is_v2(const h2o_req_t *req) {
+  h2o_iovec_t p = req->path_normalized;
+  return p.len >= 3 && memcmp(p.base, "/v2", 3) == 0 && (p.len == 3 || p.base[3] == '/');
+}
+
+size_t http__reply_error(const h2o_req_t *req, char *buf, size_t cap, http__error e, const char *message) {
+  return is_v2(req) ? render_v2_error(buf, cap, message) : http__render_error(buf, cap, e, message);
+}
+
 /* ---- canned replies ------------------------------------------------------------------ */
 
 enum { CANNED_MAX = 256 };
@@ -212,16 +237,20 @@ void http__send_text(h2o_req_t *req, int status, const char *content_type, const
   send_body(req, status, reason_of_status(status), content_type, body, len);
 }
 
-void http__send_canned(h2o_req_t *req, http__canned which) {
-  http__error e = canned[which].error;
-  send_body(req, errors[e].status, errors[e].reason, "application/json", canned[which].body, canned[which].len);
-}
-
 static void send_error_message(h2o_req_t *req, http__error e, const char *message) {
   size_t cap = 160 + 6 * strlen(message);
   char *body = h2o_mem_alloc_pool(&req->pool, cap);
-  size_t len = http__render_error(body, cap, e, message);
+  size_t len = http__reply_error(req, body, cap, e, message);
   send_body(req, errors[e].status, errors[e].reason, "application/json", body, len);
+}
+
+void http__send_canned(h2o_req_t *req, http__canned which) {
+  http__error e = canned[which].error;
+  if (is_v2(req)) {
+    send_error_message(req, e, canned[which].message);
+    return;
+  }
+  send_body(req, errors[e].status, errors[e].reason, "application/json", canned[which].body, canned[which].len);
 }
 
 void http__send_error(h2o_req_t *req, http__error e, const char *fmt, ...) {
@@ -362,7 +391,7 @@ static void error_filter_setup(h2o_filter_t *self, h2o_req_t *req, h2o_ostream_t
     default: e = HTTP__E_BAD_REQUEST, message = "Malformed HTTP request (bad Content-Length or Transfer-Encoding)"; break;
     }
     char *body = h2o_mem_alloc_pool(&req->pool, 256);
-    size_t len = http__render_error(body, 256, e, message);
+    size_t len = http__reply_error(req, body, 256, e, message);
     metrics_response(http__loop_of(req)->server->metrics, errors[e].status);
     req->res.status = errors[e].status;
     req->res.reason = errors[e].reason;

@@ -74,8 +74,8 @@ json.dump({"status": status, "body": json.loads(text)}, open(out, "w"))
 PY
   fail "v2 infer request"
 ended=$(inference_count)
-check_json "$WORK/v2.json" 'r["status"] == 504 and "response timeout" in r["body"]["message"]' \
-  "a v2 infer queued behind the long batch: 504 with TorchServe's error JSON"
+check_json "$WORK/v2.json" 'r["status"] == 504 and "response timeout" in r["body"]["error"]' \
+  "a v2 infer queued behind the long batch: 504 with the Open Inference Protocol's error JSON"
 [ "${ended:-64}" -lt 64 ] && echo "ok   ... answered while that batch still ran" ||
   fail "the v2 infer was answered only after the batch ended"
 

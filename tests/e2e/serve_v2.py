@@ -87,10 +87,17 @@ def binary_body(x, out_binary=True, size=None, header_len=None, extra_bytes=b"")
 
 
 def expect_error(name, status, r, words=()):
+    """Under /v2 the Open Inference Protocol's {"error": "..."}; elsewhere TorchServe's
+    {"code", "type", "message"}."""
+    v2 = urlparse(r.url).path.startswith("/v2")
     try:
         j = r.json()
-        message = j.get("message", "")
-        body_ok = j.get("code") == status and bool(message)
+        if v2:
+            message = j.get("error", "")
+            body_ok = set(j) == {"error"} and bool(message)
+        else:
+            message = j.get("message", "")
+            body_ok = j.get("code") == status and bool(message)
     except ValueError:
         message, body_ok = r.text, False
     missing = [w for w in words if w.lower() not in message.lower()]

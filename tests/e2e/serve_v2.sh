@@ -138,8 +138,11 @@ call() { # NAME EXPECTED_STATUS PYTHON_CONDITION_ON_r (or "" for a body that is 
     echo "ok   $name ($code)"
   fi
 }
-too_large() { # LIMIT: the condition on a 500 for a body above LIMIT
+too_large() { # LIMIT: the condition on a 500 for a body above LIMIT (TorchServe's error JSON)
   echo "r['code'] == 500 and r['type'] == 'InternalServerException' and 'bytes, more than max_response_size ($1 bytes)' in r['message']"
+}
+too_large_v2() { # LIMIT: the same under /v2 (the Open Inference Protocol's error JSON)
+  echo "list(r) == ['error'] and 'bytes, more than max_response_size ($1 bytes)' in r['error']"
 }
 I="http://127.0.0.1"
 for limit in 250 100; do
@@ -157,12 +160,12 @@ for limit in 250 100; do
   if [ $limit = 250 ]; then
     call "limit 250: v2 JSON, 1 row" 200 'r["outputs"][0]["shape"] == [1, 4]' -d "$(mlp_rows 1)" "$V2"
     call "limit 250: v2 binary, 1 row" 200 '' -d "$(mlp_rows 1 binary)" "$V2"
-    call "limit 250: v2 JSON, 8 rows" 500 "$(too_large 250)" -d "$(mlp_rows 8)" "$V2"
-    call "limit 250: v2 binary, 8 rows" 500 "$(too_large 250)" -d "$(mlp_rows 8 binary)" "$V2"
+    call "limit 250: v2 JSON, 8 rows" 500 "$(too_large_v2 250)" -d "$(mlp_rows 8)" "$V2"
+    call "limit 250: v2 binary, 8 rows" 500 "$(too_large_v2 250)" -d "$(mlp_rows 8 binary)" "$V2"
     call "limit 250: /predictions" 200 'len(r) == 5' -T "$WORK/chelsea.jpg" "$I:$INFERENCE_PORT/predictions/small"
   else
     call "limit 100: /predictions" 500 "$(too_large 100)" -T "$WORK/chelsea.jpg" "$I:$INFERENCE_PORT/predictions/small"
-    call "limit 100: v2 JSON, 1 row" 500 "$(too_large 100)" -d "$(mlp_rows 1)" "$V2"
+    call "limit 100: v2 JSON, 1 row" 500 "$(too_large_v2 100)" -d "$(mlp_rows 1)" "$V2"
   fi
   call "limit $limit: still healthy" 200 'r["status"] == "Healthy"' "$I:$INFERENCE_PORT/ping"
   serve_stop 60
