@@ -68,8 +68,11 @@ static size_t take_token(cursor *c) {
 }
 
 /* Reads the next ";name=value" parameter. Returns 1 with name/value set, 0 at the end,
- * -1 when malformed. A quoted value is returned without its quotes; backslash escapes
- * are refused rather than decoded (no browser or HTTP library sends them in names). */
+ * -1 when malformed. A quoted value is returned without its quotes and with its
+ * backslash escapes as they are (a quoted-pair: `\` and any character but CR or LF;
+ * Python's requests escapes a filename's backslashes that way). Only field names and
+ * the boundary are ever compared, and neither holds a backslash, so nothing decodes
+ * them. */
 static int next_param(cursor *c, const char **name, size_t *name_len, const char **value,
                       size_t *value_len) {
   skip_spaces(c);
@@ -84,7 +87,8 @@ static int next_param(cursor *c, const char **name, size_t *name_len, const char
   if (c->p < c->end && *c->p == '"') {
     const char *start = ++c->p;
     while (c->p < c->end && *c->p != '"') {
-      if (*c->p == '\\' || *c->p == '\r' || *c->p == '\n') return -1;
+      if (*c->p == '\r' || *c->p == '\n') return -1;
+      if (*c->p == '\\' && (++c->p == c->end || *c->p == '\r' || *c->p == '\n')) return -1;
       c->p++;
     }
     if (c->p == c->end) return -1;

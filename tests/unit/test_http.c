@@ -119,6 +119,16 @@ static void test_multipart_find(void **state) {
        NULL},
       {"garbage after a boundary", "--XyZ\r\nContent-Disposition: form-data; name=\"data\"\r\n\r\nx\r\n--XyZjunk",
        INFERD_INVALID_ARG, NULL},
+      {"requests' escaped backslashes in a filename (C:\\photos\\cat.png)",
+       "--XyZ\r\nContent-Disposition: form-data; name=\"data\"; filename=\"C:\\\\photos\\\\cat.png\"\r\n\r\nPNG\r\n"
+       "--XyZ--\r\n",
+       INFERD_OK, "PNG"},
+      {"an escaped quote in a filename",
+       "--XyZ\r\nContent-Disposition: form-data; name=\"data\"; filename=\"a\\\"b.png\"\r\n\r\nPNG\r\n--XyZ--\r\n", INFERD_OK,
+       "PNG"},
+      {"a backslash at the end of the header",
+       "--XyZ\r\nContent-Disposition: form-data; name=\"data\"; filename=\"a\\\r\n\r\nPNG\r\n--XyZ--\r\n",
+       INFERD_INVALID_ARG, NULL},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     size_t size = strlen(cases[i].body);
