@@ -13,7 +13,8 @@
  *
  * A session binds plans to its own scratch arena (a plan_instance: oneDNN memory
  * objects pointing into the arena) the first time it runs a batch size; after that a
- * run is a loop over steps with no allocation and no lock.
+ * run is a loop over steps with no allocation of ours and no lock (oneDNN's execute
+ * allocates its argument map per call).
  *
  * Locking: model->lock guards the plan cache and the weight cache, taken only while
  * compiling or looking up a plan, never during a run.

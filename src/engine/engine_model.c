@@ -15,7 +15,8 @@
  * plan, then oneDNN's scratchpad), sized for the largest plan bound so far: binding a
  * larger plan grows it and points the other instances at the new one. A worker that
  * sees every batch size up to 8 holds the batch-8 scratch, not the sum of eight. Running
- * a batch size the session has seen touches only the session: no allocation, no lock.
+ * a batch size the session has seen touches only the session: no allocation of ours,
+ * no lock (dnnl_primitive_execute allocates its argument map per call, out of reach).
  * Input/output arrays are bound per run with dnnl_memory_set_data_handle.
  *
  * Threads: the compute team of a run is the calling thread's OpenMP team, sized by
