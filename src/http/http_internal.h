@@ -355,6 +355,10 @@ int http__send_job_error(h2o_req_t *req, const http__model *m, inferd_code code,
  * infer): true when a body of `len` bytes may go out; else req is answered 500 with a
  * message naming both sizes and nothing else may be sent. */
 bool http__response_fits(h2o_req_t *req, const http__model *m, size_t len);
+/* Adds a request answered with success (its first job; its rows follow next_row) to
+ * TorchServe's latency counters: arrival to now, and arrival to when its last row was
+ * taken into a batch. */
+void http__ts_answered(const http__model *m, const http__job *first);
 
 void http__predict(http_server *server, h2o_req_t *req, const http__path *path);
 void http__predict_loop_init(http__loop *loop);  /* on the loop thread */

@@ -206,6 +206,15 @@ int http__send_job_error(h2o_req_t *req, const http__model *m, inferd_code code,
   return 500;
 }
 
+void http__ts_answered(const http__model *m, const http__job *first) {
+  double taken = first->received; /* when the last of its rows went into a batch */
+  for (const http__job *row = first; row; row = row->next_row)
+    if (row->request.start_time > taken) taken = row->request.start_time;
+  double now = core_now_seconds();
+  metrics_model_ts_answered(m->metrics, (uint64_t)((now - first->received) * 1e6),
+                            (uint64_t)((taken - first->received) * 1e6));
+}
+
 bool http__response_fits(h2o_req_t *req, const http__model *m, size_t len) {
   int64_t limit = http__loop_of(req)->server->config->max_response_size;
   if ((uint64_t)len <= (uint64_t)limit) return true;
@@ -231,6 +240,7 @@ static void answer(http__job *job) {
       if (http__response_fits(req, m, len)) {
         status = 200; /* TorchServe's bytes: json.dumps(indent=2), no newline */
         http__send_json(req, status, body, len);
+        http__ts_answered(m, job);
       } else {
         status = 500;
       }
@@ -356,7 +366,10 @@ void http__predict(http_server *s, h2o_req_t *req, const http__path *path) {
   job->model = m;
   job->finish = finish_prediction;
   inferd_code code = handler_image_preprocess(loop->image, image.base, image.len, job->input, NULL, &st);
-  if (code == INFERD_OK) code = http__job_submit(job, &st);
+  if (code == INFERD_OK) {
+    metrics_model_ts_request(m->metrics);
+    code = http__job_submit(job, &st);
+  }
   if (code != INFERD_OK) {
     http__send_status(req, &st);
     metrics_model_response(m->metrics, http__error_status(http__error_from_code(code)));

@@ -505,6 +505,7 @@ static void answer(http__job *first) {
     http__send_json(req, 200, b.data, b.len);
   }
   metrics_model_response(m->metrics, 200);
+  http__ts_answered(m, first);
 }
 
 /* A row's job is back from the scheduler (loop thread); the last one answers for all. */
@@ -630,6 +631,7 @@ static void infer(http_server *s, h2o_req_t *req, h2o_iovec_t name, h2o_iovec_t 
     last = job;
   }
   for (http__job *row = first; row; row = row->next_row) row->first_row = first;
+  metrics_model_ts_request(m->metrics);
   int queued = submit_rows(loop, first, n, &st);
   if (queued == 0) {
     http__send_status(req, &st);

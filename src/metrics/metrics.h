@@ -137,6 +137,13 @@ void metrics_model_response(metrics_model *m, int http_status);      /* a respon
 void metrics_model_queue_time(metrics_model *m, uint64_t us);        /* per request: accepted -> taken by a worker */
 void metrics_model_inference_time(metrics_model *m, uint64_t us);    /* per request: its batch's run in the worker */
 void metrics_model_batch(metrics_model *m, int size);                /* per batch run */
+/* TorchServe's legacy counters, with its meanings (InferenceRequestHandler, RestJob):
+ * an inference request for m was parsed and is about to be queued (one per HTTP
+ * request, whatever its rows; counted even if the queue then refuses it); one was
+ * answered with success, `us` after it was received, of which `queue_us` waiting for
+ * a worker. */
+void metrics_model_ts_request(metrics_model *m);
+void metrics_model_ts_answered(metrics_model *m, uint64_t us, uint64_t queue_us);
 void metrics_model_queue_depth_add(metrics_model *m, int64_t delta); /* +1 enqueued, -n taken;
                                                                         unused while a source is set */
 void metrics_model_set_workers(metrics_model *m, int64_t workers);

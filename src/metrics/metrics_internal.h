@@ -19,6 +19,7 @@ struct metrics_model {
   metrics_histogram queue_latency;     /* microseconds */
   metrics_histogram inference_latency; /* microseconds */
   metrics_histogram batch_size;        /* items */
+  metrics_counter ts_requests, ts_inference_us, ts_queue_us; /* TorchServe's meanings */
   uint64_t batch_bounds[METRICS_MAX_BUCKETS];
   metrics_gauge queue_depth, workers, memory_bytes;
   metrics_gauge_fn queue_depth_fn; /* NULL: render queue_depth; under the registry's lock */

@@ -161,6 +161,11 @@ void metrics_model_response(metrics_model *m, int status) {
 
 void metrics_model_queue_time(metrics_model *m, uint64_t us) { metrics_histogram_observe(&m->queue_latency, us); }
 void metrics_model_inference_time(metrics_model *m, uint64_t us) { metrics_histogram_observe(&m->inference_latency, us); }
+void metrics_model_ts_request(metrics_model *m) { metrics_counter_add(&m->ts_requests, 1); }
+void metrics_model_ts_answered(metrics_model *m, uint64_t us, uint64_t queue_us) {
+  metrics_counter_add(&m->ts_inference_us, us);
+  metrics_counter_add(&m->ts_queue_us, queue_us);
+}
 void metrics_model_batch(metrics_model *m, int size) { metrics_histogram_observe(&m->batch_size, size > 0 ? (uint64_t)size : 0); }
 void metrics_model_queue_depth_add(metrics_model *m, int64_t delta) { metrics_gauge_add(&m->queue_depth, delta); }
 void metrics_model_set_queue_depth_source(metrics_registry *r, metrics_model *m, metrics_gauge_fn fn, void *ctx) {

@@ -20,10 +20,14 @@
  *   inferd_workers                          gauge      model_name,model_version       -
  *   inferd_model_memory_bytes               gauge      model_name,model_version       -
  *
- * The three ts_* counters are TorchServe's "legacy" Prometheus metrics: cumulative
- * microseconds and a request count. They are read from the latency histograms (their
- * _sum and _count), so they cost no update of their own. inferd_requests_total shows
- * only the codes seen so far (as a client library creates labelled children lazily).
+ * The three ts_* counters are TorchServe's "legacy" Prometheus metrics, with its
+ * meanings: ts_inference_requests_total counts HTTP inference requests (a v2 infer of n
+ * rows is one), ts_inference_latency_microseconds adds, per request answered with
+ * success, the time from its arrival to its answer (queue and run included), and
+ * ts_queue_latency_microseconds the part of it spent waiting for a worker. The
+ * inferd_* histograms are per row and time the queue and the batch's run apart.
+ * inferd_requests_total shows only the codes seen so far (as a client library creates
+ * labelled children lazily).
  *
  * Values are integers held in atomics; latencies are kept in microseconds and written
  * in milliseconds as exact decimals ("2.5", "1234.567"), never through a double.
@@ -156,9 +160,9 @@ static void put_decimal(writer *w, uint64_t value, uint64_t scale) {
 /* ---- families ------------------------------------------------------------------------------- */
 
 typedef enum {
-  SERIES_TS_REQUESTS,  /* inference histogram's count */
-  SERIES_TS_INFER_US,  /* inference histogram's sum, microseconds */
-  SERIES_TS_QUEUE_US,  /* queue histogram's sum, microseconds */
+  SERIES_TS_REQUESTS,  /* HTTP inference requests */
+  SERIES_TS_INFER_US,  /* arrival to answer of the successful ones, microseconds */
+  SERIES_TS_QUEUE_US,  /* the part of it in the queue, microseconds */
   SERIES_BY_STATUS,    /* requests by HTTP status code */
   SERIES_QUEUE_HIST,
   SERIES_INFER_HIST,
@@ -172,7 +176,7 @@ static const struct family {
   const char *name, *type, *help;
   series_kind kind;
 } model_families[] = {
-    {"ts_inference_requests_total", "counter", "Total number of inference requests (run by a worker).", SERIES_TS_REQUESTS},
+    {"ts_inference_requests_total", "counter", "Total number of inference requests.", SERIES_TS_REQUESTS},
     {"ts_inference_latency_microseconds", "counter", "Cumulative inference duration in microseconds.", SERIES_TS_INFER_US},
     {"ts_queue_latency_microseconds", "counter", "Cumulative queue duration in microseconds.", SERIES_TS_QUEUE_US},
     {"inferd_requests_total", "counter", "Responses to requests for a model, by HTTP status code.", SERIES_BY_STATUS},
@@ -206,12 +210,6 @@ static void put_series_name(writer *w, const char *name, const char *suffix, con
 
 static uint64_t load(const _Atomic uint64_t *v) { return atomic_load_explicit((_Atomic uint64_t *)v, memory_order_relaxed); }
 
-static uint64_t histogram_count(const metrics_histogram *h) {
-  uint64_t n = 0;
-  for (int i = 0; i <= h->bound_count; i++) n += load(&h->buckets[i]);
-  return n;
-}
-
 static void put_histogram(writer *w, const char *name, const metrics_model *m, const metrics_histogram *h,
                           uint64_t scale) {
   uint64_t cumulative = 0;
@@ -233,17 +231,15 @@ static void put_histogram(writer *w, const char *name, const metrics_model *m, c
 static void put_model_series(writer *w, const struct family *f, const metrics_model *m) {
   switch (f->kind) {
   case SERIES_TS_REQUESTS:
-    put_series_name(w, f->name, "", m, NULL, NULL);
-    printf_(w, "%llu\n", (unsigned long long)histogram_count(&m->inference_latency));
-    break;
   case SERIES_TS_INFER_US:
+  case SERIES_TS_QUEUE_US: {
+    const metrics_counter *c = f->kind == SERIES_TS_REQUESTS   ? &m->ts_requests
+                               : f->kind == SERIES_TS_INFER_US ? &m->ts_inference_us
+                                                               : &m->ts_queue_us;
     put_series_name(w, f->name, "", m, NULL, NULL);
-    printf_(w, "%llu\n", (unsigned long long)load(&m->inference_latency.sum));
+    printf_(w, "%llu\n", (unsigned long long)metrics_counter_get(c));
     break;
-  case SERIES_TS_QUEUE_US:
-    put_series_name(w, f->name, "", m, NULL, NULL);
-    printf_(w, "%llu\n", (unsigned long long)load(&m->queue_latency.sum));
-    break;
+  }
   case SERIES_BY_STATUS:
     for (int i = 0; i < METRICS__STATUS_SLOTS; i++) {
       uint64_t n = metrics_counter_get(&m->responses[i]);

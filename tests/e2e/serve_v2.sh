@@ -86,6 +86,26 @@ serve_keys "$WORK"
 status=0
 "$PY" "$SRC/tests/e2e/serve_v2.py" "http://127.0.0.1:$INFERENCE_PORT" "$INFERENCE_KEY" "$WORK" || status=1
 
+# TorchServe's counters see requests, inferd's histograms rows: serve_v2.py sent mlp1
+# one v2 infer of 5 rows.
+curl -sS "http://127.0.0.1:$METRICS_PORT/metrics" >"$WORK/metrics.txt"
+if ! "$PY" - "$WORK/metrics.txt" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+def value(name):
+    m = re.search(r'^%s\{model_name="mlp1",[^}]*\} (\S+)$' % re.escape(name), text, re.M)
+    return float(m.group(1)) if m else None
+requests, rows = value("ts_inference_requests_total"), value("inferd_inference_latency_milliseconds_count")
+latency, queue = value("ts_inference_latency_microseconds"), value("ts_queue_latency_microseconds")
+ok = requests == 1 and rows == 5 and latency is not None and queue is not None and latency > 0 and 0 <= queue <= latency
+print("metrics of mlp1: requests %s, rows %s, latency %s us, queue %s us" % (requests, rows, latency, queue))
+sys.exit(0 if ok else 1)
+PY
+then
+  echo "FAIL: TorchServe's counters for mlp1's one 5-row request" >&2
+  status=1
+fi
+
 # A model whose batch axis is a number: served at that batch size, or refused.
 described=$(curl -sS -H "Authorization: Bearer $MANAGEMENT_KEY" "http://127.0.0.1:$MANAGEMENT_PORT/models/mlp1")
 if ! echo "$described" | "$PY" -c 'import json,sys; sys.exit(json.load(sys.stdin)[0]["batchSize"] != 1)'; then

@@ -320,6 +320,10 @@ static void *updater(void *arg) {
     metrics_response(s->r, i % 10 == 0 ? 503 : 200);
     metrics_model_queue_time(s->m, (uint64_t)(i % 2000));
     metrics_model_inference_time(s->m, (uint64_t)(i % 7) * 1000);
+    if (i % 2 == 0) { /* every other row is a whole request, answered */
+      metrics_model_ts_request(s->m);
+      metrics_model_ts_answered(s->m, (uint64_t)(i % 2000) + 3000, (uint64_t)(i % 2000));
+    }
     metrics_model_batch(s->m, 1 + i % 8);
     metrics_model_queue_depth_add(s->m, -1);
   }
@@ -376,7 +380,11 @@ static void test_concurrent_updates_are_exact(void **state) {
 
   /* Queue times i % 2000 us: each thread observes 0..1999 fifty times. */
   const double queue_sum_us = THREADS * 50.0 * (1999.0 * 2000.0 / 2.0);
-  assert_true(sample_value(t, "ts_queue_latency_microseconds{model_name=\"m\",model_version=\"default\"}") == queue_sum_us);
+  /* TorchServe's counters: the even i, whose i % 2000 are 0, 2, .., 1998 fifty times */
+  const double ts_queue_us = THREADS * 50.0 * (999.0 * 1000.0);
+  assert_true(sample_value(t, "ts_queue_latency_microseconds{model_name=\"m\",model_version=\"default\"}") == ts_queue_us);
+  assert_true(sample_value(t, "ts_inference_latency_microseconds{model_name=\"m\",model_version=\"default\"}") ==
+              ts_queue_us + total / 2 * 3000.0);
   assert_true(sample_value(t, "inferd_queue_latency_milliseconds_sum{model_name=\"m\",model_version=\"default\"}") ==
               queue_sum_us / 1000.0);
   assert_true(sample_value(t, "inferd_queue_latency_milliseconds_count{model_name=\"m\",model_version=\"default\"}") == (double)total);
@@ -389,8 +397,8 @@ static void test_concurrent_updates_are_exact(void **state) {
   /* Batch sizes 1..8, each an eighth of the batches; le="3" holds 1..3. */
   assert_true(sample_value(t, "inferd_batch_size_bucket{model_name=\"m\",model_version=\"default\",le=\"3\"}") == total / 8.0 * 3);
   assert_true(sample_value(t, "inferd_batch_size_sum{model_name=\"m\",model_version=\"default\"}") == total / 8.0 * 36);
-  /* Inference times (i % 7) ms: ts_inference_requests_total counts them. */
-  assert_true(sample_value(t, "ts_inference_requests_total{model_name=\"m\",model_version=\"default\"}") == (double)total);
+  /* Requests, not rows: half of them. */
+  assert_true(sample_value(t, "ts_inference_requests_total{model_name=\"m\",model_version=\"default\"}") == total / 2.0);
   double infer_sum_ms = 0;
   for (int i = 0; i < PER_THREAD; i++) infer_sum_ms += i % 7;
   assert_true(sample_value(t, "inferd_inference_latency_milliseconds_sum{model_name=\"m\",model_version=\"default\"}") ==
@@ -424,6 +432,10 @@ static void test_exposition_of_known_state(void **state) {
   metrics_model_queue_time(a, 1500);
   metrics_model_inference_time(a, 20000);
   metrics_model_inference_time(a, 20001);
+  metrics_model_ts_request(a);
+  metrics_model_ts_request(a);
+  metrics_model_ts_answered(a, 20000, 300);
+  metrics_model_ts_answered(a, 20001, 1500);
   metrics_model_batch(a, 2);
   metrics_model_batch(a, 5); /* above max_batch_size: only in +Inf */
   metrics_model_queue_depth_add(a, 3);
