@@ -531,51 +531,6 @@ static inferd_code open_mar_file(const char *path, const limits *lim, archive_mo
 
 /* ==== directory ================================================================================= */
 
-/* Reads a whole regular file of at most `max` bytes into malloc'ed memory (+ a NUL).
- * Anything else is INVALID_ARG: opened with O_NONBLOCK, a FIFO (say, a manifest made
- * with mkfifo) is refused by fstat instead of blocking the management thread for a
- * writer that never comes; the flag is cleared before the reads. */
-static inferd_code read_small_file(const char *path, uint64_t max, void **data, size_t *size, inferd_status *st) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return core_fail(st, errno == ENOENT ? INFERD_NOT_FOUND : INFERD_INVALID_ARG, "%s: %s", path, strerror(errno));
-  struct stat sb;
-  inferd_code rc = INFERD_OK;
-  char *buf = NULL;
-  int flags;
-  if (fstat(fd, &sb) != 0) {
-    rc = core_fail(st, INFERD_INVALID_ARG, "%s: %s", path, strerror(errno));
-  } else if (!S_ISREG(sb.st_mode)) {
-    rc = core_fail(st, INFERD_INVALID_ARG, "%s: not a regular file (%s)", path, core_file_kind(&sb));
-  } else if ((flags = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
-    rc = core_fail(st, INFERD_INVALID_ARG, "%s: %s", path, strerror(errno));
-  } else if ((uint64_t)sb.st_size > max) {
-    rc = core_fail(st, INFERD_TOO_LARGE, "%s: %lld bytes; at most %llu", path, (long long)sb.st_size,
-                   (unsigned long long)max);
-  } else if (!(buf = malloc((size_t)sb.st_size + 1))) {
-    rc = core_fail(st, INFERD_NO_MEMORY, "%s: out of memory", path);
-  } else {
-    size_t done = 0;
-    while (done < (size_t)sb.st_size) {
-      ssize_t got = read(fd, buf + done, (size_t)sb.st_size - done);
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) {
-        rc = core_fail(st, INFERD_INVALID_ARG, "%s: read error", path);
-        break;
-      }
-      done += (size_t)got;
-    }
-    buf[done] = '\0';
-    *size = done;
-  }
-  close(fd);
-  if (rc != INFERD_OK) {
-    free(buf);
-    return rc;
-  }
-  *data = buf;
-  return INFERD_OK;
-}
-
 typedef struct walk {
   archive_model *m;
   const limits *lim;
@@ -620,7 +575,7 @@ static inferd_code walk_directory(walk *w, const char *root, const char *rel, in
     if (!archive__valid_entry_name(name, false)) continue; /* a name no .mar could hold (control characters) */
     void *data;
     size_t size;
-    if ((rc = read_small_file(path, w->lim->max_extra_bytes - w->extra_bytes, &data, &size, st)) != INFERD_OK) {
+    if ((rc = core_file_read(path, w->lim->max_extra_bytes - w->extra_bytes, &data, &size, st)) != INFERD_OK) {
       if (rc == INFERD_TOO_LARGE)
         rc = core_fail(st, INFERD_TOO_LARGE, "extra files hold more than %llu bytes (at '%s')",
                        (unsigned long long)w->lim->max_extra_bytes, name);
@@ -640,7 +595,7 @@ static inferd_code open_directory(const char *path, const limits *lim, archive_m
   inferd_code rc = INFERD_OK;
   size_t manifest_size = 0;
   snprintf(file, sizeof file, "%s/%s", path, MANIFEST_PATH);
-  rc = read_small_file(file, MAX_MANIFEST_BYTES, (void **)&m->manifest_json, &manifest_size, st);
+  rc = core_file_read(file, MAX_MANIFEST_BYTES, (void **)&m->manifest_json, &manifest_size, st);
   if (rc == INFERD_NOT_FOUND) rc = core_fail(st, INFERD_INVALID_ARG, "no %s (not a model directory)", MANIFEST_PATH);
   if (rc == INFERD_OK && (rc = archive_manifest_parse(m->manifest_json, manifest_size, &m->manifest, st)) != INFERD_OK)
     core_status_prefix(st, "%s", MANIFEST_PATH);

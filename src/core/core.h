@@ -89,6 +89,13 @@ void core_npy_free(core_npy *npy);
 
 /* ---- files and time ---------------------------------------------------------- */
 
+/* Reads a whole regular file of at most `max` bytes into malloc'd memory (+ a NUL); the
+ * caller frees *data. NOT_FOUND when absent, TOO_LARGE above max, INVALID_ARG for
+ * anything but a regular file (opened with O_NONBLOCK, so a FIFO is refused instead of
+ * blocking; the flag is cleared before the reads). Read, not mapped: a file rewritten
+ * meanwhile cannot fault its reader. */
+inferd_code core_file_read(const char *path, uint64_t max, void **data, size_t *size, inferd_status *st);
+
 /* Maps a whole file read-only. Free with core_file_unmap. Anything but a non-empty
  * regular file is INVALID_ARG naming the path and what it is; the file is opened with
  * O_NONBLOCK, so a FIFO with no writer is refused instead of blocking the caller. */

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -75,6 +76,47 @@ const char *core_file_kind(const struct stat *sb) {
   if (S_ISBLK(sb->st_mode)) return "a block device";
   if (S_ISSOCK(sb->st_mode)) return "a socket";
   return "an unknown kind of file";
+}
+
+inferd_code core_file_read(const char *path, uint64_t max, void **data, size_t *size, inferd_status *st) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return core_fail(st, errno == ENOENT ? INFERD_NOT_FOUND : INFERD_INVALID_ARG, "%s: %s", path, strerror(errno));
+  struct stat sb;
+  inferd_code rc = INFERD_OK;
+  char *buf = NULL;
+  int flags;
+  if (fstat(fd, &sb) != 0) {
+    rc = core_fail(st, INFERD_INVALID_ARG, "%s: %s", path, strerror(errno));
+  } else if (!S_ISREG(sb.st_mode)) {
+    rc = core_fail(st, INFERD_INVALID_ARG, "%s: not a regular file (%s)", path, core_file_kind(&sb));
+  } else if ((flags = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    rc = core_fail(st, INFERD_INVALID_ARG, "%s: %s", path, strerror(errno));
+  } else if ((uint64_t)sb.st_size > max) {
+    rc = core_fail(st, INFERD_TOO_LARGE, "%s: %lld bytes; at most %llu", path, (long long)sb.st_size,
+                   (unsigned long long)max);
+  } else if (!(buf = malloc((size_t)sb.st_size + 1))) {
+    rc = core_fail(st, INFERD_NO_MEMORY, "%s: out of memory", path);
+  } else {
+    size_t done = 0;
+    while (done < (size_t)sb.st_size) {
+      ssize_t got = read(fd, buf + done, (size_t)sb.st_size - done);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) {
+        rc = core_fail(st, INFERD_INVALID_ARG, "%s: read error", path);
+        break;
+      }
+      done += (size_t)got;
+    }
+    buf[done] = '\0';
+    *size = done;
+  }
+  close(fd);
+  if (rc != INFERD_OK) {
+    free(buf);
+    return rc;
+  }
+  *data = buf;
+  return INFERD_OK;
 }
 
 inferd_code core_file_map(const char *path, const void **data, size_t *size, inferd_status *st) {

@@ -196,13 +196,15 @@ inferd_code handler_labels_parse(const void *json, size_t size, const char *name
 }
 
 inferd_code handler_labels_load(const char *path, handler_labels **out, inferd_status *status) {
+  enum { LABELS_MAX = 64 << 20 }; /* ImageNet's are 35 KB */
   *out = NULL;
-  const void *data;
+  void *data;
   size_t size;
-  inferd_code rc = core_file_map(path, &data, &size, status); /* NOT_FOUND when absent */
+  /* read, not mapped: a labels file rewritten while the server loads it cannot fault */
+  inferd_code rc = core_file_read(path, LABELS_MAX, &data, &size, status); /* NOT_FOUND when absent */
   if (rc != INFERD_OK) return rc;
   rc = handler_labels_parse(data, size, path, out, status);
-  core_file_unmap(data, size);
+  free(data);
   return rc;
 }
 
