@@ -19,7 +19,7 @@
  * (little-endian FP32, S bytes for the input that names binary_data_size). The answer
  * is {"model_name", "model_version", "id", "outputs": [{"name", "datatype": "FP32",
  * "shape": [n, ...], "data": [...]}]}: the model's first output (the only one the
- * scheduler returns), inline as JSON numbers, or as binary tensor data after the JSON
+ * scheduler returns, and so the only one model metadata lists), inline as JSON numbers, or as binary tensor data after the JSON
  * (then with Inference-Header-Content-Length and application/octet-stream). An answer
  * larger than max_response_size is not sent: 500 naming its size and the limit.
  *
@@ -362,8 +362,9 @@ static const char *v2_datatype(inferd_dtype dtype) {
   }
 }
 
+/* The model's inputs, or the outputs infer answers: only the first (see the top). */
 static void v2_tensors(http__buf *b, const inferd_model *engine, bool inputs) {
-  int count = inputs ? inferd_model_num_inputs(engine) : inferd_model_num_outputs(engine);
+  int count = inputs ? inferd_model_num_inputs(engine) : CORE_MIN(inferd_model_num_outputs(engine), 1);
   http__buf_append(b, "[", 1);
   for (int i = 0; i < count; i++) {
     inferd_tensor_info t;

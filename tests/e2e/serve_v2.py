@@ -252,6 +252,13 @@ check(r.status_code == 200 and "binary_tensor_data" in r.json().get("extensions"
       "server metadata lists binary_tensor_data", r.text[:200])
 r = requests.get(BASE + "/v2/models/small", headers=AUTH, timeout=60)
 check(r.status_code == 200 and r.json()["inputs"][0]["name"] == "input", "model metadata", r.text[:300])
+r = requests.get(BASE + "/v2/models/two", headers=AUTH, timeout=60)
+check(r.status_code == 200 and [o["name"] for o in r.json()["outputs"]] == ["a"],
+      "two-output model: metadata lists the one output infer answers", r.text[:300])
+r = post({"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [-1.0, 0.0, 1.0, 2.0]}]},
+         url=BASE + "/v2/models/two/infer")
+check(r.status_code == 200 and [o["name"] for o in r.json()["outputs"]] == ["a"] and
+      r.json()["outputs"][0]["data"] == [0.0, 0.0, 1.0, 2.0], "two-output model: infer answers that output", r.text[:300])
 r = requests.get(BASE + "/v2/models/small/ready", headers=AUTH, timeout=60)
 check(r.status_code == 200 and r.json().get("ready") is True, "model ready", r.text[:200])
 r = requests.get(BASE + "/ping", timeout=60)

@@ -52,6 +52,14 @@ graph = helper.make_graph(nodes, "small", [helper.make_tensor_value_info("input"
 model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 onnx.checker.check_model(model)
 onnx.save(model, os.path.join(work, "store", "small.onnx"))
+# Two outputs: v2 serves the first one only, and its metadata says so.
+two = helper.make_graph(
+    [helper.make_node("Relu", ["input"], ["a"], name="relu"), helper.make_node("Sigmoid", ["input"], ["b"], name="sigmoid")],
+    "two", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 4])],
+    [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", 4]), helper.make_tensor_value_info("b", TensorProto.FLOAT, ["N", 4])])
+two = helper.make_model(two, opset_imports=[helper.make_opsetid("", 13)])
+onnx.checker.check_model(two)
+onnx.save(two, os.path.join(work, "store", "two.onnx"))
 # Multiples of 1/8: exact in FP32, short in JSON.
 x = (rng.integers(-512, 512, size=(3, 3, 224, 224)) / 8).astype(np.float32)
 np.save(os.path.join(work, "x3.npy"), x)
@@ -72,7 +80,7 @@ PY
 serve_ports
 serve_config "$WORK/config.properties" \
   "model_store=$WORK/store" \
-  "load_models=small=small.onnx,mlp=mlp.onnx,mlp1=mlp1.onnx" \
+  "load_models=small=small.onnx,mlp=mlp.onnx,mlp1=mlp1.onnx,two=two.onnx" \
   "default_workers_per_model=1" \
   "number_of_netty_threads=2" \
   "job_queue_size=8" \
