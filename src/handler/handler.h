@@ -17,7 +17,8 @@
  * functions keep no state.
  *
  * Memory: a context owns every buffer preprocessing needs (the decoder handle, the
- * decoded image, the resampler's coefficients and rows). They grow to fit the largest
+ * decoded image - one row of it for a non-interlaced PNG -, the resampler's coefficients
+ * and rows). They grow to fit the largest
  * image seen and are then reused, so a stream of similar images allocates nothing;
  * buffers above params.retain_bytes are released after the image that needed them.
  * (libjpeg-turbo still allocates its own per-image working memory inside

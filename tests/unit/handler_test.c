@@ -24,6 +24,10 @@
  *     exactly; each probability within 1e-6 relative, and printed with the same
  *     digits wherever it is the same float32), labels as strings, lists,
  *     object_type_names, duplicates, missing entries and no file;
+ *   - memory: a 7999x8000 PNG (encoded here with libspng) is decoded row by row: the
+ *     process's peak RSS (VmHWM, reset through /proc/self/clear_refs) rises by less than
+ *     a quarter of its 192 MB of pixels, and its crop equals that of the same picture
+ *     interlaced, which is decoded whole;
  *   - the time per image, printed: best and median of repeated runs (a 512x512 photo
  *     as JPEG and PNG, a 451x300 JPEG, 3000x2000 and 4000x3000 JPEGs).
  *
@@ -42,6 +46,7 @@
 #include <string.h>
 
 #include <jansson.h>
+#include <spng.h>
 
 #include "core/core.h"
 #include "handler/handler.h"
@@ -644,6 +649,124 @@ static void test_labels(void **state) {
   handler_labels_free(labels);
 }
 
+/* ==== memory: big PNGs are decoded row by row ============================================= */
+
+enum { BIG_W = 7999, BIG_H = 8000 }; /* 192 MB as RGB; the review's all-zero bomb size */
+
+/* Row y of the big test image: bands of 89 rows and 97 columns, blank (zero) in the
+ * left third. Rows repeat within a band, so deflate packs the image into a few MB. */
+static void big_row(uint8_t *row, int y) {
+  for (int x = 0; x < BIG_W; x++) {
+    int v = x < BIG_W / 3 ? 0 : ((x / 97) * 37 + (y / 89) * 53) & 0xFF;
+    row[3 * x + 0] = (uint8_t)v;
+    row[3 * x + 1] = (uint8_t)(255 - v);
+    row[3 * x + 2] = (uint8_t)(v * 3);
+  }
+}
+
+/* The big image as a PNG (fast deflate, no filtering): non-interlaced is encoded row
+ * by row; interlaced needs the whole image in memory (libspng cannot encode Adam7
+ * progressively), freed before returning. The PNG is malloc'd into *out. */
+static void encode_big_png(int interlaced, blob *out) {
+  spng_ctx *enc = spng_ctx_new(SPNG_CTX_ENCODER);
+  assert_non_null(enc);
+  spng_set_option(enc, SPNG_ENCODE_TO_BUFFER, 1);
+  spng_set_option(enc, SPNG_FILTER_CHOICE, SPNG_DISABLE_FILTERING);
+  spng_set_option(enc, SPNG_IMG_COMPRESSION_LEVEL, 1);
+  struct spng_ihdr ihdr = {BIG_W, BIG_H, 8, SPNG_COLOR_TYPE_TRUECOLOR, 0, 0, (uint8_t)interlaced};
+  assert_int_equal(spng_set_ihdr(enc, &ihdr), 0);
+  size_t row_bytes = (size_t)BIG_W * 3;
+  int err;
+  if (interlaced) {
+    uint8_t *image = malloc(row_bytes * BIG_H);
+    assert_non_null(image);
+    for (int y = 0; y < BIG_H; y++) big_row(image + row_bytes * y, y);
+    err = spng_encode_image(enc, image, row_bytes * BIG_H, SPNG_FMT_PNG, SPNG_ENCODE_FINALIZE);
+    free(image);
+  } else {
+    uint8_t *row = malloc(row_bytes);
+    assert_non_null(row);
+    err = spng_encode_image(enc, NULL, 0, SPNG_FMT_PNG, SPNG_ENCODE_PROGRESSIVE | SPNG_ENCODE_FINALIZE);
+    for (int y = 0; y < BIG_H && err == 0; y++) {
+      big_row(row, y);
+      err = spng_encode_row(enc, row, row_bytes);
+    }
+    if (err == SPNG_EOI) err = 0; /* the last row ends the image */
+    free(row);
+  }
+  if (err) fail_msg("encoding the %dx%d PNG: %s", BIG_W, BIG_H, spng_strerror(err));
+  int buffer_err = 0;
+  out->data = spng_get_png_buffer(enc, &out->size, &buffer_err);
+  assert_int_equal(buffer_err, 0);
+  assert_non_null(out->data);
+  spng_ctx_free(enc);
+}
+
+/* A field of /proc/self/status in kB ("VmRSS", "VmHWM"). */
+static long status_kb(const char *field) {
+  FILE *f = fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  long kb = -1;
+  size_t n = strlen(field);
+  while (fgets(line, sizeof line, f))
+    if (strncmp(line, field, n) == 0 && line[n] == ':') kb = atol(line + n + 1);
+  fclose(f);
+  return kb;
+}
+
+/* The crop of `png` in a fresh context, and how far the process's peak RSS rose above
+ * its RSS before the call (kB): the peak is reset first (clear_refs 5, Linux 4.0+); when
+ * that is not allowed, the old peak is the base, which can only understate the rise. */
+static long crop_peak_growth(const blob *png, uint8_t *rgb, handler_image_info *info) {
+  handler_image_ctx *ctx = handler_image_ctx_new(NULL);
+  assert_non_null(ctx);
+  long base = status_kb("VmRSS");
+  FILE *f = fopen("/proc/self/clear_refs", "w");
+  if (!f || fputs("5", f) < 0 || fclose(f) != 0) {
+    if (f) fclose(f);
+    print_message("cannot reset VmHWM; measuring from the old peak\n");
+    base = status_kb("VmHWM");
+  }
+  inferd_status st = {0};
+  if (handler_image_crop(ctx, png->data, png->size, rgb, info, &st) != INFERD_OK) fail_msg("%s", st.message);
+  long growth = status_kb("VmHWM") - base;
+  handler_image_ctx_free(ctx);
+  return growth;
+}
+
+static void test_png_row_by_row(void **state) {
+  (void)state;
+  blob png, interlaced;
+  encode_big_png(0, &png);
+  uint8_t *rows_rgb = malloc(HANDLER_IMAGE_CROP_BYTES), *whole_rgb = malloc(HANDLER_IMAGE_CROP_BYTES);
+  handler_image_info info;
+  long growth = crop_peak_growth(&png, rows_rgb, &info);
+  long pixels_kb = (long)BIG_W * BIG_H * 3 / 1024;
+  print_message("%dx%d PNG (%zu bytes), row by row: peak RSS +%ld kB (the whole image is %ld kB)\n", BIG_W, BIG_H,
+                png.size, growth, pixels_kb);
+  assert_int_equal(info.width, BIG_W);
+  if (growth < 0 || growth > pixels_kb / 4)
+    fail_msg("peak RSS grew by %ld kB decoding the PNG; expected under %ld kB (a quarter of the image)", growth,
+             pixels_kb / 4);
+
+  /* the same picture interlaced is decoded whole: the crop must be the same bytes */
+  encode_big_png(1, &interlaced);
+  long whole_growth = crop_peak_growth(&interlaced, whole_rgb, NULL);
+  print_message("the same PNG interlaced, decoded whole: peak RSS +%ld kB\n", whole_growth);
+  for (int i = 0; i < HANDLER_IMAGE_CROP_BYTES; i++)
+    if (rows_rgb[i] != whole_rgb[i])
+      fail_msg("crop byte %d (row %d, column %d, channel %d): row by row %d, whole image %d", i,
+               i / (HANDLER_IMAGE_CROP * 3), i / 3 % HANDLER_IMAGE_CROP, i % 3, rows_rgb[i], whole_rgb[i]);
+  int distinct = 0; /* the crop is not blank: the comparison means something */
+  for (int i = 1; i < HANDLER_IMAGE_CROP_BYTES; i++) distinct += rows_rgb[i] != rows_rgb[0];
+  assert_true(distinct > HANDLER_IMAGE_CROP_BYTES / 2);
+  free(rows_rgb);
+  free(whole_rgb);
+  free(png.data);
+  free(interlaced.data);
+}
+
 /* ==== time per image ======================================================================= */
 
 static int by_value(const void *a, const void *b) {
@@ -712,6 +835,7 @@ int main(void) {
       cmocka_unit_test(test_classify_torchserve),
       cmocka_unit_test(test_classify_edges),
       cmocka_unit_test(test_labels),
+      cmocka_unit_test(test_png_row_by_row),
       cmocka_unit_test(test_timing),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
