@@ -357,6 +357,91 @@ static void cmyk_to_rgb(uint8_t *p, size_t pixels) {
   }
 }
 
+/* What the marker segments before the first scan say about libjpeg's memory: the frame
+ * (SOFn) type, its components' sampling factors, and how many components the first scan
+ * (SOS) carries. Every read is bounded by `size`; what cannot be parsed is left zero
+ * (TurboJPEG then refuses the file with its own message). */
+typedef struct jpeg_frame {
+  int sof;                   /* 0xC0..0xCF, 0 when no SOF was found */
+  int components;
+  int h[4], v[4];            /* sampling factors of the first four components, 1..4 */
+  int first_scan_components; /* 0 when no SOS was found */
+} jpeg_frame;
+
+static void jpeg_read_frame(const uint8_t *data, size_t size, jpeg_frame *f) {
+  memset(f, 0, sizeof *f);
+  size_t at = 2; /* after SOI */
+  while (at < size && data[at] == 0xFF) {
+    while (at < size && data[at] == 0xFF) at++; /* fill bytes */
+    if (at >= size) return;
+    int marker = data[at++];
+    if (marker == 0x01 || (marker >= 0xD0 && marker <= 0xD8)) continue; /* no length */
+    if (at + 2 > size) return;
+    size_t length = (size_t)data[at] << 8 | data[at + 1];
+    if (length < 2 || at + length > size) return;
+    const uint8_t *body = data + at + 2;
+    size_t body_size = length - 2;
+    if (marker == 0xDA) { /* SOS: the first scan; nothing after it matters here */
+      if (body_size >= 1) f->first_scan_components = body[0];
+      return;
+    }
+    int is_sof = marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC;
+    if (is_sof && body_size >= 6) {
+      f->sof = marker;
+      f->components = body[5];
+      for (int c = 0; c < CORE_MIN(f->components, 4) && 6 + 3 * (size_t)c + 1 < body_size; c++) {
+        f->h[c] = CORE_MAX(1, CORE_MIN(4, body[6 + 3 * c + 1] >> 4));
+        f->v[c] = CORE_MAX(1, CORE_MIN(4, body[6 + 3 * c + 1] & 15));
+      }
+    }
+    at += length;
+  }
+}
+
+/* A progressive JPEG (SOF2/6/10/14: Huffman or arithmetic), or one whose first scan
+ * lacks some component, makes libjpeg keep the DCT coefficients of the whole image
+ * until the last scan: 64 coefficients of 2 bytes per 8x8 block of every component, at
+ * full resolution even when the output is DCT-scaled. Sequential single-scan JPEGs
+ * are decoded a strip of blocks at a time. JPEG_COEFFICIENT_BUDGET caps those buffers,
+ * so that a small upload cannot make a decode on the HTTP thread take hundreds of MB
+ * (the review's 751 KB progressive 8000x8000 JPEG took 384 MB): 64 MiB is a 4:2:0
+ * progressive colour JPEG of ~22 MP, a 4:4:4 one of ~11 MP, a grayscale one of ~33 MP;
+ * photos beyond that are nearly always baseline, whose limit is HANDLER_IMAGE_MAX_PIXELS. */
+#define JPEG_COEFFICIENT_BUDGET ((int64_t)64 << 20)
+
+static int64_t jpeg_coefficient_bytes(const jpeg_frame *f, int width, int height) {
+  int max_h = 1, max_v = 1, n = CORE_MIN(f->components, 4);
+  for (int c = 0; c < n; c++) {
+    max_h = CORE_MAX(max_h, f->h[c]);
+    max_v = CORE_MAX(max_v, f->v[c]);
+  }
+  int64_t bytes = 0;
+  for (int c = 0; c < n; c++) { /* libjpeg's width_in_blocks, padded to whole MCUs */
+    int64_t across = ((int64_t)width * f->h[c] + 8 * max_h - 1) / (8 * max_h);
+    int64_t down = ((int64_t)height * f->v[c] + 8 * max_v - 1) / (8 * max_v);
+    across = (across + f->h[c] - 1) / f->h[c] * f->h[c];
+    down = (down + f->v[c] - 1) / f->v[c] * f->v[c];
+    bytes += across * down * 64 * 2;
+  }
+  return bytes;
+}
+
+static inferd_code check_coefficient_memory(const uint8_t *data, size_t size, int width, int height,
+                                            inferd_status *st) {
+  jpeg_frame f;
+  jpeg_read_frame(data, size, &f);
+  int progressive = f.sof == 0xC2 || f.sof == 0xC6 || f.sof == 0xCA || f.sof == 0xCE;
+  int multi_scan = f.first_scan_components > 0 && f.first_scan_components < f.components;
+  if (!progressive && !multi_scan) return INFERD_OK;
+  int64_t bytes = jpeg_coefficient_bytes(&f, width, height);
+  if (bytes <= JPEG_COEFFICIENT_BUDGET) return INFERD_OK;
+  return core_fail(st, INFERD_INVALID_ARG,
+                   "image: %s JPEG %dx%d would need %.0f MiB of coefficient buffers to decode, more than the %lld "
+                   "MiB allowed (a baseline JPEG of this size is accepted)",
+                   progressive ? "progressive" : "multi-scan", width, height, (double)bytes / (1 << 20),
+                   (long long)(JPEG_COEFFICIENT_BUDGET >> 20));
+}
+
 /* libjpeg warnings that do not mean damaged image data. */
 static int harmless_jpeg_warning(const char *message) {
   return strncmp(message, "Warning: unknown JFIF revision number", 37) == 0;
@@ -389,6 +474,7 @@ static inferd_code decode_jpeg(handler_image_ctx *ctx, const uint8_t *data, size
   info->width = width;
   info->height = height;
   inferd_code rc = check_size(width, height, st);
+  if (rc == INFERD_OK) rc = check_coefficient_memory(data, size, width, height, st);
   if (rc != INFERD_OK) return rc;
 
   tjscalingfactor scale = choose_scale(ctx, width, height);

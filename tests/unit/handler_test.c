@@ -17,7 +17,8 @@
  *     through the engine API: the top-5 classes of inferd's tensor are torchvision's
  *     (for the mosaic, the one image allowed 4/255, a class may swap places with
  *     torchvision's 5th when their logits are within 0.05: a near tie);
- *   - error paths: empty, truncated, random, corrupt or oversized images are refused
+ *   - error paths: empty, truncated, random, corrupt or oversized images, and a
+ *     progressive JPEG whose coefficient buffers would exceed 64 MiB, are refused
  *     with INVALID_ARG and a one-line "image: ..." message, and the context keeps
  *     working afterwards;
  *   - postprocessing: the JSON answer equals TorchServe's (keys, order and layout
@@ -420,6 +421,12 @@ static void test_errors(void **state) {
   bad.data[sof + 7] = 9000 >> 8, bad.data[sof + 8] = 9000 & 0xFF; /* width */
   expect_refused(ctx, bad.data, bad.size, "81-megapixel JPEG header", "megapixels");
   free(bad.data);
+
+  /* a progressive JPEG whose coefficient buffers would pass the budget is refused
+   * before decoding (a small progressive one is a parity case and classifies) */
+  blob big = read_file("progressive_big.jpg");
+  expect_refused(ctx, big.data, big.size, "4000x3000 progressive JPEG", "progressive JPEG 4000x3000 would need 69 MiB");
+  free(big.data);
 
   /* a good JPEG right after a damaged one (libjpeg-turbo keeps warnings in its handle) */
   bad = (blob){malloc(jpg.size), jpg.size};
