@@ -49,8 +49,9 @@
  * limit, applied to PNG too so that one row stays small), and any data libjpeg or
  * libspng reports as corrupt or truncated. libjpeg goes on after "Corrupt JPEG data"
  * warnings and PIL then classifies a half-grey picture; inferd refuses it instead, so a
- * damaged upload gets a 400 rather than a confident wrong answer. Only the harmless
- * "unknown JFIF revision" warning is let through.
+ * damaged upload gets a 400 rather than a confident wrong answer. Warnings after which
+ * no data is lost (zero SOS parameter bytes, an unknown JFIF revision, ...; see
+ * harmless_jpeg_warning) are let through, as PIL lets them.
  *
  * Row-by-row PNG decoding. A non-interlaced PNG is never held whole: libspng decodes
  * it one row at a time (SPNG_DECODE_PROGRESSIVE) and each row the crop needs goes
@@ -442,9 +443,28 @@ static inferd_code check_coefficient_memory(const uint8_t *data, size_t size, in
                    (long long)(JPEG_COEFFICIENT_BUDGET >> 20));
 }
 
-/* libjpeg warnings that do not mean damaged image data. */
+/* libjpeg warnings after which no image data is lost: PIL (so TorchServe) classifies
+ * these files and so does inferd. Zero SOS parameter bytes in a sequential JPEG
+ * (libjpeg: "there are some baseline files out there with all zeroes in these bytes"),
+ * an unknown JFIF revision or Adobe transform code, and a bad ICC marker (ICC profiles
+ * are not used). Every other warning is refused: "Premature end of JPEG file" (PIL too
+ * refuses a truncated file by default), bad Huffman or arithmetic codes, a missing
+ * restart marker, a data segment ending early, an inconsistent progression: libjpeg
+ * made up pixels there. "N extraneous bytes before marker" is refused too, though PIL
+ * accepts it and some cameras put junk before EOI: damaged entropy-coded data often
+ * shows only as that warning (the damaged-JPEG case in handler_test does). TurboJPEG
+ * keeps the text of the first warning only, so damage after a harmless first warning
+ * goes unseen (as in PIL, which ignores warnings). */
 static int harmless_jpeg_warning(const char *message) {
-  return strncmp(message, "Warning: unknown JFIF revision number", 37) == 0;
+  static const char *const harmless[] = {
+      "Warning: unknown JFIF revision number",
+      "Invalid SOS parameters for sequential JPEG",
+      "Unknown Adobe color transform code",
+      "Corrupt JPEG data: bad ICC marker",
+  };
+  for (size_t i = 0; i < CORE_ARRAY_LEN(harmless); i++)
+    if (strncmp(message, harmless[i], strlen(harmless[i])) == 0) return 1;
+  return 0;
 }
 
 /* libjpeg-turbo 2.1 keeps a TurboJPEG handle's warning flag across calls, so after one
