@@ -563,19 +563,25 @@ inferd_code config_load(const char *file, int argc, char **argv, config_server *
 
 /* ==== help and write ======================================================================== */
 
+/* "key, --flag METAVAR" (or, with `paren`, "key (--flag METAVAR)"); either part alone
+ * when the option has only one. */
+static void option_label(const config__option *opt, bool paren, char *buf, size_t size) {
+  const char *space = opt->metavar ? " " : "", *metavar = opt->metavar ? opt->metavar : "";
+  if (opt->name && opt->flag)
+    snprintf(buf, size, paren ? "%s (%s%s%s)" : "%s, %s%s%s", opt->name, opt->flag, space, metavar);
+  else if (opt->name)
+    snprintf(buf, size, "%s", opt->name);
+  else
+    snprintf(buf, size, "%s%s%s", opt->flag, space, metavar);
+}
+
 void config_help(FILE *out) {
   fprintf(out, "Settings: config.properties keys (TorchServe's), then flags, which override the file.\n\n");
   for (size_t i = 0; i < CORE_ARRAY_LEN(options); i++) {
     const config__option *opt = &options[i];
     if (opt->type == CONFIG_T_IGNORED) continue;
     char left[96];
-    if (opt->name && opt->flag)
-      snprintf(left, sizeof left, "%s, %s%s%s", opt->name, opt->flag, opt->metavar ? " " : "",
-               opt->metavar ? opt->metavar : "");
-    else if (opt->name)
-      snprintf(left, sizeof left, "%s", opt->name);
-    else
-      snprintf(left, sizeof left, "%s%s%s", opt->flag, opt->metavar ? " " : "", opt->metavar ? opt->metavar : "");
+    option_label(opt, false, left, sizeof left);
     fprintf(out, "  %s\n      %s", left, opt->help);
     if (opt->type == CONFIG_T_INT || opt->type == CONFIG_T_SIZE)
       fprintf(out, "; %lld..%lld", (long long)opt->min, (long long)opt->max);
@@ -591,13 +597,7 @@ void config_help(FILE *out) {
     const config__option *opt = &options[i];
     if (opt->type != CONFIG_T_IGNORED) continue;
     char item[96];
-    if (opt->name && opt->flag)
-      snprintf(item, sizeof item, "%s (%s%s%s)", opt->name, opt->flag, opt->metavar ? " " : "",
-               opt->metavar ? opt->metavar : "");
-    else if (opt->name)
-      snprintf(item, sizeof item, "%s", opt->name);
-    else
-      snprintf(item, sizeof item, "%s%s%s", opt->flag, opt->metavar ? " " : "", opt->metavar ? opt->metavar : "");
+    option_label(opt, true, item, sizeof item);
     size_t n = strlen(item) + 1;
     if (column + n > 88) {
       fprintf(out, "\n ");

@@ -15,8 +15,10 @@
 #   serve_jpeg NAME OUT          a photo of skimage's data folder as a JPEG
 #   serve_resnet152_mar FIX DIR  resnet-152.mar from the fixtures' resnet152.onnx, into DIR
 #   fail MESSAGE                 prints "FAIL: MESSAGE" and counts it in $failures
+#   serve_finish NAME WORK       stops the server (SIGTERM must exit 0), then exits: 1 with
+#                                the server log's tail when anything failed, else 0
 # The caller must `trap serve_cleanup EXIT` so that the server dies in every path, and
-# exit non-zero when $failures is not 0.
+# exit non-zero when $failures is not 0 (serve_finish does both).
 
 SERVER_PID=
 SERVER_STATUS=
@@ -83,6 +85,19 @@ serve_wait_ready() {
   done
   echo "FAIL: /ping not 200 after $limit s" >&2
   return 1
+}
+
+serve_finish() {
+  local name=$1 work=$2
+  serve_stop 60
+  [ "$SERVER_STATUS" = 0 ] && echo "ok   SIGTERM: exit 0" || fail "SIGTERM: exit status $SERVER_STATUS"
+  if [ "$failures" != 0 ]; then
+    echo "$failures failure(s); server log:" >&2
+    tail -30 "$work/server.log" >&2
+    exit 1
+  fi
+  echo "$name: all passed"
+  exit 0
 }
 
 serve_stop() {

@@ -158,11 +158,4 @@ call "limit=3, a token below 0 is 0" 200 "[m['modelName'] for m in r['models']] 
   "${MA[@]}" "$M/models?limit=3&next_page_token=-5"
 call "limit not a number" 400 '' "${MA[@]}" "$M/models?limit=x"
 
-serve_stop
-[ "$SERVER_STATUS" = 0 ] || fail "server exit status $SERVER_STATUS after SIGTERM"
-if [ "$failures" != 0 ]; then
-  echo "$failures failure(s); server log:" >&2
-  tail -20 "$WORK/server.log" >&2
-  exit 1
-fi
-echo "serve_management: all passed"
+serve_finish serve_management "$WORK"

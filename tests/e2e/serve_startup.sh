@@ -129,11 +129,4 @@ call "register after start-up" 200 '"registered with 1 initial workers" in r["st
   "${MA[@]}" -X POST "$M/models?url=mlp.onnx&model_name=tiny&initial_workers=1&synchronous=true"
 call "ping still healthy" 200 'r["status"] == "Healthy"' "$I/ping"
 
-serve_stop
-[ "$SERVER_STATUS" = 0 ] || fail "server exit status $SERVER_STATUS after SIGTERM"
-if [ "$failures" != 0 ]; then
-  echo "$failures failure(s); server log:" >&2
-  tail -30 "$WORK/server.log" >&2
-  exit 1
-fi
-echo "serve_startup: all passed"
+serve_finish serve_startup "$WORK"

@@ -106,11 +106,4 @@ print("metrics: %s answers 504; a request's batch ran %s ms on average" % (timeo
 sys.exit(0 if timeouts is not None and timeouts >= 33 and mean is not None and mean > 1000 else 1)
 PY
 
-serve_stop 60
-[ "$SERVER_STATUS" = 0 ] && echo "ok   SIGTERM: exit 0" || fail "SIGTERM: exit status $SERVER_STATUS"
-if [ "$failures" -gt 0 ]; then
-  echo "$failures failure(s); server log:" >&2
-  tail -20 "$WORK/server.log" >&2
-  exit 1
-fi
-echo "serve_timeout: all checks passed"
+serve_finish serve_timeout "$WORK"
