@@ -36,7 +36,9 @@
  * joining workers), so the HTTP thread queues them to the one management thread, which
  * runs them in order and sends the reply back to the loop that owns the connection
  * (h2o_multithread, as predictions do). That thread also frees models whose last
- * reference was dropped, so no HTTP thread ever joins a worker.
+ * reference was dropped, so no HTTP thread ever joins a worker. At most MAX_PENDING
+ * client changes wait or run at once; one more is a 503 at once (an asynchronous scale
+ * answers 202 before it runs, so a client could otherwise queue them without bound).
  */
 #include <jansson.h>
 #include <stdlib.h>
@@ -67,11 +69,14 @@ typedef struct mgmt_job {
   struct mgmt_job *next;
 } mgmt_job;
 
+enum { MAX_PENDING = 64 };
+
 struct http__management {
   http_server *server;
   pthread_mutex_t lock;
   pthread_cond_t cond;
   mgmt_job *head, *tail;    /* under lock */
+  int pending;              /* under lock: client changes queued or running */
   bool stop;                /* under lock */
   bool stopped;             /* under lock: the thread is gone; destroy inline */
   pthread_t thread;
@@ -193,6 +198,11 @@ static void *management_main(void *arg) {
     if (!g->head) g->tail = NULL;
     pthread_mutex_unlock(&g->lock);
     run(g, job);
+    if (job->op != OP_DESTROY) {
+      pthread_mutex_lock(&g->lock);
+      g->pending--;
+      pthread_mutex_unlock(&g->lock);
+    }
     if (job->op == OP_DESTROY || !job->loop) /* no client waits for it */
       job_free(job);
     else
@@ -204,8 +214,16 @@ static void *management_main(void *arg) {
   return NULL;
 }
 
-static void enqueue(http__management *g, mgmt_job *job) {
+/* Queues a job; false (nothing queued) for a client change beyond MAX_PENDING. */
+static bool enqueue(http__management *g, mgmt_job *job) {
   pthread_mutex_lock(&g->lock);
+  if (job->op != OP_DESTROY) {
+    if (g->pending == MAX_PENDING) {
+      pthread_mutex_unlock(&g->lock);
+      return false;
+    }
+    g->pending++;
+  }
   bool inline_destroy = g->stopped && job->op == OP_DESTROY;
   if (!inline_destroy) {
     job->next = NULL;
@@ -221,6 +239,13 @@ static void enqueue(http__management *g, mgmt_job *job) {
     http__model_destroy(job->model);
     job_free(job);
   }
+  return true;
+}
+
+/* The 503 for a change beyond MAX_PENDING; frees the job. */
+static void refuse_busy(h2o_req_t *req, mgmt_job *job) {
+  job_free(job);
+  http__send_error(req, HTTP__E_UNAVAILABLE, "%d model changes are already waiting; retry later", MAX_PENDING);
 }
 
 void http__management_destroy_later(http__management *g, http__model *model) {
@@ -314,7 +339,11 @@ static void submit(http_server *s, h2o_req_t *req, mgmt_job *job) {
   job->req = req;
   job->hook = h2o_mem_alloc_shared(&req->pool, sizeof *job->hook, on_job_dispose);
   *job->hook = job;
-  enqueue(s->management, job);
+  if (!enqueue(s->management, job)) {
+    *job->hook = NULL;
+    job->req = NULL;
+    refuse_busy(req, job);
+  }
 }
 
 /* ---- the reads ---------------------------------------------------------------------------- */
@@ -621,8 +650,11 @@ void http__management_route(http_server *s, h2o_req_t *req, const http__path *pa
     if (!job->synchronous) {
       /* TorchServe answers 202 at once and scales in the background. */
       static const char accepted[] = "{\n  \"status\": \"Processing worker updates...\"\n}\n";
+      if (!enqueue(s->management, job)) { /* loop == NULL: no reply to send */
+        refuse_busy(req, job);
+        return;
+      }
       http__send_json(req, 202, accepted, sizeof accepted - 1);
-      enqueue(s->management, job); /* loop == NULL: no reply to send */
       return;
     }
     submit(s, req, job);

@@ -8,7 +8,8 @@
 # 503 with a JSON message (before the fix a DELETE freed the tiny model while start-up
 # still waited for its workers, a PUT ?min_worker=0 made start-up fail and a POST was a
 # 409), while GET /models answers 200. Then /ping turns 200, both models are listed and
-# answer v2 infer, and the changes refused before are accepted. SIGTERM must exit 0.
+# answer v2 infer, and the changes refused before are accepted. While a register runs,
+# 100 asynchronous scales: at most 64 wait, the rest are 503. SIGTERM must exit 0.
 #
 #   serve_startup.sh INFERD SOURCE_DIR WORK_DIR
 set -euo pipefail
@@ -128,5 +129,33 @@ call "unregister after start-up" 200 '"unregistered" in r["status"]' "${MA[@]}" 
 call "register after start-up" 200 '"registered with 1 initial workers" in r["status"]' \
   "${MA[@]}" -X POST "$M/models?url=mlp.onnx&model_name=tiny&initial_workers=1&synchronous=true"
 call "ping still healthy" 200 'r["status"] == "Healthy"' "$I/ping"
+
+# While the management thread loads the slow model again (about a second), 100
+# asynchronous scale requests: 64 changes may wait, the others get 503 at once (an
+# asynchronous scale answers 202 before it runs, so nothing else bounds them).
+curl -s -o "$WORK/slow2.json" "${MA[@]}" -X POST "$M/models?url=slow.onnx&model_name=slow2&initial_workers=1&synchronous=true" &
+register=$!
+if ! "$PY" - "$M" "$MANAGEMENT_KEY" <<'PY'; then fail "asynchronous scale requests beyond the bound"; fi
+import sys, time
+import requests
+
+m, key = sys.argv[1], sys.argv[2]
+auth = {"Authorization": "Bearer " + key}
+time.sleep(0.2)  # the register is running
+codes, busy = [], None
+with requests.Session() as s:
+    for i in range(100):
+        r = s.put(m + "/models/tiny?min_worker=%d" % (1 + i % 2), headers=auth, timeout=30)
+        codes.append(r.status_code)
+        if r.status_code == 503:
+            busy = r.json()["message"]
+print("ok   100 asynchronous scales: %d x 202, %d x 503 (%s)" % (codes.count(202), codes.count(503), busy))
+sys.exit(0 if set(codes) <= {202, 503} and codes.count(202) <= 64 and codes.count(503) >= 36 and
+         "already waiting" in (busy or "") else 1)
+PY
+wait $register
+check_json "$WORK/slow2.json" '"registered with 1 initial workers" in r["status"]' "the register behind them"
+call "the queue drains: a scale is accepted again" 200 '"Workers scaled to 1" in r["status"]' \
+  "${MA[@]}" -X PUT "$M/models/tiny?min_worker=1&synchronous=true"
 
 serve_finish serve_startup "$WORK"
