@@ -16,6 +16,7 @@
  *                     infer (JSON tensors and the binary tensor data extension)
  *   http_management.c the management API; slow operations run on its own thread
  *   http_multipart.c  multipart/form-data reader
+ *   http_json_arena.c jansson's allocator: a per-thread arena for the v2 infer parse
  */
 #ifndef INFERD_HTTP_INTERNAL_H
 #define INFERD_HTTP_INTERNAL_H
@@ -370,6 +371,28 @@ void http__predict_loop_free(http__loop *loop);  /* on the loop thread, at exit 
 void http__v2(http_server *server, h2o_req_t *req, const http__path *path);
 bool http__server_ready(http_server *server); /* not draining, every startup model ready */
 bool http__method_is(h2o_req_t *req, const char *method);
+
+/* ---- jansson's allocator for the v2 parse (http_json_arena.c) ---------------------------
+ * Installed once per process (json_set_alloc_funcs) by http_server_new. While an arena is
+ * active on a thread, jansson allocates from that thread's arena and its frees of those
+ * blocks do nothing; otherwise it uses malloc/free as before. Every function acts on the
+ * calling thread's arena only. */
+void http__json_arena_install(void);        /* idempotent; first call wins */
+void http__json_arena_set_keep(size_t bytes); /* kept across requests per thread; 0: 64 MB */
+/* From begin to end every jansson allocation on this thread comes from its arena; end
+ * resets it (keeping up to the keep limit of chunks). Nothing allocated in between may be
+ * used after end. Not nested. */
+void http__json_arena_begin(void);
+void http__json_arena_end(void);
+void http__json_arena_thread_free(void); /* frees this thread's chunks (thread exit does too) */
+typedef struct http__json_arena_stats {
+  size_t chunks;             /* chunks this thread's arena holds now */
+  size_t bytes;              /* their total size */
+  uint64_t chunk_mallocs;    /* malloc calls made for chunks (this thread, since it started) */
+  uint64_t fallback_mallocs; /* jansson allocations served by malloc (this thread, no arena active) */
+  uint64_t arena_allocs;     /* jansson allocations served by the arena (this thread) */
+} http__json_arena_stats;
+void http__json_arena_get_stats(http__json_arena_stats *out);
 
 /* ---- management (http_management.c) ----------------------------------------------------- */
 

@@ -261,6 +261,7 @@ inferd_code http_server_new(const http_server_params *params, http_server **out,
     return core_fail(st, INFERD_NO_MEMORY, "http: out of memory");
   }
   http__reply_init();
+  http__json_arena_install();
 
   const config_address *addresses[HTTP_API_COUNT] = {&cfg->inference_address, &cfg->management_address,
                                                      &cfg->metrics_address};

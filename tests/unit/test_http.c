@@ -1,9 +1,12 @@
 /*
  * test_http.c - the HTTP layer without models: the multipart/form-data reader case by
  * case, the JSON escaping of error messages and strings (UTF-8 kept, ill-formed
- * sequences replaced), and a real server (port 0, two HTTP threads, token auth on) answering raw
- * HTTP/1.1 requests on a socket: /ping, unknown paths, missing keys, wrong methods,
- * oversized bodies, the management list, and the graceful stop.
+ * sequences replaced), the JSON arena of the v2 infer parse (no malloc on a repeated
+ * [1,3,224,224] request; the keep limit; jansson objects made outside it freed by
+ * free(), from this and other threads), and a real server (port 0, two HTTP threads,
+ * token auth on) answering raw HTTP/1.1 requests on a socket: /ping, unknown paths,
+ * missing keys, wrong methods, oversized bodies, the management list, and the graceful
+ * stop.
  *
  * DESIGN
  * Multipart cases are one table: body, wanted code, wanted content. Server cases send
@@ -24,6 +27,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -245,6 +249,232 @@ static void test_buf_json_string_utf8(void **state) {
   h2o_mem_clear_pool(&pool);
 }
 
+/* ==== the JSON arena of the v2 infer parse ================================================== */
+
+/* A [1,3,224,224] FP32 request as a client sends it: 150,528 numbers in "data". */
+static const int64_t image_dims[3] = {3, 224, 224};
+static const char *const v2_outputs[1] = {"output"};
+static const http_v2_spec image_spec = {.model_name = "m", .input_name = "input", .item_rank = 3,
+                                        .item_dims = image_dims, .output_names = v2_outputs, .output_count = 1,
+                                        .max_rows = 8};
+enum { IMAGE_ELEMS = 3 * 224 * 224 };
+
+static float image_value(size_t i) { return (float)((int)(i % 1024) - 512) / 8; } /* exact in FP32 and JSON */
+
+static char *image_request(size_t *len) {
+  size_t cap = 200 + (size_t)IMAGE_ELEMS * 10;
+  char *body = malloc(cap);
+  assert_non_null(body);
+  size_t n = (size_t)snprintf(body, cap,
+                              "{\"id\": \"arena\", \"inputs\": [{\"name\": \"input\", \"datatype\": \"FP32\", "
+                              "\"shape\": [1, 3, 224, 224], \"data\": [");
+  for (size_t i = 0; i < IMAGE_ELEMS; i++)
+    n += (size_t)snprintf(body + n, cap - n, "%s%g", i ? "," : "", (double)image_value(i));
+  n += (size_t)snprintf(body + n, cap - n, "]}]}");
+  assert_true(n < cap);
+  *len = n;
+  return body;
+}
+
+/* The parsed request's memory: one buffer reused by every parse of a test. */
+typedef struct parse_memory {
+  char *base;
+  size_t cap, used;
+} parse_memory;
+
+static void *parse_alloc(void *ctx, size_t bytes) {
+  parse_memory *m = ctx;
+  bytes = (bytes + 15) / 16 * 16;
+  if (bytes > m->cap - m->used) return NULL;
+  void *p = m->base + m->used;
+  m->used += bytes;
+  return p;
+}
+
+static void parse_image(const char *body, size_t len, parse_memory *memory) {
+  memory->used = 0;
+  http_v2_request r;
+  inferd_status st = {0};
+  inferd_code code = http_v2_parse(body, len, NULL, 0, &image_spec, parse_alloc, memory, &r, &st);
+  if (code != INFERD_OK) fail_msg("parse: %s", st.message);
+  assert_int_equal(r.rows, 1);
+  assert_int_equal(r.row_elems, IMAGE_ELEMS);
+  assert_non_null(r.data);
+  assert_int_equal(r.id_len, 5);
+  assert_memory_equal(r.id, "arena", 5);
+  for (size_t i = 0; i < IMAGE_ELEMS; i++)
+    if (r.data[i] != image_value(i)) fail_msg("data[%zu] is %g, want %g", i, (double)r.data[i], (double)image_value(i));
+}
+
+/* The second parse of the same request on one thread takes no malloc: every jansson
+ * allocation (~150,000) comes from the arena, which neither grows nor falls back to
+ * malloc. Without the arena each number of the request is a malloc. */
+static void test_json_arena_steady_state(void **state) {
+  (void)state;
+  http__json_arena_install();
+  http__json_arena_set_keep(0);
+  size_t len;
+  char *body = image_request(&len);
+  parse_memory memory = {malloc(IMAGE_ELEMS * sizeof(float) + 64), IMAGE_ELEMS * sizeof(float) + 64, 0};
+  assert_non_null(memory.base);
+
+  http__json_arena_stats before, after;
+  parse_image(body, len, &memory);
+  http__json_arena_get_stats(&before);
+  parse_image(body, len, &memory);
+  http__json_arena_get_stats(&after);
+
+  unsigned long long from_arena = after.arena_allocs - before.arena_allocs;
+  unsigned long long by_malloc = after.fallback_mallocs - before.fallback_mallocs;
+  unsigned long long chunk_mallocs = after.chunk_mallocs - before.chunk_mallocs;
+  if (by_malloc != 0 || chunk_mallocs != 0 || after.chunks != before.chunks || after.bytes != before.bytes)
+    fail_msg("second parse: %llu jansson mallocs, %llu chunk mallocs, chunks %zu -> %zu (%zu -> %zu bytes); want "
+             "none, and no growth",
+             by_malloc, chunk_mallocs, before.chunks, after.chunks, before.bytes, after.bytes);
+  if (from_arena < IMAGE_ELEMS)
+    fail_msg("second parse: %llu jansson allocations from the arena, want at least one per number (%d)", from_arena,
+             IMAGE_ELEMS);
+  /* What the arena holds for this request: a few chunks, well under the keep limit. */
+  if (after.chunks > 12 || after.bytes > (size_t)32 << 20)
+    fail_msg("arena holds %zu chunks, %zu bytes for a 1.1 MB request", after.chunks, after.bytes);
+
+  /* A failing parse resets it the same way: no malloc, nothing kept beyond. */
+  static const char bad_body[] = "{\"inputs\": [{\"name\": \"input\", \"datatype\": \"FP32\", \"shape\": [1, 3, 224, "
+                                 "224], \"data\": [1, 2, \"three\"]}]}";
+  http_v2_request r;
+  inferd_status st = {0};
+  assert_int_equal(http_v2_parse(bad_body, sizeof bad_body - 1, NULL, 0, &image_spec, parse_alloc, &memory, &r, &st),
+                   INFERD_INVALID_ARG);
+  assert_non_null(strstr(st.message, "data element 2 is not a number"));
+  static const char malformed[] = "{\"inputs\": [1, 2";
+  assert_int_equal(http_v2_parse(malformed, sizeof malformed - 1, NULL, 0, &image_spec, parse_alloc, &memory, &r, &st),
+                   INFERD_INVALID_ARG);
+  assert_non_null(strstr(st.message, "malformed JSON at line 1"));
+  http__json_arena_stats end;
+  http__json_arena_get_stats(&end);
+  assert_int_equal(end.fallback_mallocs, after.fallback_mallocs);
+  assert_int_equal(end.chunk_mallocs, after.chunk_mallocs);
+
+  http__json_arena_thread_free();
+  http__json_arena_get_stats(&end);
+  assert_int_equal(end.chunks, 0);
+  assert_int_equal(end.bytes, 0);
+  free(memory.base);
+  free(body);
+}
+
+/* The keep limit: after a request the arena keeps only its first chunks up to the
+ * limit and returns the others; the next request grows it again. */
+static void test_json_arena_keep_limit(void **state) {
+  (void)state;
+  http__json_arena_install();
+  size_t len;
+  char *body = image_request(&len);
+  parse_memory memory = {malloc(IMAGE_ELEMS * sizeof(float) + 64), IMAGE_ELEMS * sizeof(float) + 64, 0};
+  assert_non_null(memory.base);
+  http__json_arena_set_keep((size_t)1 << 20);
+  parse_image(body, len, &memory);
+  http__json_arena_stats s;
+  http__json_arena_get_stats(&s);
+  if (s.bytes > (size_t)1 << 20 || s.chunks == 0)
+    fail_msg("keep limit 1 MB: the arena keeps %zu chunks, %zu bytes", s.chunks, s.bytes);
+  http__json_arena_set_keep(1); /* smaller than any chunk: nothing is kept */
+  parse_image(body, len, &memory);
+  http__json_arena_get_stats(&s);
+  assert_int_equal(s.chunks, 0);
+  assert_int_equal(s.bytes, 0);
+  http__json_arena_set_keep(0);
+  free(memory.base);
+  free(body);
+}
+
+/* jansson objects made outside the arena are malloc'd and freed by free(), wherever
+ * they are freed: made before a parse and freed during or after one, made by another
+ * thread while this thread's arena is active, made by another thread and freed here.
+ * The ASan build (leak check on) catches a block freed twice, by the wrong allocator,
+ * or not at all; LSan also checks that a thread's chunks are freed when it exits. */
+static void *pack_on_thread(void *arg) {
+  (void)arg;
+  http__json_arena_stats before, after;
+  http__json_arena_get_stats(&before);
+  json_t *o = json_pack("{s:s, s:[i, f]}", "made", "elsewhere", "values", 1, 2.5);
+  http__json_arena_get_stats(&after);
+  if (after.arena_allocs != before.arena_allocs || after.fallback_mallocs == before.fallback_mallocs) return NULL;
+  return o;
+}
+
+static void *parse_on_thread(void *arg) {
+  const char *body = arg;
+  parse_memory memory = {malloc(IMAGE_ELEMS * sizeof(float) + 64), IMAGE_ELEMS * sizeof(float) + 64, 0};
+  if (!memory.base) return NULL;
+  http_v2_request r;
+  inferd_status st = {0};
+  inferd_code code = http_v2_parse(body, strlen(body), NULL, 0, &image_spec, parse_alloc, &memory, &r, &st);
+  free(memory.base);
+  http__json_arena_stats s;
+  http__json_arena_get_stats(&s);
+  /* the thread exits holding its chunks: its exit destructor frees them */
+  return code == INFERD_OK && s.chunks > 0 ? (void *)1 : NULL;
+}
+
+static void test_json_arena_outside_objects(void **state) {
+  (void)state;
+  http__json_arena_install();
+  size_t len;
+  char *body = image_request(&len);
+  parse_memory memory = {malloc(IMAGE_ELEMS * sizeof(float) + 64), IMAGE_ELEMS * sizeof(float) + 64, 0};
+  assert_non_null(memory.base);
+
+  json_t *before_parse = json_pack("{s:s, s:[i, i, i]}", "config", "kept", "list", 1, 2, 3);
+  json_t *freed_in_arena = json_pack("[s, {s:i}]", "freed", "while", 1);
+  assert_non_null(before_parse);
+  assert_non_null(freed_in_arena);
+  parse_image(body, len, &memory); /* the arena now has chunks on this thread */
+
+  /* Freed while the arena is active (an outside block is not the arena's). */
+  http__json_arena_begin();
+  json_decref(freed_in_arena);
+  /* Made while this thread's arena is active, by another thread: malloc'd there. */
+  pthread_t thread;
+  void *made = NULL;
+  assert_int_equal(pthread_create(&thread, NULL, pack_on_thread, NULL), 0);
+  assert_int_equal(pthread_join(thread, &made), 0);
+  if (!made) fail_msg("json_pack on another thread did not come from malloc");
+  /* Made here while the arena is active: from the arena; its decref does nothing. */
+  http__json_arena_stats s0, s1;
+  http__json_arena_get_stats(&s0);
+  json_t *in_arena = json_pack("{s:[i, i]}", "arena", 1, 2);
+  http__json_arena_get_stats(&s1);
+  assert_non_null(in_arena);
+  assert_true(s1.arena_allocs > s0.arena_allocs);
+  assert_int_equal(s1.fallback_mallocs, s0.fallback_mallocs);
+  json_decref(in_arena);
+  http__json_arena_end();
+
+  /* After: objects from another thread and from before the parse still free normally. */
+  assert_string_equal(json_string_value(json_object_get(made, "made")), "elsewhere");
+  json_decref(made);
+  assert_int_equal(json_integer_value(json_array_get(json_object_get(before_parse, "list"), 2)), 3);
+  json_decref(before_parse);
+  json_t *after_parse = json_pack("{s:s}", "after", "parse");
+  http__json_arena_get_stats(&s0);
+  assert_int_equal(s0.arena_allocs, s1.arena_allocs); /* not from the arena */
+  char *text = json_dumps(after_parse, JSON_COMPACT);
+  assert_string_equal(text, "{\"after\":\"parse\"}");
+  free(text); /* json_dumps: the malloc side of the installed pair, so plain free() */
+  json_decref(after_parse);
+
+  /* A thread that parses and exits: its chunks are freed by the exit destructor. */
+  void *parsed = NULL;
+  assert_int_equal(pthread_create(&thread, NULL, parse_on_thread, body), 0);
+  assert_int_equal(pthread_join(thread, &parsed), 0);
+  if (!parsed) fail_msg("parse on another thread failed or kept no chunk");
+
+  http__json_arena_thread_free();
+  free(memory.base);
+  free(body);
+}
+
 /* ==== a server without models =============================================================== */
 
 typedef struct server_fixture {
@@ -452,6 +682,9 @@ int main(void) {
       cmocka_unit_test(test_multipart_find),
       cmocka_unit_test(test_error_body_utf8),
       cmocka_unit_test(test_buf_json_string_utf8),
+      cmocka_unit_test(test_json_arena_steady_state),
+      cmocka_unit_test(test_json_arena_keep_limit),
+      cmocka_unit_test(test_json_arena_outside_objects),
       cmocka_unit_test_setup_teardown(test_server_routes, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_server_drain, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_keys_live_token_expiration_min, server_setup_half_minute_keys,
