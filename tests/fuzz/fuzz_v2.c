@@ -15,7 +15,8 @@
  * the model's, exactly one of data / binary, binary inside the body, the id inside
  * memory the parser allocated, and every row copyable into a buffer of exactly
  * row_elems floats. On failure the status must carry INVALID_ARG and a message.
- * Anything else, or any sanitizer report, aborts.
+ * Anything else, or any sanitizer report, aborts. jansson allocates from the per-thread
+ * arena the server installs (http_json_arena.c), as in the server.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@
 #include <string.h>
 
 #include "http/http.h"
+#include "http/http_internal.h"
 
 static void fail(const char *what) {
   fprintf(stderr, "fuzz_v2: %s\n", what);
@@ -65,6 +67,7 @@ static const http_v2_spec specs[2] = {
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  http__json_arena_install(); /* once; later calls do nothing */
   if (size == 0) return 0;
   const char *in = (const char *)data + 1;
   size_t rest = size - 1;
