@@ -163,6 +163,9 @@ inferd_code inferd_session_output_shape(inferd_session *session, int batch, int 
 /* Bytes of scratch batch size `batch`'s plan needs (activations by its memory plan, then
  * oneDNN's scratchpad), or 0 when the session has not run it. */
 size_t inferd_session_scratch_bytes(const inferd_session *session, int batch);
+/* The compute threads each run of the session uses (its params' threads, or the
+ * default those meant). */
+int inferd_session_threads(const inferd_session *session);
 /* Bytes of scratch the session holds: one arena that all its batch sizes share (a session
  * runs one batch at a time), the largest of their inferd_session_scratch_bytes. */
 size_t inferd_session_arena_bytes(const inferd_session *session);

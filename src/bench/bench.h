@@ -99,5 +99,8 @@ bench__sampler *bench__sampler_start(const volatile int64_t *progress, int64_t t
 void bench__sampler_stop(bench__sampler *sampler, double *peak_cpu, double *peak_memory);
 
 double bench__now(void); /* seconds, CLOCK_MONOTONIC */
+/* The q-quantile (0 < q <= 1) of n sorted values by the nearest-rank method: the
+ * ceil(q * n)-th smallest; 0 when n is 0. */
+double bench_nearest_rank(const double *sorted, int64_t n, double q);
 
 #endif /* INFERD_BENCH_H */

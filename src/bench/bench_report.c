@@ -26,7 +26,7 @@ static int compare_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-static double nearest_rank(const double *sorted, int64_t n, double q) {
+double bench_nearest_rank(const double *sorted, int64_t n, double q) {
   if (n == 0) return 0;
   int64_t rank = (int64_t)ceil(q * (double)n);
   if (rank < 1) rank = 1;
@@ -43,9 +43,9 @@ static latency_summary summarize(const bench_result *r) {
   qsort(sorted, (size_t)r->done, sizeof(double), compare_double);
   double sum = 0;
   for (int64_t i = 0; i < r->done; i++) sum += sorted[i];
-  s.p50 = nearest_rank(sorted, r->done, 0.50);
-  s.p90 = nearest_rank(sorted, r->done, 0.90);
-  s.p99 = nearest_rank(sorted, r->done, 0.99);
+  s.p50 = bench_nearest_rank(sorted, r->done, 0.50);
+  s.p90 = bench_nearest_rank(sorted, r->done, 0.90);
+  s.p99 = bench_nearest_rank(sorted, r->done, 0.99);
   s.max = sorted[r->done - 1];
   s.mean = sum / (double)r->done;
   free(sorted);

@@ -15,10 +15,14 @@
  * warm-up's first touch of the scratch made some steps look 2x slower than they run).
  */
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
+#include "bench/bench.h"
 #include "cli/cli.h"
 
 enum { PROFILE_STEPS = 20 };
@@ -60,6 +64,8 @@ static int parse_options(int argc, char **argv, run_options *o) {
   };
   *o = (run_options){.batch = 1, .seconds = 5.0};
   optind = 1;
+  opterr = 0; /* one line of our own below */
+  bool bench_only = false; /* --batch or --seconds given */
   int ch;
   while ((ch = getopt_long(argc, argv, "i:o:t:b:s:h", longs, NULL)) != -1) {
     switch (ch) {
@@ -70,8 +76,10 @@ static int parse_options(int argc, char **argv, run_options *o) {
       break;
     case 'b':
       if (parse_int(optarg, 1, 1024, &o->batch)) return fprintf(stderr, "inferd: --batch wants 1..1024\n"), 2;
+      bench_only = true;
       break;
     case 's': {
+      bench_only = true;
       char *end;
       o->seconds = strtod(optarg, &end);
       if (*end || !(o->seconds > 0 && o->seconds <= 86400)) return fprintf(stderr, "inferd: --seconds wants a positive number\n"), 2;
@@ -82,7 +90,9 @@ static int parse_options(int argc, char **argv, run_options *o) {
     case 'p': o->profile = 1; break;
     case 'W': o->no_winograd = 1; break;
     case 'h': run_usage(stdout); return 0;
-    default: run_usage(stderr); return 2;
+    default:
+      fprintf(stderr, "inferd: run: unknown option or missing value: %s (inferd run --help)\n", argv[optind - 1]);
+      return 2;
     }
   }
   if (optind != argc - 1) {
@@ -92,6 +102,14 @@ static int parse_options(int argc, char **argv, run_options *o) {
   o->model = argv[optind];
   if (!o->bench && (!o->input || !o->output)) {
     fprintf(stderr, "inferd: run needs --input and --output (or --bench)\n");
+    return 2;
+  }
+  if (!o->bench && (bench_only || o->json)) {
+    fprintf(stderr, "inferd: --batch, --seconds and --json go with --bench (the batch of --input is its own)\n");
+    return 2;
+  }
+  if (o->bench && (o->input || o->output)) {
+    fprintf(stderr, "inferd: --bench runs a batch of its own; --input and --output go without it\n");
     return 2;
   }
   return -1;
@@ -162,6 +180,15 @@ static int run_bench(inferd_model *m, inferd_session *s, const run_options *o) {
   inferd_status st = {0};
   inferd_tensor_info in;
   inferd_model_input(m, 0, &in);
+  if (inferd_model_num_inputs(m) != 1) {
+    fprintf(stderr, "inferd: model has %d inputs; inferd run feeds one\n", inferd_model_num_inputs(m));
+    return 2;
+  }
+  for (int i = 1; i < in.rank; i++)
+    if (in.dims[i] < 1) {
+      fprintf(stderr, "inferd: input '%s': dimension %d is not fixed; --bench needs a fixed item shape\n", in.name, i);
+      return 2;
+    }
   in.dims[0] = o->batch;
   int64_t count = core_shape_count(in.rank, in.dims);
   int n_out = inferd_model_num_outputs(m);
@@ -213,15 +240,20 @@ static int run_bench(inferd_model *m, inferd_session *s, const run_options *o) {
   }
   double total = now - t0, mean = total * 1e3 / iters;
   qsort(lat, (size_t)iters, sizeof *lat, cmp_double);
-  double p50 = lat[iters / 2], p99 = lat[(int)((iters - 1) * 0.99)];
+  double p50 = bench_nearest_rank(lat, iters, 0.5), p99 = bench_nearest_rank(lat, iters, 0.99);
   double throughput = iters * o->batch / total, gflop = inferd_model_flops_per_item(m) * 1e-9;
+  int threads = inferd_session_threads(s);
   if (o->json) {
-    printf("{\"model\": \"%s\", \"batch\": %d, \"threads\": %d, \"iterations\": %d, \"seconds\": %.3f, "
+    json_t *path = json_stringn_nocheck(o->model, strlen(o->model)); /* a path need not be UTF-8 */
+    char *model = path ? json_dumps(path, JSON_ENCODE_ANY) : NULL;
+    json_decref(path);
+    printf("{\"model\": %s, \"batch\": %d, \"threads\": %d, \"iterations\": %d, \"seconds\": %.3f, "
            "\"throughput\": %.3f, \"latency_ms\": {\"mean\": %.3f, \"p50\": %.3f, \"p99\": %.3f}, "
            "\"gflop_per_image\": %.4f}\n",
-           o->model, o->batch, o->threads, iters, total, throughput, mean, p50, p99, gflop);
+           model ? model : "null", o->batch, threads, iters, total, throughput, mean, p50, p99, gflop);
+    free(model);
   } else {
-    printf("model: %s\nbatch: %d\nthreads: %d\niterations: %d in %.2f s\n", o->model, o->batch, o->threads, iters, total);
+    printf("model: %s\nbatch: %d\nthreads: %d\niterations: %d in %.2f s\n", o->model, o->batch, threads, iters, total);
     printf("latency_ms: mean %.2f  p50 %.2f  p99 %.2f\n", mean, p50, p99);
     printf("gflop_per_image: %.3f  achieved: %.1f GFLOP/s\n", gflop, gflop * throughput);
     printf("throughput: %.2f images/s\n", throughput);

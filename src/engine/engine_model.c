@@ -488,6 +488,8 @@ inferd_code inferd_session_output_shape(inferd_session *s, int batch, int index,
   return INFERD_OK;
 }
 
+int inferd_session_threads(const inferd_session *s) { return s->threads; }
+
 size_t inferd_session_scratch_bytes(const inferd_session *s, int batch) {
   for (int i = 0; i < s->n_inst; i++)
     if (s->inst[i].plan->batch == batch) return s->inst[i].arena_size;

@@ -23,6 +23,7 @@ What it makes, in OUT (the only argument):
   float64.npy, int64.npy    right shape, wrong dtype
   truncated.npy             good.npy minus its last 10 bytes
   not_npy.npy               a text file with an .npy name
+  two_inputs.onnx           Add(a, b): two inputs, where `inferd run` feeds one
   cases.tsv                 one case a line: NAME <tab> MODEL <tab> INPUT <tab> REGEX, where
                             REGEX (grep -Ei) must match inferd's one-line message; MODEL
                             or INPUT may name a file that does not exist on purpose
@@ -171,6 +172,15 @@ def main():
     write(out, "not_npy.npy", b"this is not a NumPy file\n" * 8)
     cases.append(("text file named .npy", "good.onnx", "not_npy.npy", "npy.*magic"))
     cases.append(("missing input file", "good.onnx", "no_such_input.npy", "no such file"))
+
+    # two inputs: `inferd run` feeds one (with --input, and with --bench)
+    a_info = helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", 3])
+    b_info = helper.make_tensor_value_info("b", TensorProto.FLOAT, ["N", 3])
+    s_info = helper.make_tensor_value_info("s", TensorProto.FLOAT, ["N", 3])
+    m = make_model([helper.make_node("Add", ["a", "b"], ["s"], name="add")], [a_info, b_info], [s_info], [])
+    write(out, "two_inputs.onnx", m.SerializeToString())
+    np.save(os.path.join(out, "two_rows.npy"), np.zeros((2, 3), np.float32))
+    cases.append(("a model with two inputs", "two_inputs.onnx", "two_rows.npy", "2 inputs"))
 
     with open(os.path.join(out, "cases.tsv"), "w") as f:
         for case in cases:

@@ -13,8 +13,10 @@
 # loader's page dropper once ran past the file), unsupported ops (NonMaxSuppression, a
 # custom domain), .npy inputs of the
 # wrong rank, channel count and dtype, a truncated .npy, a text file named .npy, and
-# missing paths. It also writes cases.tsv: name, model, input, and the regex
-# (grep -Ei) the stderr line must match.
+# missing paths, a model with two inputs. It also writes cases.tsv: name, model, input,
+# and the regex (grep -Ei) the stderr line must match. Then bad arguments, by the same
+# rule: --bench on a model with two inputs (it crashed), --batch or --json without
+# --bench, --bench with --input, an unknown option, a missing value.
 #
 # Usage: malformed_test.sh INFERD_BIN WORKDIR
 #   WORKDIR is created if needed and holds the generated files and each case's logs.
@@ -72,6 +74,29 @@ while IFS=$tab read -r name model input regex; do
         sed -n '1,20s/^/  stderr: /p' "$err"
     fi
 done <"$work/cases.tsv"
+
+# Bad arguments: the same rule (exit 2, one line naming the problem, nothing written).
+arg_case() { # NAME REGEX ARGS...
+    name=$1 regex=$2
+    shift 2
+    status=0
+    $limit "$inferd" run "$@" >"$work/args.stdout" 2>"$work/args.stderr" || status=$?
+    lines=$(awk 'END { print NR }' "$work/args.stderr")
+    if [ "$status" -eq 2 ] && [ "$lines" -eq 1 ] && grep -Eiq -- "$regex" "$work/args.stderr"; then
+        passed=$((passed + 1))
+        echo "ok   $name: $(cat "$work/args.stderr")"
+    else
+        failed=$((failed + 1))
+        echo "FAIL $name: exit status $status, $lines lines on stderr, want 2 and one line matching /$regex/"
+        sed -n '1,20s/^/  stderr: /p' "$work/args.stderr"
+    fi
+}
+arg_case "--bench on a model with two inputs" "2 inputs" "$work/two_inputs.onnx" --bench --seconds 0.1
+arg_case "--batch without --bench" "go with --bench" "$work/good.onnx" --input "$work/good.npy" --output "$work/x.npy" --batch 4
+arg_case "--json without --bench" "go with --bench" "$work/good.onnx" --input "$work/good.npy" --output "$work/x.npy" --json
+arg_case "--bench with --input" "--input and --output go without" "$work/good.onnx" --bench --input "$work/good.npy"
+arg_case "an unknown option" "unknown option.*--frobnicate" "$work/good.onnx" --bench --frobnicate
+arg_case "a missing value" "missing value.*--threads" "$work/good.onnx" --bench --threads
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ "$n" -gt 0 ]
