@@ -60,7 +60,10 @@ typedef struct bench_result {
   int64_t done;                          /* requests or jobs finished */
   int64_t status_count[BENCH_STATUS_SLOTS]; /* by HTTP status (0 = connection failure or
                                                timeout), or by exit status in local mode */
-  double *latency_ms;                    /* [done], owned; freed by bench_result_free */
+  double *latency_ms;                    /* [done], owned; freed by bench_result_free. A
+                                            failed request's (not 2xx; local: exit not 0)
+                                            is stored negated (bench_latency), so that the
+                                            percentiles count successes only */
   bench_job *jobs;                       /* [done] in local mode, else NULL; owned */
   int64_t connections;                   /* server mode: TCP connections opened (keep-alive:
                                             about one per client) */
@@ -99,6 +102,8 @@ bench__sampler *bench__sampler_start(const volatile int64_t *progress, int64_t t
 void bench__sampler_stop(bench__sampler *sampler, double *peak_cpu, double *peak_memory);
 
 double bench__now(void); /* seconds, CLOCK_MONOTONIC */
+/* A sample for bench_result.latency_ms: `ms`, negated (and never 0) when it failed. */
+static inline double bench_latency(double ms, int ok) { return ok ? ms : -(ms > 1e-9 ? ms : 1e-9); }
 /* The q-quantile (0 < q <= 1) of n sorted values by the nearest-rank method: the
  * ceil(q * n)-th smallest; 0 when n is 0. */
 double bench_nearest_rank(const double *sorted, int64_t n, double q);

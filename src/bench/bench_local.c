@@ -238,7 +238,7 @@ int bench_local_run(const bench_params *p, bench_result *r, char *err, size_t er
         job->output[j->out_len] = '\0';
         job->exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         job->ms = (bench__now() - j->started) * 1000.0;
-        r->latency_ms[r->done++] = job->ms;
+        r->latency_ms[r->done++] = bench_latency(job->ms, job->exit_status == 0);
         r->status_count[job->exit_status]++;
         __atomic_add_fetch(&progress, 1, __ATOMIC_RELAXED);
         running[i] = running[--active];

@@ -6,11 +6,15 @@
  * (--request-rate) adds the rate and the delayed requests. A concurrency sweep prints
  * each level's report and then a table of them all, or one JSON object with an array.
  *
- * Percentiles are nearest-rank over every sample (no histogram): the sample at
- * ceil(q * n) in sorted order.
+ * Latency is of the requests answered with success (2xx; in local mode, jobs that exit
+ * 0), as Triton's perf_analyzer reports it: a fast 503 from a full queue would otherwise
+ * pull the percentiles down exactly when the server is overloaded; failures show in the
+ * status counts and errors. Percentiles are nearest-rank over every such sample (no
+ * histogram): the sample at ceil(q * n) in sorted order.
  */
 #include <jansson.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,20 +38,27 @@ double bench_nearest_rank(const double *sorted, int64_t n, double q) {
   return sorted[rank - 1];
 }
 
-static latency_summary summarize(const bench_result *r) {
+/* Of the successes, or of the failures (stored negated: bench_latency). */
+static latency_summary summarize(const bench_result *r, bool failures) {
   latency_summary s = {0};
   if (r->done == 0) return s;
   double *sorted = malloc((size_t)r->done * sizeof(double));
   if (!sorted) return s;
-  memcpy(sorted, r->latency_ms, (size_t)r->done * sizeof(double));
-  qsort(sorted, (size_t)r->done, sizeof(double), compare_double);
+  int64_t n = 0;
+  for (int64_t i = 0; i < r->done; i++)
+    if ((r->latency_ms[i] < 0) == failures) sorted[n++] = fabs(r->latency_ms[i]);
+  if (n == 0) {
+    free(sorted);
+    return s;
+  }
+  qsort(sorted, (size_t)n, sizeof(double), compare_double);
   double sum = 0;
-  for (int64_t i = 0; i < r->done; i++) sum += sorted[i];
-  s.p50 = bench_nearest_rank(sorted, r->done, 0.50);
-  s.p90 = bench_nearest_rank(sorted, r->done, 0.90);
-  s.p99 = bench_nearest_rank(sorted, r->done, 0.99);
-  s.max = sorted[r->done - 1];
-  s.mean = sum / (double)r->done;
+  for (int64_t i = 0; i < n; i++) sum += sorted[i];
+  s.p50 = bench_nearest_rank(sorted, n, 0.50);
+  s.p90 = bench_nearest_rank(sorted, n, 0.90);
+  s.p99 = bench_nearest_rank(sorted, n, 0.99);
+  s.max = sorted[n - 1];
+  s.mean = sum / (double)n;
   free(sorted);
   return s;
 }
@@ -59,8 +70,18 @@ static int64_t successes(const bench_params *p, const bench_result *r) {
 
 static double per_second(int64_t n, const bench_result *r) { return r->seconds > 0 ? (double)n / r->seconds : 0; }
 
+static json_t *latency_json(const latency_summary *s) {
+  json_t *l = json_object();
+  json_object_set_new(l, "p50", json_real(s->p50));
+  json_object_set_new(l, "p90", json_real(s->p90));
+  json_object_set_new(l, "p99", json_real(s->p99));
+  json_object_set_new(l, "max", json_real(s->max));
+  json_object_set_new(l, "mean", json_real(s->mean));
+  return l;
+}
+
 static json_t *report_json(const bench_params *p, const bench_result *r) {
-  latency_summary s = summarize(r);
+  latency_summary s = summarize(r, false);
   int server = p->mode == BENCH_MODE_SERVER;
   int64_t ok = successes(p, r);
   json_t *o = json_object();
@@ -79,13 +100,11 @@ static json_t *report_json(const bench_params *p, const bench_result *r) {
   json_object_set_new(o, "total_seconds", json_real(r->seconds));
   json_object_set_new(o, "requests_per_second", json_real(per_second(r->done, r)));
   json_object_set_new(o, "images_per_second", json_real(per_second(ok, r)));
-  json_t *l = json_object();
-  json_object_set_new(l, "p50", json_real(s.p50));
-  json_object_set_new(l, "p90", json_real(s.p90));
-  json_object_set_new(l, "p99", json_real(s.p99));
-  json_object_set_new(l, "max", json_real(s.max));
-  json_object_set_new(l, "mean", json_real(s.mean));
-  json_object_set_new(o, "latency_ms", l);
+  json_object_set_new(o, "latency_ms", latency_json(&s));
+  if (r->done > ok) {
+    latency_summary f = summarize(r, true);
+    json_object_set_new(o, "failed_latency_ms", latency_json(&f));
+  }
   json_t *st = json_object();
   for (int i = 0; i < BENCH_STATUS_SLOTS; i++)
     if (r->status_count[i]) {
@@ -124,7 +143,7 @@ void bench_report(const bench_params *p, const bench_result *r, int json) {
     print_json(report_json(p, r));
     return;
   }
-  latency_summary s = summarize(r);
+  latency_summary s = summarize(r, false);
   int server = p->mode == BENCH_MODE_SERVER;
   int64_t ok = successes(p, r);
   if (!server && r->jobs)
@@ -142,6 +161,10 @@ void bench_report(const bench_params *p, const bench_result *r, int json) {
   for (int i = 0; i < BENCH_STATUS_SLOTS; i++)
     if (r->status_count[i]) printf(" %d x %lld", i, (long long)r->status_count[i]);
   printf("\nerrors:      %lld\n", (long long)(r->done - ok));
+  if (r->done > ok) {
+    latency_summary f = summarize(r, true);
+    printf("their latency: p50 %.2f ms, p99 %.2f ms, max %.2f ms (not in the latency above)\n", f.p50, f.p99, f.max);
+  }
   if (server && p->request_rate > 0)
     printf("delayed:     %lld (due while all %d clients were busy; their wait counts in the latency)\n",
            (long long)r->delayed, p->concurrency);
@@ -163,7 +186,7 @@ void bench_report_sweep(const bench_params *params, const bench_result *results,
          "p99 ms", "max ms", "errors");
   for (int i = 0; i < n; i++) {
     const bench_result *r = &results[i];
-    latency_summary s = summarize(r);
+    latency_summary s = summarize(r, false);
     int64_t ok = successes(&params[i], r);
     printf("%11d %12.2f %10.2f %9.2f %9.2f %9.2f %9.2f %7lld\n", params[i].concurrency, per_second(r->done, r),
            per_second(ok, r), s.p50, s.p90, s.p99, s.max, (long long)(r->done - ok));

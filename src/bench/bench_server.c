@@ -25,6 +25,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,7 +125,9 @@ static int run_clients(const bench_params *p, const schedule *sc, const char *bo
   headers = curl_slist_append(headers, "Content-Type: application/octet-stream");
   headers = curl_slist_append(headers, "Expect:"); /* no 100-continue round trip */
   for (int i = 0; i < p->header_count; i++) headers = curl_slist_append(headers, p->headers[i]);
-  long timeout_ms = (long)(p->timeout_seconds * 1000.0);
+  /* whole milliseconds, rounded up: 0 would mean no timeout at all to curl */
+  long timeout_ms = (long)ceil(p->timeout_seconds * 1000.0);
+  if (timeout_ms < 1) timeout_ms = 1;
   for (int i = 0; i < concurrency; i++) {
     CURL *e = curl_easy_init();
     if (!e) {
@@ -181,7 +184,7 @@ static int run_clients(const bench_params *p, const schedule *sc, const char *bo
       if (status < 0 || status >= BENCH_STATUS_SLOTS) status = 0;
       now = bench__now();
       out->status_count[status]++;
-      latency_ms[out->done++] = (now - c->started) * 1000.0;
+      latency_ms[out->done++] = bench_latency((now - c->started) * 1000.0, status >= 200 && status < 300);
       __atomic_add_fetch(progress, 1, __ATOMIC_RELAXED);
       curl_multi_remove_handle(multi, e);
       if (n_idle == 0) freed_at = now;

@@ -17,10 +17,14 @@
  * fatal), 2 for bad flags (one line on stderr), 1 when the run could not start.
  * `--mode job` is the hidden per-job entry point that local mode re-executes.
  */
+#include <curl/curl.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bench/bench.h"
@@ -44,6 +48,37 @@ static int bad(const char *msg, const char *arg) {
   if (arg) fprintf(stderr, "inferd bench: %s: '%s'\n", msg, arg);
   else fprintf(stderr, "inferd bench: %s\n", msg);
   return 2;
+}
+
+/* A regular file this process may read: a directory fails only late, in every job, and
+ * a FIFO would block the bench. */
+static bool readable_file(const char *path) {
+  struct stat sb;
+  return stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && access(path, R_OK) == 0;
+}
+
+/* An http:// or https:// URL that libcurl parses: anything else would only fail every
+ * request with status 0. */
+static bool http_url(const char *url) {
+  CURLU *u = curl_url();
+  char *scheme = NULL;
+  bool ok = u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+            curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+            (strcmp(scheme, "http") == 0 || strcmp(scheme, "https") == 0);
+  curl_free(scheme);
+  curl_url_cleanup(u);
+  return ok;
+}
+
+/* Raises the soft limit on open files to `needed` if it is lower (up to the hard
+ * limit); -1 when that is not enough: the connections or job pipes beyond it would fail
+ * and be counted as the server's errors. */
+static int raise_fd_limit(long needed) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= (rlim_t)needed) return 0;
+  rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= (rlim_t)needed ? (rlim_t)needed : rl.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < (rlim_t)needed) return -1;
+  return 0;
 }
 
 /* "START:END" or "START:END:STEP", each in 1..10000, START <= END. */
@@ -194,9 +229,12 @@ int cli_bench(int argc, char **argv) {
   if (!p.file) return bad("--file is required", NULL);
   if (!have_requests) return bad("--requests is required", NULL);
   if (!have_concurrency) return bad("--concurrency is required", NULL);
-  if (access(p.file, R_OK) != 0) return bad("cannot read --file", p.file);
-  if (p.model && access(p.model, R_OK) != 0) return bad("cannot read --model", p.model);
-  if (p.labels && access(p.labels, R_OK) != 0) return bad("cannot read --labels", p.labels);
+  if (!readable_file(p.file)) return bad("--file is not a readable regular file", p.file);
+  if (p.model && !readable_file(p.model)) return bad("--model is not a readable regular file", p.model);
+  if (p.labels && !readable_file(p.labels)) return bad("--labels is not a readable regular file", p.labels);
+  if (p.url && !http_url(p.url)) return bad("--url wants an http:// or https:// URL", p.url);
+  if (raise_fd_limit(2L * (range[0] ? range[1] : p.concurrency) + 64) != 0)
+    return bad("--concurrency needs more open files than this process may have (ulimit -n)", NULL);
 
   if (range[0]) return run_sweep(&p, range, json);
   bench_result r;

@@ -6,7 +6,9 @@
 #   --mode local: 4 jobs x concurrency 2 on the chelsea photo, each top-5 starting with
 #   "Egyptian cat"; refused connections and a server that never answers are counted
 #   (status 0), not hung on; a job past --timeout is killed (137); keep-alive (16
-#   connections for 16 clients); bad flags exit 2 with one line. Open loop (--request-rate):
+#   connections for 16 clients); bad flags exit 2 with one line (a malformed or non-http
+#   URL, a directory or FIFO as a file, more clients than open files are allowed);
+#   latency is of the requests answered with success, failures' apart. Open loop (--request-rate):
 #   every request sent, none before its due time, and a request that waited for a busy
 #   client has the wait in its latency and is counted as delayed; --concurrency-range runs
 #   each level and reports them together. The server is stopped in every path.
@@ -55,6 +57,18 @@ bad_flags "backward range" --mode server --url http://127.0.0.1:1/ --file "$PHOT
 bad_flags "range and concurrency" --mode server --url http://127.0.0.1:1/ --file "$PHOTO" --requests 1 --concurrency 1 --concurrency-range 1:2
 bad_flags "range and rate" --mode server --url http://127.0.0.1:1/ --file "$PHOTO" --requests 1 --concurrency-range 1:2 --request-rate 5
 bad_flags "rate in local mode" --mode local --model "$MODEL" --file "$PHOTO" --requests 1 --concurrency 1 --request-rate 5
+bad_flags "malformed url" --mode server --url 'http://[bad' --file "$PHOTO" --requests 1 --concurrency 1
+bad_flags "not http" --mode server --url ftp://127.0.0.1/x --file "$PHOTO" --requests 1 --concurrency 1
+bad_flags "a directory as --file" --mode server --url http://127.0.0.1:1/ --file "$SRC/models" --requests 1 --concurrency 1
+bad_flags "a directory as --model" --mode local --model "$SRC/models" --file "$PHOTO" --requests 1 --concurrency 1
+mkfifo "$WORK/fifo"
+bad_flags "a FIFO as --file" --mode server --url http://127.0.0.1:1/ --file "$WORK/fifo" --requests 1 --concurrency 1
+# more clients than open files allowed (hard limit): refused, not counted as server errors
+status=0
+(ulimit -n 64 && "$INFERD" bench --mode server --url http://127.0.0.1:1/ --file "$PHOTO" --requests 1 \
+  --concurrency 100 >"$WORK/out" 2>"$WORK/err") || status=$?
+[ "$status" = 2 ] && grep -q "open files" "$WORK/err" && echo "ok   bad flags (concurrency above ulimit -n) exit 2" ||
+  fail "concurrency above ulimit -n: exit $status, stderr: $(cat "$WORK/err")"
 
 # ---- connection failures are errors with status 0, quickly ---------------------------
 serve_ports # free ports: nothing listens on METRICS_PORT yet
@@ -88,8 +102,10 @@ timeout 30 "$INFERD" bench --mode server --url "http://127.0.0.1:$INFERENCE_PORT
   fail "open loop against a silent server: exit $?"
 check_json "$WORK/silent_open.json" 'r["status"] == {"0": 8} and r["delayed"] == 6 and r["request_rate"] == 100' \
   "open loop: requests that wait for a busy client are counted as delayed"
-check_json "$WORK/silent_open.json" 'r["latency_ms"]["max"] >= 2900 and r["latency_ms"]["p50"] >= 1000' \
-  "open loop: the wait for a client is in the latency"
+check_json "$WORK/silent_open.json" 'r["failed_latency_ms"]["max"] >= 2900 and r["failed_latency_ms"]["p50"] >= 1000' \
+  "open loop: the wait for a client is in the latency (of the failed requests here)"
+check_json "$WORK/silent_open.json" 'r["latency_ms"]["max"] == 0 and r["ok"] == 0' \
+  "open loop: failed requests are not in the latency of the answered ones"
 { kill -KILL "$SILENT_PID" && wait "$SILENT_PID"; } 2>/dev/null || true
 SILENT_PID=
 
