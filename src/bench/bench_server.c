@@ -33,6 +33,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bench/bench.h"
@@ -194,7 +195,12 @@ static int run_clients(const bench_params *p, const schedule *sc, const char *bo
     if (n_idle > 0 && started < requests && sc->rate > 0) {
       /* sleep until the next request is due, or an answer comes */
       double wait_ms = (due_time(sc, started) - bench__now()) * 1000.0;
-      if (wait_ms > 0) curl_multi_poll(multi, NULL, 0, wait_ms < 100 ? (int)wait_ms + 1 : 100, NULL);
+      if (wait_ms >= 2) { /* watching the sockets, waking a millisecond early (poll wakes late) */
+        curl_multi_poll(multi, NULL, 0, wait_ms < 100 ? (int)wait_ms - 1 : 100, NULL);
+      } else if (wait_ms > 0) { /* the rest to the microsecond: its lateness would count as latency */
+        struct timespec rest = {0, (long)(wait_ms * 1e6)};
+        nanosleep(&rest, NULL);
+      }
     } else if (n_idle == 0 || started >= requests) {
       curl_multi_poll(multi, NULL, 0, 100, NULL);
     }
