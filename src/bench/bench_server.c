@@ -29,7 +29,9 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdbool.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -123,7 +125,9 @@ static int run_clients(const bench_params *p, const schedule *sc, const char *bo
     goto out;
   }
   curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, (long)concurrency);
-  headers = curl_slist_append(headers, "Content-Type: application/octet-stream");
+  bool own_type = false; /* a --header 'Content-Type: ...' replaces the default */
+  for (int i = 0; i < p->header_count; i++) own_type |= strncasecmp(p->headers[i], "content-type:", 13) == 0;
+  if (!own_type) headers = curl_slist_append(headers, "Content-Type: application/octet-stream");
   headers = curl_slist_append(headers, "Expect:"); /* no 100-continue round trip */
   for (int i = 0; i < p->header_count; i++) headers = curl_slist_append(headers, p->headers[i]);
   /* whole milliseconds, rounded up: 0 would mean no timeout at all to curl */

@@ -109,6 +109,27 @@ check_json "$WORK/silent_open.json" 'r["latency_ms"]["max"] == 0 and r["ok"] == 
 { kill -KILL "$SILENT_PID" && wait "$SILENT_PID"; } 2>/dev/null || true
 SILENT_PID=
 
+# A --header 'Content-Type: ...' replaces the default one (a server that records what it got).
+serve_ports
+"$PY" -c '
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        open(sys.argv[2], "a").write(repr(self.headers.get_all("Content-Type")) + "\n")
+        self.send_response(200); self.send_header("Content-Length", "0"); self.end_headers()
+    def log_message(self, *a): pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+' "$INFERENCE_PORT" "$WORK/types.txt" &
+SILENT_PID=$!
+for i in $(seq 1 50); do curl -s -o /dev/null "http://127.0.0.1:$INFERENCE_PORT/" && break; sleep 0.1; done
+timeout 30 "$INFERD" bench --mode server --url "http://127.0.0.1:$INFERENCE_PORT/x" --file "$PHOTO" --requests 2 \
+  --concurrency 1 --header "Content-Type: image/png" --json >"$WORK/typed.json" || fail "bench with a Content-Type header: exit $?"
+[ "$(sort -u "$WORK/types.txt")" = "['image/png']" ] && echo "ok   --header Content-Type replaces the default" ||
+  fail "Content-Type headers sent: $(cat "$WORK/types.txt")"
+{ kill -KILL "$SILENT_PID" && wait "$SILENT_PID"; } 2>/dev/null || true
+SILENT_PID=
+
 # ---- server mode against inferd serve ------------------------------------------------
 serve_ports
 serve_config "$WORK/config.properties" \
