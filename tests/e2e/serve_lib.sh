@@ -15,6 +15,9 @@
 #   serve_jpeg NAME OUT          a photo of skimage's data folder as a JPEG
 #   serve_resnet152_mar FIX DIR  resnet-152.mar from the fixtures' resnet152.onnx, into DIR
 #   fail MESSAGE                 prints "FAIL: MESSAGE" and counts it in $failures
+#   call NAME STATUS COND ARGS...  curl ARGS (body in $WORK/body): the status must be
+#                                STATUS and, when COND is not empty, the Python condition
+#                                COND must hold for the JSON body (as r); else `fail`
 #   serve_finish NAME WORK       stops the server (SIGTERM must exit 0), then exits: 1 with
 #                                the server log's tail when anything failed, else 0
 # The caller must `trap serve_cleanup EXIT` so that the server dies in every path, and
@@ -85,6 +88,19 @@ serve_wait_ready() {
   done
   echo "FAIL: /ping not 200 after $limit s" >&2
   return 1
+}
+
+call() {
+  local name=$1 want=$2 cond=$3 code
+  shift 3
+  code=$(curl -s -o "$WORK/body" -w '%{http_code}' "$@") || code=000
+  if [ "$code" != "$want" ]; then
+    fail "$name: HTTP $code, want $want: $(head -c 400 "$WORK/body")"
+  elif [ -n "$cond" ]; then
+    check_json "$WORK/body" "$cond" "$name ($code)"
+  else
+    echo "ok   $name ($code)"
+  fi
 }
 
 serve_finish() {

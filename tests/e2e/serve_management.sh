@@ -46,93 +46,87 @@ serve_keys "$WORK"
 M="http://127.0.0.1:$MANAGEMENT_PORT"
 I="http://127.0.0.1:$INFERENCE_PORT"
 
-# call NAME EXPECTED_STATUS [PYTHON_CONDITION_ON_r] CURL_ARGS...: the status, and the
-# condition on the JSON body r when one is given (else: any JSON object with a message)
-call() {
-  local name=$1 want=$2 cond=$3 code
-  shift 3
-  code=$(curl -s -o "$WORK/body" -w '%{http_code}' "$@") || code=000
-  if [ "$code" != "$want" ]; then
-    fail "$name: HTTP $code, want $want: $(head -c 400 "$WORK/body")"
-    return
-  fi
+# mcall NAME EXPECTED_STATUS [PYTHON_CONDITION_ON_r] CURL_ARGS...: serve_lib.sh's call,
+# where no condition means any JSON object with a message or a status
+mcall() {
+  local cond=$3
   [ -n "$cond" ] || cond='isinstance(r, dict) and (r.get("message") or r.get("status"))'
-  check_json "$WORK/body" "$cond" "$name ($code)"
+  call "$1" "$2" "$cond" "${@:4}"
 }
 MA=(-H "Authorization: Bearer $MANAGEMENT_KEY")
 IA=(-H "Authorization: Bearer $INFERENCE_KEY")
 
-call "empty list" 200 'r["models"] == []' "${MA[@]}" "$M/models"
-call "register mnet 1.0" 200 '"registered with 1 initial workers" in r["status"]' \
+mcall "empty list" 200 'r["models"] == []' "${MA[@]}" "$M/models"
+mcall "register mnet 1.0" 200 '"registered with 1 initial workers" in r["status"]' \
   "${MA[@]}" -X POST "$M/models?url=mnet.mar&initial_workers=1&synchronous=true"
-call "listed" 200 '[m["modelName"] for m in r["models"]] == ["mnet"]' "${MA[@]}" "$M/models"
-call "classify with 1.0" 200 'list(r)[0] == "Egyptian cat" and len(r) == 5' "${IA[@]}" -T "$PHOTO" "$I/predictions/mnet"
+mcall "listed" 200 '[m["modelName"] for m in r["models"]] == ["mnet"]' "${MA[@]}" "$M/models"
+mcall "classify with 1.0" 200 'list(r)[0] == "Egyptian cat" and len(r) == 5' "${IA[@]}" -T "$PHOTO" "$I/predictions/mnet"
 
 # ---- scaling ------------------------------------------------------------------------------
 workers() { # MIN MAX RUNNING: describe's minWorkers, maxWorkers and running workers
   echo "r[0]['minWorkers'] == $1 and r[0]['maxWorkers'] == $2 and len([w for w in r[0]['workers'] if w['status'] in ('READY', 'BUSY')]) == $3"
 }
-call "scale with no parameters: min_worker defaults to 1" 200 '"Workers scaled to 1 " in r["status"]' \
+mcall "scale with no parameters: min_worker defaults to 1" 200 '"Workers scaled to 1 " in r["status"]' \
   "${MA[@]}" -X PUT "$M/models/mnet?synchronous=true"
-call "describe: 1 worker, max 1" 200 "$(workers 1 1 1)" "${MA[@]}" "$M/models/mnet"
-call "max_worker alone: min_worker stays 1" 200 '"Workers scaled to 1 " in r["status"]' \
+mcall "describe: 1 worker, max 1" 200 "$(workers 1 1 1)" "${MA[@]}" "$M/models/mnet"
+mcall "max_worker alone: min_worker stays 1" 200 '"Workers scaled to 1 " in r["status"]' \
   "${MA[@]}" -X PUT "$M/models/mnet?max_worker=2&synchronous=true"
-call "describe: 1 worker, max 2" 200 "$(workers 1 2 1)" "${MA[@]}" "$M/models/mnet"
-call "min_worker=2, max_worker=3, model_version=1.0" 200 '"Workers scaled to 2 " in r["status"]' \
+mcall "describe: 1 worker, max 2" 200 "$(workers 1 2 1)" "${MA[@]}" "$M/models/mnet"
+mcall "min_worker=2, max_worker=3, model_version=1.0" 200 '"Workers scaled to 2 " in r["status"]' \
   "${MA[@]}" -X PUT "$M/models/mnet?min_worker=2&max_worker=3&model_version=1.0&synchronous=true"
-call "describe: 2 workers, max 3" 200 "$(workers 2 3 2)" "${MA[@]}" "$M/models/mnet"
-call "max_worker below min_worker" 400 \
+mcall "describe: 2 workers, max 3" 200 "$(workers 2 3 2)" "${MA[@]}" "$M/models/mnet"
+mcall "max_worker below min_worker" 400 \
   'r == {"code": 400, "type": "BadRequestException", "message": "max_worker cannot be less than min_worker."}' \
   "${MA[@]}" -X PUT "$M/models/mnet?min_worker=3&max_worker=2&synchronous=true"
-call "describe: unchanged by the 400" 200 "$(workers 2 3 2)" "${MA[@]}" "$M/models/mnet"
-call "min_worker=2 alone" 200 '"Workers scaled to 2 " in r["status"]' \
+mcall "describe: unchanged by the 400" 200 "$(workers 2 3 2)" "${MA[@]}" "$M/models/mnet"
+mcall "min_worker=2 alone" 200 '"Workers scaled to 2 " in r["status"]' \
   "${MA[@]}" -X PUT "$M/models/mnet?min_worker=2&synchronous=true"
-call "describe: max_worker follows min_worker" 200 "$(workers 2 2 2)" "${MA[@]}" "$M/models/mnet"
-call "without synchronous: 202" 202 'r["status"] == "Processing worker updates..."' \
+mcall "describe: max_worker follows min_worker" 200 "$(workers 2 2 2)" "${MA[@]}" "$M/models/mnet"
+mcall "without synchronous: 202" 202 'r["status"] == "Processing worker updates..."' \
   "${MA[@]}" -X PUT "$M/models/mnet?min_worker=2&max_worker=2"
-call "model_version of no such version" 404 '' "${MA[@]}" -X PUT "$M/models/mnet?min_worker=1&model_version=9.9"
-call "a bad min_worker" 400 '' "${MA[@]}" -X PUT "$M/models/mnet?min_worker=x"
-call "a bad max_worker" 400 '' "${MA[@]}" -X PUT "$M/models/mnet?max_worker=-1"
-call "a model_version that is not UTF-8: kept where well-formed, else U+FFFD" 404 \
+mcall "model_version of no such version" 404 '' "${MA[@]}" -X PUT "$M/models/mnet?min_worker=1&model_version=9.9"
+mcall "a bad min_worker" 400 '' "${MA[@]}" -X PUT "$M/models/mnet?min_worker=x"
+mcall "a bad max_worker" 400 '' "${MA[@]}" -X PUT "$M/models/mnet?max_worker=-1"
+mcall "a model_version that is not UTF-8: kept where well-formed, else U+FFFD" 404 \
   'r["message"] == "Model version: \u00e9\ufffd does not exist for model: mnet"' \
   "${MA[@]}" -X PUT "$M/models/mnet?model_version=%C3%A9%FF"
-call "back to 1 by the version in the path" 200 '"Workers scaled to 1 " in r["status"]' \
+mcall "back to 1 by the version in the path" 200 '"Workers scaled to 1 " in r["status"]' \
   "${MA[@]}" -X PUT "$M/models/mnet/1.0?min_worker=1&synchronous=true"
-call "describe: 1 worker, max 1 again" 200 "$(workers 1 1 1)" "${MA[@]}" "$M/models/mnet"
-call "classify after scaling" 200 'list(r)[0] == "Egyptian cat"' "${IA[@]}" -T "$PHOTO" "$I/predictions/mnet"
-call "the same version again: conflict" 409 '' "${MA[@]}" -X POST "$M/models?url=mnet.mar&synchronous=true"
-call "register mnet 2.0" 200 '"Version: 2.0" in r["status"]' \
+mcall "describe: 1 worker, max 1 again" 200 "$(workers 1 1 1)" "${MA[@]}" "$M/models/mnet"
+mcall "classify after scaling" 200 'list(r)[0] == "Egyptian cat"' "${IA[@]}" -T "$PHOTO" "$I/predictions/mnet"
+mcall "the same version again: conflict" 409 '' "${MA[@]}" -X POST "$M/models?url=mnet.mar&synchronous=true"
+mcall "register mnet 2.0" 200 '"Version: 2.0" in r["status"]' \
   "${MA[@]}" -X POST "$M/models?url=mnet-v2.mar&initial_workers=1&synchronous=true"
-call "describe all versions" 200 'sorted(m["modelVersion"] for m in r) == ["1.0", "2.0"]' "${MA[@]}" "$M/models/mnet/all"
-call "default is still 1.0" 200 '[m["modelVersion"] for m in r] == ["1.0"]' "${MA[@]}" "$M/models/mnet"
-call "set-default 2.0" 200 '"2.0" in r["status"]' "${MA[@]}" -X PUT "$M/models/mnet/2.0/set-default"
-call "default is 2.0" 200 '[m["modelVersion"] for m in r] == ["2.0"]' "${MA[@]}" "$M/models/mnet"
-call "set-default of no such version" 404 '' "${MA[@]}" -X PUT "$M/models/mnet/9.9/set-default"
-call "classify with 1.0 by version" 200 'list(r)[0] == "Egyptian cat"' "${IA[@]}" -T "$PHOTO" "$I/predictions/mnet/1.0"
-call "classify with the default" 200 'list(r)[0] == "Egyptian cat"' "${IA[@]}" -T "$PHOTO" "$I/predictions/mnet"
-call "the default may not go first" 400 '' "${MA[@]}" -X DELETE "$M/models/mnet/2.0"
-call "unregister 1.0" 200 '"unregistered" in r["status"]' "${MA[@]}" -X DELETE "$M/models/mnet/1.0"
-call "1.0 is gone" 404 '' "${IA[@]}" -T "$PHOTO" "$I/predictions/mnet/1.0"
-call "unregister the last version" 200 '' "${MA[@]}" -X DELETE "$M/models/mnet"
-call "describe after unregister" 404 '' "${MA[@]}" "$M/models/mnet"
-call "predictions after unregister" 404 '' "${IA[@]}" -T "$PHOTO" "$I/predictions/mnet"
-call "empty list again" 200 'r["models"] == []' "${MA[@]}" "$M/models"
+mcall "describe all versions" 200 'sorted(m["modelVersion"] for m in r) == ["1.0", "2.0"]' "${MA[@]}" "$M/models/mnet/all"
+mcall "default is still 1.0" 200 '[m["modelVersion"] for m in r] == ["1.0"]' "${MA[@]}" "$M/models/mnet"
+mcall "set-default 2.0" 200 '"2.0" in r["status"]' "${MA[@]}" -X PUT "$M/models/mnet/2.0/set-default"
+mcall "default is 2.0" 200 '[m["modelVersion"] for m in r] == ["2.0"]' "${MA[@]}" "$M/models/mnet"
+mcall "set-default of no such version" 404 '' "${MA[@]}" -X PUT "$M/models/mnet/9.9/set-default"
+mcall "classify with 1.0 by version" 200 'list(r)[0] == "Egyptian cat"' "${IA[@]}" -T "$PHOTO" "$I/predictions/mnet/1.0"
+mcall "classify with the default" 200 'list(r)[0] == "Egyptian cat"' "${IA[@]}" -T "$PHOTO" "$I/predictions/mnet"
+mcall "the default may not go first" 400 '' "${MA[@]}" -X DELETE "$M/models/mnet/2.0"
+mcall "unregister 1.0" 200 '"unregistered" in r["status"]' "${MA[@]}" -X DELETE "$M/models/mnet/1.0"
+mcall "1.0 is gone" 404 '' "${IA[@]}" -T "$PHOTO" "$I/predictions/mnet/1.0"
+mcall "unregister the last version" 200 '' "${MA[@]}" -X DELETE "$M/models/mnet"
+mcall "describe after unregister" 404 '' "${MA[@]}" "$M/models/mnet"
+mcall "predictions after unregister" 404 '' "${IA[@]}" -T "$PHOTO" "$I/predictions/mnet"
+mcall "empty list again" 200 'r["models"] == []' "${MA[@]}" "$M/models"
 
 # ---- bad registrations ------------------------------------------------------------------
-call "no url" 400 '' "${MA[@]}" -X POST "$M/models"
-call "url outside the model store" 400 '' "${MA[@]}" -X POST "$M/models?url=../store/mnet.mar"
-call "url on the network" 400 '' "${MA[@]}" -X POST "$M/models?url=https://example.com/mnet.mar"
-call "url of no file" 404 '' "${MA[@]}" -X POST "$M/models?url=none.mar"
-call "a %00 in url" 400 '"NUL" in r["message"]' "${MA[@]}" -X POST "$M/models?url=mnet.mar%00.txt"
-call "a %00 in model_name" 400 '"NUL" in r["message"]' "${MA[@]}" -X POST "$M/models?url=mnet.mar&model_name=a%00b"
-call "a bad model_name" 400 '' "${MA[@]}" -X POST "$M/models?url=mnet.mar&model_name=-x"
-call "a bad initial_workers" 400 '' "${MA[@]}" -X POST "$M/models?url=mnet.mar&initial_workers=x"
-call "no token" 401 '' -X POST "$M/models?url=mnet.mar"
-call "a url that is not UTF-8" 400 '"\ufffd.mar" in r["message"]' "${MA[@]}" -X POST "$M/models?url=%FF.mar"
+mcall "no url" 400 '' "${MA[@]}" -X POST "$M/models"
+mcall "url outside the model store" 400 '' "${MA[@]}" -X POST "$M/models?url=../store/mnet.mar"
+mcall "url on the network" 400 '' "${MA[@]}" -X POST "$M/models?url=https://example.com/mnet.mar"
+mcall "url of no file" 404 '' "${MA[@]}" -X POST "$M/models?url=none.mar"
+mcall "a %00 in url" 400 '"NUL" in r["message"]' "${MA[@]}" -X POST "$M/models?url=mnet.mar%00.txt"
+mcall "a %00 in model_name" 400 '"NUL" in r["message"]' "${MA[@]}" -X POST "$M/models?url=mnet.mar&model_name=a%00b"
+mcall "a bad model_name" 400 '' "${MA[@]}" -X POST "$M/models?url=mnet.mar&model_name=-x"
+mcall "a bad initial_workers" 400 '' "${MA[@]}" -X POST "$M/models?url=mnet.mar&initial_workers=x"
+mcall "no token" 401 '' -X POST "$M/models?url=mnet.mar"
+mcall "a url that is not UTF-8" 400 '"\ufffd.mar" in r["message"]' "${MA[@]}" -X POST "$M/models?url=%FF.mar"
 cp "$WORK/store/mnet.mar" "$WORK/store/$(printf '\377').mar"
-call "a file whose name is not UTF-8" 400 '' "${MA[@]}" -X POST "$M/models?url=%FF.mar&synchronous=true"
-call "which registered nothing" 404 '' "${MA[@]}" "$M/models/mnet"
-call "nothing registered by the bad requests" 200 'r["models"] == []' "${MA[@]}" "$M/models"
+mcall "a file whose name is not UTF-8" 400 '' "${MA[@]}" -X POST "$M/models?url=%FF.mar&synchronous=true"
+mcall "which registered nothing" 404 '' "${MA[@]}" "$M/models/mnet"
+mcall "nothing registered by the bad requests" 200 'r["models"] == []' "${MA[@]}" "$M/models"
 
 # ---- pagination: 101 models (bare .onnx files of a tiny MLP, registered with no workers) --
 "${INFERD_PYTHON:-/usr/bin/python3}" "$SRC/tests/fixtures/make_tiny.py" "$WORK/store/mlp.onnx" --mlp
@@ -144,18 +138,18 @@ done
 names() { # FIRST COUNT: the names m<FIRST> .. as a Python list
   echo "['m%03d' % i for i in range($1, $1 + $2)]"
 }
-call "list: 100 by default" 200 "[m['modelName'] for m in r['models']] == $(names 0 100) and r['nextPageToken'] == '100'" \
+mcall "list: 100 by default" 200 "[m['modelName'] for m in r['models']] == $(names 0 100) and r['nextPageToken'] == '100'" \
   "${MA[@]}" "$M/models"
-call "limit=500 is 100" 200 "[m['modelName'] for m in r['models']] == $(names 0 100) and r['nextPageToken'] == '100'" \
+mcall "limit=500 is 100" 200 "[m['modelName'] for m in r['models']] == $(names 0 100) and r['nextPageToken'] == '100'" \
   "${MA[@]}" "$M/models?limit=500"
-call "limit=-1 is 100" 200 "[m['modelName'] for m in r['models']] == $(names 0 100)" "${MA[@]}" "$M/models?limit=-1"
-call "limit=0 lists none" 200 "r['models'] == []" "${MA[@]}" "$M/models?limit=0"
-call "limit=100, second page" 200 "[m['modelName'] for m in r['models']] == $(names 100 1) and 'nextPageToken' not in r" \
+mcall "limit=-1 is 100" 200 "[m['modelName'] for m in r['models']] == $(names 0 100)" "${MA[@]}" "$M/models?limit=-1"
+mcall "limit=0 lists none" 200 "r['models'] == []" "${MA[@]}" "$M/models?limit=0"
+mcall "limit=100, second page" 200 "[m['modelName'] for m in r['models']] == $(names 100 1) and 'nextPageToken' not in r" \
   "${MA[@]}" "$M/models?limit=100&next_page_token=100"
-call "limit=2 from 99" 200 "[m['modelName'] for m in r['models']] == $(names 99 2) and 'nextPageToken' not in r" \
+mcall "limit=2 from 99" 200 "[m['modelName'] for m in r['models']] == $(names 99 2) and 'nextPageToken' not in r" \
   "${MA[@]}" "$M/models?limit=2&next_page_token=99"
-call "limit=3, a token below 0 is 0" 200 "[m['modelName'] for m in r['models']] == $(names 0 3) and r['nextPageToken'] == '3'" \
+mcall "limit=3, a token below 0 is 0" 200 "[m['modelName'] for m in r['models']] == $(names 0 3) and r['nextPageToken'] == '3'" \
   "${MA[@]}" "$M/models?limit=3&next_page_token=-5"
-call "limit not a number" 400 '' "${MA[@]}" "$M/models?limit=x"
+mcall "limit not a number" 400 '' "${MA[@]}" "$M/models?limit=x"
 
 serve_finish serve_management "$WORK"

@@ -104,17 +104,6 @@ I="http://127.0.0.1:$INFERENCE_PORT"
 MA=(-H "Authorization: Bearer $MANAGEMENT_KEY")
 IA=(-H "Authorization: Bearer $INFERENCE_KEY")
 
-call() { # NAME EXPECTED_STATUS PYTHON_CONDITION_ON_r CURL_ARGS...
-  local name=$1 want=$2 cond=$3 code
-  shift 3
-  code=$(curl -s -o "$WORK/body" -w '%{http_code}' "$@") || code=000
-  if [ "$code" != "$want" ]; then
-    fail "$name: HTTP $code, want $want: $(head -c 400 "$WORK/body")"
-    return
-  fi
-  check_json "$WORK/body" "$cond" "$name ($code)"
-}
-
 call "both startup models listed" 200 '[m["modelName"] for m in r["models"]] == ["slow", "tiny"]' "${MA[@]}" "$M/models"
 call "tiny: 1 worker, loaded at startup" 200 'r[0]["loadedAtStartup"] and r[0]["minWorkers"] == 1 and len(r[0]["workers"]) == 1' \
   "${MA[@]}" "$M/models/tiny"

@@ -154,17 +154,8 @@ if len(sys.argv) > 2:
     body["parameters"] = {"binary_data_output": True}
 print(json.dumps(body))' "$@"
 }
-call() { # NAME EXPECTED_STATUS PYTHON_CONDITION_ON_r (or "" for a body that is not JSON) CURL_ARGS...
-  local name=$1 want=$2 cond=$3 code
-  shift 3
-  code=$(curl -s -o "$WORK/body" -w '%{http_code}' -H "Authorization: Bearer $INFERENCE_KEY" "$@") || code=000
-  if [ "$code" != "$want" ]; then
-    fail "$name: HTTP $code, want $want: $(head -c 300 "$WORK/body")"
-  elif [ -n "$cond" ]; then
-    check_json "$WORK/body" "$cond" "$name ($code)"
-  else
-    echo "ok   $name ($code)"
-  fi
+icall() { # serve_lib.sh's call with the inference key ("" condition: a body that need not be JSON)
+  call "$1" "$2" "$3" -H "Authorization: Bearer $INFERENCE_KEY" "${@:4}"
 }
 too_large() { # LIMIT: the condition on a 500 for a body above LIMIT (TorchServe's error JSON)
   echo "r['code'] == 500 and r['type'] == 'InternalServerException' and 'bytes, more than max_response_size ($1 bytes)' in r['message']"
@@ -186,16 +177,16 @@ for limit in 250 100; do
   serve_keys "$WORK"
   V2="$I:$INFERENCE_PORT/v2/models/mlp/infer"
   if [ $limit = 250 ]; then
-    call "limit 250: v2 JSON, 1 row" 200 'r["outputs"][0]["shape"] == [1, 4]' -d "$(mlp_rows 1)" "$V2"
-    call "limit 250: v2 binary, 1 row" 200 '' -d "$(mlp_rows 1 binary)" "$V2"
-    call "limit 250: v2 JSON, 8 rows" 500 "$(too_large_v2 250)" -d "$(mlp_rows 8)" "$V2"
-    call "limit 250: v2 binary, 8 rows" 500 "$(too_large_v2 250)" -d "$(mlp_rows 8 binary)" "$V2"
-    call "limit 250: /predictions" 200 'len(r) == 5' -T "$WORK/chelsea.jpg" "$I:$INFERENCE_PORT/predictions/small"
+    icall "limit 250: v2 JSON, 1 row" 200 'r["outputs"][0]["shape"] == [1, 4]' -d "$(mlp_rows 1)" "$V2"
+    icall "limit 250: v2 binary, 1 row" 200 '' -d "$(mlp_rows 1 binary)" "$V2"
+    icall "limit 250: v2 JSON, 8 rows" 500 "$(too_large_v2 250)" -d "$(mlp_rows 8)" "$V2"
+    icall "limit 250: v2 binary, 8 rows" 500 "$(too_large_v2 250)" -d "$(mlp_rows 8 binary)" "$V2"
+    icall "limit 250: /predictions" 200 'len(r) == 5' -T "$WORK/chelsea.jpg" "$I:$INFERENCE_PORT/predictions/small"
   else
-    call "limit 100: /predictions" 500 "$(too_large 100)" -T "$WORK/chelsea.jpg" "$I:$INFERENCE_PORT/predictions/small"
-    call "limit 100: v2 JSON, 1 row" 500 "$(too_large_v2 100)" -d "$(mlp_rows 1)" "$V2"
+    icall "limit 100: /predictions" 500 "$(too_large 100)" -T "$WORK/chelsea.jpg" "$I:$INFERENCE_PORT/predictions/small"
+    icall "limit 100: v2 JSON, 1 row" 500 "$(too_large_v2 100)" -d "$(mlp_rows 1)" "$V2"
   fi
-  call "limit $limit: still healthy" 200 'r["status"] == "Healthy"' "$I:$INFERENCE_PORT/ping"
+  icall "limit $limit: still healthy" 200 'r["status"] == "Healthy"' "$I:$INFERENCE_PORT/ping"
   serve_stop 60
   [ "$SERVER_STATUS" = 0 ] || fail "limit $limit: the server exited with status $SERVER_STATUS after SIGTERM"
   if grep -Ei "AddressSanitizer|runtime error" "$WORK/server.log" >&2; then fail "limit $limit: sanitizer report"; fi
