@@ -18,8 +18,10 @@
  * nodes that cover no core (CPU-less memory, HBM beside DDR) get no workers. Machines
  * where hwloc finds no Core objects (some VMs) get one core per PU.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <hwloc.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,6 +63,21 @@ static inferd_code load_hwloc(topo *t, const topo_params *p, inferd_status *st) 
   return INFERD_OK;
 }
 
+/* "0-3,8": numbers and ranges separated by commas, nothing else (hwloc's own parser
+ * skips what it does not understand: "1x,0" would mean CPU 0). */
+static bool cpu_list_syntax(const char *s) {
+  for (;;) {
+    if (!isdigit((unsigned char)*s)) return false;
+    while (isdigit((unsigned char)*s)) s++;
+    if (*s == '-') {
+      if (!isdigit((unsigned char)*++s)) return false;
+      while (isdigit((unsigned char)*s)) s++;
+    }
+    if (*s == '\0') return true;
+    if (*s++ != ',') return false;
+  }
+}
+
 /* The PUs this process may use. */
 static inferd_code usable_set(topo *t, const topo_params *p, inferd_status *st) {
   t->usable = hwloc_bitmap_dup(hwloc_topology_get_allowed_cpuset(t->hw));
@@ -68,8 +85,8 @@ static inferd_code usable_set(topo *t, const topo_params *p, inferd_status *st) 
   if (p->allowed_cpus) {
     hwloc_bitmap_t given = hwloc_bitmap_alloc();
     if (!given) return core_fail(st, INFERD_NO_MEMORY, "topology: out of memory");
-    int bad = hwloc_bitmap_list_sscanf(given, p->allowed_cpus) != 0 || hwloc_bitmap_iszero(given) ||
-              hwloc_bitmap_weight(given) < 0;
+    int bad = !cpu_list_syntax(p->allowed_cpus) || hwloc_bitmap_list_sscanf(given, p->allowed_cpus) != 0 ||
+              hwloc_bitmap_iszero(given) || hwloc_bitmap_weight(given) < 0;
     if (!bad) hwloc_bitmap_and(t->usable, t->usable, given);
     hwloc_bitmap_free(given);
     if (bad) return core_fail(st, INFERD_INVALID_ARG, "topology: bad CPU list '%s' (want e.g. 0-3,8)", p->allowed_cpus);
@@ -80,6 +97,9 @@ static inferd_code usable_set(topo *t, const topo_params *p, inferd_status *st) 
       hwloc_bitmap_and(t->usable, t->usable, bound);
     hwloc_bitmap_free(bound);
   }
+  if (hwloc_bitmap_iszero(t->usable) && p->allowed_cpus)
+    return core_fail(st, INFERD_INVALID_ARG, "topology: CPU list '%s' names no CPU this process may use on %s",
+                     p->allowed_cpus, t->source);
   if (hwloc_bitmap_iszero(t->usable)) return core_fail(st, INFERD_UNAVAILABLE, "topology: no usable CPU on %s", t->source);
   return INFERD_OK;
 }

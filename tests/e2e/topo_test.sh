@@ -213,6 +213,9 @@ bad bad_short_option '^inferd topo: unknown option: -z' -z
 bad bad_argument '^inferd topo: unexpected argument: extra' extra
 bad bad_synthetic "^inferd topo: topology: bad hwloc synthetic description 'pack:two'$" --synthetic pack:two
 bad bad_cpus "^inferd topo: topology: bad CPU list 'x-y'" --synthetic "$synth" --cpus x-y
+bad bad_cpus_trailing "^inferd topo: topology: bad CPU list '1x,0'" --synthetic "$synth" --cpus 1x,0
+bad bad_cpus_semicolon "^inferd topo: topology: bad CPU list '0;1'" --synthetic "$synth" --cpus '0;1'
+bad bad_cpus_none "^inferd topo: topology: CPU list '99' names no CPU this process may use" --synthetic "$synth" --cpus 99
 bad bad_quota '^inferd topo: --cpu-quota wants a number of CPUs: abc' --cpu-quota abc
 bad bad_xml "^inferd topo: topology: cannot read hwloc XML '/nonexistent.xml'" --xml /nonexistent.xml
 
