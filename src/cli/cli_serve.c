@@ -33,7 +33,9 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,10 +75,32 @@ static long read_pid(const char *path) {
   return pid;
 }
 
+/* Is `pid` running a program named as this one (inferd)? A pid file left behind by a
+ * server that died may name a pid the system has since given to another program. By
+ * name, not path: the server may run another copy, or a binary rebuilt since
+ * (" (deleted)"). */
+static bool is_inferd(long pid) {
+  char link[64], theirs[PATH_MAX], ours[PATH_MAX];
+  snprintf(link, sizeof link, "/proc/%ld/exe", pid);
+  ssize_t a = readlink(link, theirs, sizeof theirs - 1), b = readlink("/proc/self/exe", ours, sizeof ours - 1);
+  if (a < 0 || b < 0) return false;
+  theirs[a] = ours[b] = '\0';
+  char *deleted = strstr(theirs, " (deleted)");
+  if (deleted && deleted[10] == '\0') *deleted = '\0';
+  const char *their_name = strrchr(theirs, '/'), *our_name = strrchr(ours, '/');
+  return strcmp(their_name ? their_name + 1 : theirs, our_name ? our_name + 1 : ours) == 0;
+}
+
 /* --stop: SIGTERM to the server of the pid file, then wait (bounded) for it to go. */
 static int stop_server(void) {
   const char *path = pid_file();
   long pid = read_pid(path);
+  if (pid > 0 && kill((pid_t)pid, 0) == 0 && !is_inferd(pid)) {
+    fprintf(stderr, "inferd serve: pid %ld of %s is not an inferd server (a stale pid file); not stopping it\n", pid,
+            path);
+    unlink(path);
+    return 1;
+  }
   if (pid <= 0 || kill((pid_t)pid, 0) != 0) {
     fprintf(stderr, "inferd serve: no server is running (no live pid in %s)\n", path);
     if (pid > 0) unlink(path);
@@ -105,7 +129,7 @@ static int stop_server(void) {
 static int start_background(int *notify_fd) {
   const char *path = pid_file();
   long pid = read_pid(path);
-  if (pid > 0 && kill((pid_t)pid, 0) == 0) {
+  if (pid > 0 && kill((pid_t)pid, 0) == 0 && is_inferd(pid)) {
     fprintf(stderr, "inferd serve: a server is already running (pid %ld, %s); stop it with --stop\n", pid, path);
     return 1;
   }
