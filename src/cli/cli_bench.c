@@ -233,6 +233,8 @@ int cli_bench(int argc, char **argv) {
   if (p.model && !readable_file(p.model)) return bad("--model is not a readable regular file", p.model);
   if (p.labels && !readable_file(p.labels)) return bad("--labels is not a readable regular file", p.labels);
   if (p.url && !http_url(p.url)) return bad("--url wants an http:// or https:// URL", p.url);
+  if (p.request_rate > 0 && (double)(p.requests - 1) / p.request_rate > 86400)
+    return bad("--request-rate is so low that the last request would be due after a day", NULL);
   if (raise_fd_limit(2L * (range[0] ? range[1] : p.concurrency) + 64) != 0)
     return bad("--concurrency needs more open files than this process may have (ulimit -n)", NULL);
 
