@@ -282,6 +282,13 @@ typedef struct parse_memory {
   size_t cap, used;
 } parse_memory;
 
+/* Room for one parsed image request (its rows and id). */
+static parse_memory image_parse_memory(void) {
+  parse_memory m = {malloc(IMAGE_ELEMS * sizeof(float) + 64), IMAGE_ELEMS * sizeof(float) + 64, 0};
+  assert_non_null(m.base);
+  return m;
+}
+
 static void *parse_alloc(void *ctx, size_t bytes) {
   parse_memory *m = ctx;
   bytes = (bytes + 15) / 16 * 16;
@@ -315,8 +322,7 @@ static void test_json_arena_steady_state(void **state) {
   http__json_arena_set_keep(0);
   size_t len;
   char *body = image_request(&len);
-  parse_memory memory = {malloc(IMAGE_ELEMS * sizeof(float) + 64), IMAGE_ELEMS * sizeof(float) + 64, 0};
-  assert_non_null(memory.base);
+  parse_memory memory = image_parse_memory();
 
   http__json_arena_stats before, after;
   parse_image(body, len, &memory);
@@ -370,8 +376,7 @@ static void test_json_arena_keep_limit(void **state) {
   http__json_arena_install();
   size_t len;
   char *body = image_request(&len);
-  parse_memory memory = {malloc(IMAGE_ELEMS * sizeof(float) + 64), IMAGE_ELEMS * sizeof(float) + 64, 0};
-  assert_non_null(memory.base);
+  parse_memory memory = image_parse_memory();
   http__json_arena_set_keep((size_t)1 << 20);
   parse_image(body, len, &memory);
   http__json_arena_stats s;
@@ -422,8 +427,7 @@ static void test_json_arena_outside_objects(void **state) {
   http__json_arena_install();
   size_t len;
   char *body = image_request(&len);
-  parse_memory memory = {malloc(IMAGE_ELEMS * sizeof(float) + 64), IMAGE_ELEMS * sizeof(float) + 64, 0};
-  assert_non_null(memory.base);
+  parse_memory memory = image_parse_memory();
 
   json_t *before_parse = json_pack("{s:s, s:[i, i, i]}", "config", "kept", "list", 1, 2, 3);
   json_t *freed_in_arena = json_pack("[s, {s:i}]", "freed", "while", 1);
