@@ -181,7 +181,11 @@ static void test_bad_params(void **state) {
   assert_non_null(strstr(st.message, "synthetic"));
   assert_int_equal(topo_new(&(topo_params){.synthetic = SYNTH_2x4x2, .allowed_cpus = "x-y"}, &t, &st), INFERD_INVALID_ARG);
   assert_non_null(strstr(st.message, "bad CPU list 'x-y'"));
-  assert_int_equal(topo_new(&(topo_params){.synthetic = SYNTH_2x4x2, .allowed_cpus = "100-120"}, &t, &st), INFERD_UNAVAILABLE);
+  /* a list of CPUs the machine does not have is the caller's mistake, not the machine's */
+  assert_int_equal(topo_new(&(topo_params){.synthetic = SYNTH_2x4x2, .allowed_cpus = "100-120"}, &t, &st), INFERD_INVALID_ARG);
+  assert_non_null(strstr(st.message, "CPU list '100-120' names no CPU"));
+  assert_int_equal(topo_new(&(topo_params){.synthetic = SYNTH_2x4x2, .allowed_cpus = "1x,0"}, &t, &st), INFERD_INVALID_ARG);
+  assert_non_null(strstr(st.message, "bad CPU list '1x,0'"));
   assert_int_equal(topo_new(&(topo_params){.synthetic = SYNTH_2x4x2, .xml_path = "/x.xml"}, &t, &st), INFERD_INVALID_ARG);
   assert_int_equal(topo_new(&(topo_params){.xml_path = "/nonexistent/topo.xml"}, &t, &st), INFERD_INVALID_ARG);
 
