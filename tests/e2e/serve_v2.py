@@ -226,23 +226,17 @@ json_infer("infer still right after clients went away mid-request", x3, y3)
 
 # ---- a model that takes tensors, not images: the tensor handler ------------------------------
 m5, mlp5 = np.load(os.path.join(WORK, "m5.npy")), np.load(os.path.join(WORK, "mlp5.npy"))
-r = post({"inputs": [{"name": "input", "shape": [5, 4], "datatype": "FP32", "data": m5.reshape(-1).tolist()}]},
-         url=BASE + "/v2/models/mlp/infer")
-if r.status_code == 200:
-    out = r.json()["outputs"][0]
-    ok, detail = close(np.array(out["data"]).reshape(out["shape"]), mlp5)
-    check(ok and out["shape"] == [5, 4], "tensor model: v2 infer of 5 rows equals inferd run", detail)
-else:
-    check(False, "tensor model: v2 infer of 5 rows equals inferd run", "HTTP %d: %s" % (r.status_code, r.text[:300]))
-# the same MLP declaring a fixed batch of 1: five rows, five runs of one, the same answer
-r = post({"inputs": [{"name": "input", "shape": [5, 4], "datatype": "FP32", "data": m5.reshape(-1).tolist()}]},
-         url=BASE + "/v2/models/mlp1/infer")
-if r.status_code == 200:
-    out = r.json()["outputs"][0]
-    ok, detail = close(np.array(out["data"]).reshape(out["shape"]), mlp5)
-    check(ok and out["shape"] == [5, 4], "fixed-batch model: v2 infer of 5 rows equals inferd run", detail)
-else:
-    check(False, "fixed-batch model: v2 infer of 5 rows equals inferd run", "HTTP %d: %s" % (r.status_code, r.text[:300]))
+# mlp1 is the same MLP declaring a fixed batch of 1: five rows, five runs of one, the same answer
+for model, what in (("mlp", "tensor model"), ("mlp1", "fixed-batch model")):
+    name = "%s: v2 infer of 5 rows equals inferd run" % what
+    r = post({"inputs": [{"name": "input", "shape": [5, 4], "datatype": "FP32", "data": m5.reshape(-1).tolist()}]},
+             url=BASE + "/v2/models/%s/infer" % model)
+    if r.status_code == 200:
+        out = r.json()["outputs"][0]
+        ok, detail = close(np.array(out["data"]).reshape(out["shape"]), mlp5)
+        check(ok and out["shape"] == [5, 4], name, detail)
+    else:
+        check(False, name, "HTTP %d: %s" % (r.status_code, r.text[:300]))
 r = requests.post(BASE + "/predictions/mlp", data=b"\xff\xd8\xff", headers=AUTH, timeout=60)
 expect_error("tensor model: /predictions points at v2", 400, r, ["/v2/models/mlp/infer"])
 
