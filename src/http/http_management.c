@@ -443,7 +443,9 @@ static void list_models(http_server *s, h2o_req_t *req, const http__path *path) 
   }
   free(models);
   json_t *body = json_object();
-  if (offset + limit < n) {
+  /* TorchServe sends a token whenever the page does not run past the end, also when it
+   * ends exactly there (the next page is then empty) */
+  if (offset + limit <= n) {
     char token[16];
     snprintf(token, sizeof token, "%d", offset + limit);
     json_object_set_new(body, "nextPageToken", json_string(token));

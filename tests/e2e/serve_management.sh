@@ -15,7 +15,8 @@
 #   (JSON bodies must be: it would vanish from the list); no token is 401; error
 #   messages that echo bytes that are not UTF-8 stay valid JSON (U+FFFD);
 #   GET /models pagination over 101 models as TorchServe's ApiUtils.getModelList: limit
-#   above 100 or below 0 is 100, limit=0 lists none, a page token below 0 is 0.
+#   above 100 or below 0 is 100, limit=0 lists none, a page token below 0 is 0, a page
+#   that ends exactly at the end still has a nextPageToken (to an empty page).
 # The server is stopped in every path, and must exit 0 on SIGTERM.
 #
 #   serve_management.sh INFERD SOURCE_DIR WORK_DIR
@@ -146,8 +147,11 @@ mcall "limit=-1 is 100" 200 "[m['modelName'] for m in r['models']] == $(names 0 
 mcall "limit=0 lists none" 200 "r['models'] == []" "${MA[@]}" "$M/models?limit=0"
 mcall "limit=100, second page" 200 "[m['modelName'] for m in r['models']] == $(names 100 1) and 'nextPageToken' not in r" \
   "${MA[@]}" "$M/models?limit=100&next_page_token=100"
-mcall "limit=2 from 99" 200 "[m['modelName'] for m in r['models']] == $(names 99 2) and 'nextPageToken' not in r" \
+mcall "limit=2 from 99, ending at the end: a token all the same" 200 \
+  "[m['modelName'] for m in r['models']] == $(names 99 2) and r['nextPageToken'] == '101'" \
   "${MA[@]}" "$M/models?limit=2&next_page_token=99"
+mcall "from 101, an empty page" 200 "r['models'] == [] and 'nextPageToken' not in r" \
+  "${MA[@]}" "$M/models?limit=2&next_page_token=101"
 mcall "limit=3, a token below 0 is 0" 200 "[m['modelName'] for m in r['models']] == $(names 0 3) and r['nextPageToken'] == '3'" \
   "${MA[@]}" "$M/models?limit=3&next_page_token=-5"
 mcall "limit not a number" 400 '' "${MA[@]}" "$M/models?limit=x"
