@@ -6,7 +6,10 @@
  * one a thread binds to, so that a thread never migrates between hyperthreads), or with
  * use_logical_core every usable PU, siblings next to each other so that a worker takes
  * whole cores before it spills onto the next one. Each NUMA node that may be used
- * (every node, or node_id only) has its list of slots in core order.
+ * (every node, or node_id only) has its list of slots in core order. With
+ * use_logical_core, a node whose workers take no more threads than it has cores gets
+ * one thread per core instead (first PUs first, as Linux numbers them): two threads on
+ * one core's hyperthreads share its FMA units, so siblings are used only when needed.
  *
  *   1. Quota: when the cgroup's quota cap is below the number of slots, the nodes give
  *      up slots in turn (water-filling) until the cap is met, so that the plan stays
@@ -37,6 +40,7 @@ enum { PLAN_MAX_WORKERS = 4096, PLAN_MAX_THREADS = 4096 };
 typedef struct slot {
   int cpu;  /* PU OS index */
   int core; /* index into machine cores */
+  int rank; /* which of its core's usable PUs: 0 for the first */
 } slot;
 
 typedef struct node_slots {
@@ -75,7 +79,7 @@ static int collect_slots(const topo *t, const topo_plan_params *p, node_slots *n
     for (int k = 0; k < node->core_count; k++) {
       const topo_core *core = &t->cores[node->cores[k]];
       int take = p->use_logical_core ? core->usable_pu_count : CORE_MIN(core->usable_pu_count, 1);
-      for (int j = 0; j < take; j++) ns->slots[ns->count++] = (slot){.cpu = core->usable_pus[j], .core = core->index};
+      for (int j = 0; j < take; j++) ns->slots[ns->count++] = (slot){.cpu = core->usable_pus[j], .core = core->index, .rank = j};
     }
     if (ns->count == 0) continue;
     ns->cap = ns->count;
@@ -83,6 +87,23 @@ static int collect_slots(const topo *t, const topo_plan_params *p, node_slots *n
     n++;
   }
   return n;
+}
+
+/* With use_logical_core: when a node's workers take no more threads than the node has
+ * cores, orders its slots by rank (every core's first PU, then every second PU), so
+ * that each thread gets a core of its own. `tmp` holds ns->count slots. */
+static void spread_over_cores(node_slots *ns, slot *tmp) {
+  int cores = 0, max_rank = 0;
+  for (int i = 0; i < ns->count; i++) {
+    cores += ns->slots[i].rank == 0;
+    max_rank = CORE_MAX(max_rank, ns->slots[i].rank);
+  }
+  if (ns->taken > cores) return;
+  int k = 0;
+  for (int r = 0; r <= max_rank; r++)
+    for (int i = 0; i < ns->count; i++)
+      if (ns->slots[i].rank == r) tmp[k++] = ns->slots[i];
+  memcpy(ns->slots, tmp, (size_t)ns->count * sizeof *tmp);
 }
 
 /* Lowers the nodes' caps, one slot at a time in turn, until they add up to `cap`. */
@@ -227,6 +248,16 @@ inferd_code topo_plan_new(const topo *t, const topo_plan_params *params, topo_pl
       assign[workers++] = (assignment){.node = i, .first = flat, .threads = 1};
       if (nodes[i].taken < flat + 1) nodes[i].taken = flat + 1;
     }
+  }
+
+  if (p.use_logical_core && !plan->oversubscribed) {
+    slot *tmp = calloc((size_t)t->machine.pu_count, sizeof *tmp);
+    if (!tmp) {
+      rc = core_fail(st, INFERD_NO_MEMORY, "placement plan: out of memory");
+      goto done;
+    }
+    for (int i = 0; i < n; i++) spread_over_cores(&nodes[i], tmp);
+    free(tmp);
   }
 
   /* Copy the assignments into the plan's arrays. */

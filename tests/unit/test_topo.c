@@ -337,6 +337,25 @@ static void test_use_logical_core(void **state) {
   }
   topo_plan_free(plan);
 
+  /* Fewer threads than cores: each thread gets a core of its own, hyperthreads stay idle.
+   * 3 workers x 1 thread (two on node 0, one on node 1), then one worker per node x 2. */
+  p.workers = 3;
+  p.threads_per_worker = 1;
+  for (int round = 0; round < 2; round++) {
+    plan = make_plan(t, p);
+    check_plan(t, plan);
+    assert_false(plan->oversubscribed);
+    int used[4096] = {0}, threads = 0;
+    for (int w = 0; w < plan->worker_count; w++)
+      for (int i = 0; i < plan->workers[w].thread_count; i++, threads++)
+        if (used[plan->workers[w].cores[i]]++) fail_msg("core %d runs two threads", plan->workers[w].cores[i]);
+    assert_int_equal(threads, round == 0 ? 3 : 4);
+    topo_plan_free(plan);
+    p.workers = 0;
+    p.threads_per_worker = 2;
+  }
+  p.threads_per_worker = 0;
+
   /* 16 workers fit with logical cores, not without. */
   p.workers = 16;
   plan = make_plan(t, p);
