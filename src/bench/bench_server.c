@@ -20,7 +20,12 @@
  * clients (N and C split as evenly as possible; open loop: child i sends requests i,
  * i + P, i + 2P, ... of the one schedule) and writes back through a pipe one
  * fixed-size record (its status counts and sample count) followed by its latency
- * samples. A progress counter in a shared anonymous mapping feeds the progress bar.
+ * samples. The run starts at a gate: each child sets up its clients, writes one byte
+ * to its pipe and blocks on a shared "go" pipe; once all are ready the parent stores
+ * the start time in a shared anonymous mapping and closes the go pipe, so neither the
+ * open-loop schedule nor the measured seconds include forking and setting up (with a
+ * busy server, 32 children took longer than any fixed head start). The same mapping
+ * holds the progress counter that feeds the progress bar.
  */
 #include <curl/curl.h>
 #include <errno.h>
@@ -48,6 +53,18 @@ typedef struct worker_record {
   int64_t delayed;
   int32_t failed;  /* nonzero: the worker could not run (curl init failed) */
 } worker_record;
+
+/* Shared between the parent and its children (an anonymous shared mapping). */
+typedef struct shared_state {
+  int64_t progress; /* requests finished, for the progress bar */
+  double start;     /* seconds: when the run starts, set before the go pipe closes */
+} shared_state;
+
+/* The start gate of a child process: where it says it is ready, where it waits. */
+typedef struct start_gate {
+  int ready_fd, go_fd;
+  const shared_state *shared;
+} start_gate;
 
 /* Open loop: this process's request k is due at start + (first + k * stride) / rate
  * seconds. rate 0: closed loop, every request is due at once. */
@@ -102,19 +119,34 @@ typedef struct client_counts {
   int64_t done, connections, delayed;
 } client_counts;
 
-/* Runs `requests` requests on `concurrency` clients in this process, on schedule `sc`.
- * `latency_ms` has room for `requests` samples; `progress` is bumped per finished
- * request. Returns 0, or -1 with `err` when curl could not be set up. */
-static int run_clients(const bench_params *p, const schedule *sc, const char *body, size_t body_size,
-                       int64_t requests, int concurrency, client_counts *out, double *latency_ms,
-                       volatile int64_t *progress, char *err, size_t err_size) {
+/* A child: says it is ready (whether or not its set-up worked) and waits until the
+ * parent closes the go pipe. Returns the start time the parent set. */
+static double pass_gate(const start_gate *gate) {
+  char byte = 1;
+  while (write(gate->ready_fd, &byte, 1) < 0 && errno == EINTR) {}
+  while (read(gate->go_fd, &byte, 1) < 0 && errno == EINTR) {}
+  double start;
+  __atomic_load(&gate->shared->start, &start, __ATOMIC_ACQUIRE);
+  return start;
+}
+
+/* Runs `requests` requests on `concurrency` clients in this process, on schedule `sc`,
+ * whose start is set once the clients are made: now, or by the parent after `gate`
+ * (a child process). `latency_ms` has room for `requests` samples; `progress` is
+ * bumped per finished request. Returns 0, or -1 with `err` when curl could not be set
+ * up. */
+static int run_clients(const bench_params *p, schedule *sc, const start_gate *gate, const char *body,
+                       size_t body_size, int64_t requests, int concurrency, client_counts *out,
+                       double *latency_ms, volatile int64_t *progress, char *err, size_t err_size) {
   out->done = out->connections = out->delayed = 0;
-  if (requests <= 0) return 0;
-  if (concurrency > requests) concurrency = (int)requests;
-  if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+  if (requests <= 0 || curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+    if (gate) pass_gate(gate); /* the parent waits for every child */
+    if (requests <= 0) return 0;
     snprintf(err, err_size, "curl_global_init failed");
     return -1;
   }
+  if (concurrency > requests) concurrency = (int)requests;
+  bool gated = false;
   CURLM *multi = curl_multi_init();
   client *clients = calloc((size_t)concurrency, sizeof *clients);
   client **idle = calloc((size_t)concurrency, sizeof *idle); /* a stack of free clients */
@@ -153,6 +185,8 @@ static int run_clients(const bench_params *p, const schedule *sc, const char *bo
     curl_easy_setopt(e, CURLOPT_PRIVATE, (void *)&clients[i]);
   }
   for (int i = 0; i < concurrency; i++) idle[i] = &clients[concurrency - 1 - i];
+  gated = true;
+  sc->start = gate ? pass_gate(gate) : bench__now();
   int n_idle = concurrency;
   int64_t started = 0;
   double freed_at = 0; /* open loop: when the last time all clients were busy ended */
@@ -222,6 +256,7 @@ out:
   curl_slist_free_all(headers);
   if (multi) curl_multi_cleanup(multi);
   curl_global_cleanup();
+  if (gate && !gated) pass_gate(gate);
   return rc;
 }
 
@@ -259,32 +294,39 @@ int bench_server_run(const bench_params *p, bench_result *r, char *err, size_t e
   int processes = p->processes < 1 ? 1 : p->processes;
   if (processes > concurrency) processes = concurrency;
   r->latency_ms = malloc((size_t)p->requests * sizeof(double));
-  volatile int64_t *progress =
-      mmap(NULL, sizeof(int64_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (!r->latency_ms || progress == MAP_FAILED) {
+  shared_state *shared = mmap(NULL, sizeof *shared, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (!r->latency_ms || shared == MAP_FAILED) {
     snprintf(err, err_size, "out of memory");
     free(body);
     free(r->latency_ms);
     r->latency_ms = NULL;
+    if (shared != MAP_FAILED) munmap(shared, sizeof *shared);
     return -1;
   }
-  *progress = 0;
+  *shared = (shared_state){0};
+  volatile int64_t *progress = &shared->progress;
   int rc = 0;
-  /* open loop over processes: the schedule starts once the children are forked */
-  double start = bench__now() + (p->request_rate > 0 && processes > 1 ? 0.05 : 0);
-  schedule sc = {.start = start, .rate = p->request_rate, .first = 0, .stride = 1};
+  schedule sc = {.rate = p->request_rate, .first = 0, .stride = 1};
   if (processes == 1) {
     bench__sampler *sampler = bench__sampler_start(progress, p->requests);
     client_counts counts = {.status_count = r->status_count};
-    rc = run_clients(p, &sc, body, body_size, p->requests, concurrency, &counts, r->latency_ms, progress, err,
+    rc = run_clients(p, &sc, NULL, body, body_size, p->requests, concurrency, &counts, r->latency_ms, progress, err,
                      err_size);
     r->done = counts.done, r->connections = counts.connections, r->delayed = counts.delayed;
-    r->seconds = bench__now() - start;
+    r->seconds = bench__now() - sc.start;
     bench__sampler_stop(sampler, &r->peak_cpu_percent, &r->peak_memory_percent);
   } else {
     pid_t pids[processes];
     int fds[processes];
     int forked = 0;
+    int go[2];
+    if (pipe(go) != 0) {
+      snprintf(err, err_size, "pipe: %s", strerror(errno));
+      munmap(shared, sizeof *shared);
+      free(body);
+      bench_result_free(r);
+      return -1;
+    }
     fflush(NULL);
     for (int i = 0; i < processes; i++) {
       int64_t n = p->requests / processes + (i < p->requests % processes);
@@ -299,13 +341,16 @@ int bench_server_run(const bench_params *p, bench_result *r, char *err, size_t e
       }
       if (pid == 0) {
         close(pipefd[0]);
+        close(go[1]);
         for (int k = 0; k < forked; k++) close(fds[k]);
         static worker_record record;
         double *samples = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
         client_counts counts = {.status_count = record.status_count};
-        schedule mine = {.start = start, .rate = p->request_rate, .first = i, .stride = processes};
+        schedule mine = {.rate = p->request_rate, .first = i, .stride = processes};
+        start_gate gate = {.ready_fd = pipefd[1], .go_fd = go[0], .shared = shared};
         char child_err[256];
-        record.failed = !samples || run_clients(p, &mine, body, body_size, n, c, &counts, samples, progress,
+        if (!samples) pass_gate(&gate);
+        record.failed = !samples || run_clients(p, &mine, &gate, body, body_size, n, c, &counts, samples, progress,
                                                 child_err, sizeof child_err) != 0;
         record.samples = counts.done;
         record.connections = counts.connections;
@@ -318,8 +363,17 @@ int bench_server_run(const bench_params *p, bench_result *r, char *err, size_t e
       pids[forked] = pid;
       fds[forked++] = pipefd[0];
     }
-    bench__sampler *sampler = bench__sampler_start(progress, p->requests);
+    close(go[0]);
+    /* the gate: every child has made its clients (or died: then its pipe is at EOF) */
     int failed = forked < processes;
+    for (int i = 0; i < forked; i++) {
+      char ready;
+      if (read_all(fds[i], &ready, 1) != 0) failed = 1;
+    }
+    bench__sampler *sampler = bench__sampler_start(progress, p->requests);
+    double start = bench__now();
+    __atomic_store(&shared->start, &start, __ATOMIC_RELEASE);
+    close(go[1]);
     for (int i = 0; i < forked; i++) {
       static worker_record record;
       if (read_all(fds[i], &record, sizeof record) != 0 || record.samples < 0 ||
@@ -343,7 +397,7 @@ int bench_server_run(const bench_params *p, bench_result *r, char *err, size_t e
       rc = -1;
     }
   }
-  munmap((void *)progress, sizeof(int64_t));
+  munmap(shared, sizeof *shared);
   free(body);
   if (rc != 0) bench_result_free(r);
   return rc;
