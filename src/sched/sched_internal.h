@@ -84,6 +84,12 @@ struct sched_model {
   pthread_mutex_t manage; /* serializes scale, drain and free (never taken by workers) */
 };
 
+/* How many queued requests end a held batch: batch_size, or job_queue_size when the
+ * queue is shorter (a full queue is as full as the batch can get). */
+static inline int sched__fill_target(const struct sched_model *m) {
+  return m->params.job_queue_size < m->params.batch_size ? m->params.job_queue_size : m->params.batch_size;
+}
+
 /* sched_worker.c */
 void *sched__worker_main(void *arg);
 /* pthread_cond_timedwait until `until`, seconds on the core_now_seconds() clock (the

@@ -319,7 +319,7 @@ inferd_code sched_submit(sched_model *m, sched_request *r) {
   m->count++;
   m->accepted++;
   if (m->forming) {
-    if (m->count >= m->params.batch_size) pthread_cond_signal(&m->fill);
+    if (m->count >= sched__fill_target(m)) pthread_cond_signal(&m->fill);
   } else if (m->idle > 0) {
     pthread_cond_signal(&m->work);
   }

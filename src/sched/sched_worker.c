@@ -39,7 +39,9 @@
  *     queued because every worker was busy: the model is saturated. If there are
  *     fewer than batch_size, it may hold the batch open on `fill` (one worker at a
  *     time; others that come back meanwhile go idle) until the first of:
- *       the queue holds batch_size requests          -> dispatch a full batch,
+ *       the queue holds batch_size requests          -> dispatch a full batch
+ *         (or job_queue_size, when that is smaller: a full queue cannot grow, and
+ *         every submit meanwhile would be refused),
  *       the oldest queued request has waited max_batch_delay_ms -> dispatch (§5),
  *       another worker becomes idle                  -> dispatch: capacity is free,
  *       drain or stop.
@@ -302,7 +304,7 @@ static bool rebind_due_locked(const sched_worker *w) { return w->placement != w-
 /* Waits for and takes the next batch (see DESIGN). Caller holds the model's lock. */
 static take_result worker_take_locked(sched_worker *w, batch_take *t) {
   sched_model *m = w->model;
-  const int batch_size = m->params.batch_size;
+  const int batch_size = m->params.batch_size, fill = sched__fill_target(m);
   /* Requests already waiting as this worker comes back: the model is saturated. */
   bool saturated = m->count > 0;
   for (;;) {
@@ -320,14 +322,14 @@ static take_result worker_take_locked(sched_worker *w, batch_take *t) {
       if (m->count > 0 && m->idle > 0) pthread_cond_signal(&m->work); /* it may have been woken for them */
       return TAKE_REBIND;
     }
-    if (!saturated || m->count >= batch_size || m->params.max_batch_delay_ms == 0 || m->draining || m->idle > 0)
+    if (!saturated || m->count >= fill || m->params.max_batch_delay_ms == 0 || m->draining || m->idle > 0)
       break;
     /* Hold the partial batch open until it fills, the oldest has waited
      * max_batch_delay, a peer goes idle, or we must stop or re-bind. */
     double until = m->ring[m->head]->enqueue_time + m->params.max_batch_delay_ms * 1e-3;
     m->forming = true;
     w->state = SCHED_WORKER_READY;
-    while (!w->stop && !rebind_due_locked(w) && !m->draining && m->count > 0 && m->count < batch_size &&
+    while (!w->stop && !rebind_due_locked(w) && !m->draining && m->count > 0 && m->count < fill &&
            m->idle == 0 && core_now_seconds() < until)
       sched__wait_until(&m->fill, &m->lock, until);
     m->forming = false;

@@ -1099,17 +1099,47 @@ static void test_max_batch_delay(void **state) {
   check_all(&h);
   sched_model_free(m);
 
+  /* A queue shorter than the batch: a full queue is a full batch, so a saturated worker
+   * takes it at once instead of holding it open (every submit meanwhile would be a 503). */
+  p.batch_size = 8;
+  p.job_queue_size = 4;
+  p.workers = 1;
+  p.max_batch_delay_ms = 5000;
+  m = start_model(&p);
+  gate_close(&h);
+  hold_one_worker(&h, m, 19);
+  test_req *queued[4];
+  for (int i = 0; i < 4; i++) assert_int_equal(submit(m, queued[i] = new_req(&h, 20 + i, false)), INFERD_OK);
+  pthread_mutex_lock(&h.lock);
+  batches_before = h.n_batches;
+  pthread_mutex_unlock(&h.lock);
+  gate_open(&h);
+  assert_true(wait_completed(&h, 20));
+  double held = queued[0]->req.start_time - queued[0]->req.enqueue_time;
+  if (held > 2.5) {
+    print_error("a full queue of 4 (batch 8) was held %.3f s; max_batch_delay is 5 s\n", held);
+    fail();
+  }
+  pthread_mutex_lock(&h.lock);
+  assert_int_equal(h.n_batches, batches_before + 1);
+  assert_int_equal(h.batch_sizes[batches_before], 4);
+  pthread_mutex_unlock(&h.lock);
+  check_all(&h);
+  sched_model_free(m);
+  p.batch_size = 4;
+  p.job_queue_size = 64;
+
   /* max_batch_delay 0: never holds */
   p.workers = 1;
   p.max_batch_delay_ms = 0;
   m = start_model(&p);
   gate_close(&h);
-  hold_one_worker(&h, m, 17);
-  test_req *quick = new_req(&h, 18, false);
+  hold_one_worker(&h, m, 23);
+  test_req *quick = new_req(&h, 24, false);
   assert_int_equal(submit(m, quick), INFERD_OK);
   opened = core_now_seconds();
   gate_open(&h);
-  assert_true(wait_completed(&h, 17));
+  assert_true(wait_completed(&h, 22));
   assert_true(quick->req.start_time - opened < 0.5);
   check_all(&h);
   sched_model_free(m);
