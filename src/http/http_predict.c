@@ -42,8 +42,11 @@
  * mapping of a failed job to 504 / 503 / 500.
  *
  * Memory: jobs (with their input and output slots: 602 KB for a 224x224 image) are
- * recycled per HTTP thread; after warm-up a prediction allocates only from h2o's
- * request pool. The number of jobs alive is bounded by the requests in flight, which
+ * recycled per HTTP thread; after warm-up a prediction allocates from h2o's request
+ * pool and makes one small malloc: the dispose hook (http__job_wait), which h2o 2.2
+ * can only attach as a shared pool entry, and h2o_mem_alloc_shared mallocs each (the
+ * one callback h2o runs when a request is gone; its memory is freed with free()). The
+ * number of jobs alive is bounded by the requests in flight, which
  * the models' job_queue_size and batch sizes bound.
  *
  * Threading: everything here runs on the loop thread that owns the request, except
