@@ -580,6 +580,10 @@ inferd_code http__registry_unregister(http__registry *r, const char *name, const
   if (code != INFERD_OK) return code;
   core_log(CORE_LOG_INFO, "model %s version %s unregistered; draining its queue", m->name, m->version);
   sched_model_drain(m->sched); /* queued requests are answered; new ones can no longer find it */
+  /* Its series leave /metrics now, not when its last answer has been sent from an HTTP
+   * thread (http__model_destroy), so that the same name and version can be registered
+   * again as soon as this unregister is answered. */
+  if (m->metrics) metrics_model_detach(m->server->metrics, m->metrics);
   http__model_release(m);
   return INFERD_OK;
 }

@@ -131,6 +131,10 @@ typedef struct metrics_model_params {
 inferd_code metrics_model_register(metrics_registry *r, const metrics_model_params *params, metrics_model **out,
                                    inferd_status *status);
 void metrics_model_unregister(metrics_registry *r, metrics_model *m);
+/* Takes a model's series out of the registry (no longer rendered, and its name and
+ * version may be registered again) while threads may still update it; free it later
+ * with metrics_model_unregister. Detaching twice is harmless. */
+void metrics_model_detach(metrics_registry *r, metrics_model *m);
 
 /* Updates; any thread, no lock, no allocation. Latencies are in microseconds. */
 void metrics_model_response(metrics_model *m, int http_status);      /* a response to a request for m */

@@ -139,7 +139,7 @@ inferd_code metrics_model_register(metrics_registry *r, const metrics_model_para
   return INFERD_OK;
 }
 
-void metrics_model_unregister(metrics_registry *r, metrics_model *m) {
+void metrics_model_detach(metrics_registry *r, metrics_model *m) {
   if (!m) return;
   pthread_mutex_lock(&r->lock);
   for (metrics_model **p = &r->models; *p; p = &(*p)->next)
@@ -147,7 +147,13 @@ void metrics_model_unregister(metrics_registry *r, metrics_model *m) {
       *p = m->next;
       break;
     }
+  m->next = NULL;
   pthread_mutex_unlock(&r->lock);
+}
+
+void metrics_model_unregister(metrics_registry *r, metrics_model *m) {
+  if (!m) return;
+  metrics_model_detach(r, m);
   free(m->name);
   free(m->version);
   free(m);

@@ -293,7 +293,21 @@ static void test_register_errors(void **state) {
   metrics_model_unregister(r, m);
   /* Unregistered, the name may come back. */
   assert_int_equal(metrics_model_register(r, &(metrics_model_params){.name = "a"}, &m, &st), INFERD_OK);
-  metrics_registry_free(r); /* frees both models */
+  /* Detached (a model unregistered while its last requests finish), the name may come
+   * back at once, the old series still take updates and are no longer rendered. */
+  metrics_model *old = m;
+  metrics_model_response(old, 200);
+  metrics_model_detach(r, old);
+  metrics_model_detach(r, old);
+  metrics_model_response(old, 200);
+  assert_int_equal(metrics_model_register(r, &(metrics_model_params){.name = "a"}, &m, &st), INFERD_OK);
+  metrics_buffer b = {0};
+  assert_int_equal(metrics_render(r, &b, &st), INFERD_OK);
+  assert_null(strstr(b.data, "code=\"200\""));
+  assert_non_null(strstr(b.data, "model_name=\"a\""));
+  metrics_buffer_free(&b);
+  metrics_model_unregister(r, old);
+  metrics_registry_free(r); /* frees the two registered models */
 }
 
 /* ==== concurrency: exact counts ========================================================= */
