@@ -116,7 +116,8 @@ inferd_code engine_weights_mark(inferd_model *m, inferd_status *st) {
   }
   for (int v = 0; v < g->n_values; v++) {
     const ir_value *x = &g->values[v];
-    bool constant = x->data && x->producer == IR_NONE && !x->is_input && !x->is_output;
+    /* an attribute's tensor has no consumers but is read by its node at every plan */
+    bool constant = x->data && x->producer == IR_NONE && !x->is_input && !x->is_output && !x->is_attr;
     m->weight_only[v] = constant && weight_reads[v] == x->consumers;
     if (constant && x->consumers == 0) ir_graph_release_data(m->graph, v);
   }

@@ -58,6 +58,8 @@ typedef struct ir_value {
   int producer; /* node index, or IR_NONE */
   int consumers; /* number of node inputs reading it (graph outputs not counted) */
   bool is_input, is_output;
+  bool is_attr; /* a node attribute's tensor (Constant's value, ConstantOfShape's value):
+                   read through its node's attribute, never a node input */
 } ir_value;
 
 typedef struct ir_node {

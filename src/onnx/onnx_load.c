@@ -300,6 +300,7 @@ static inferd_code convert_attrs(ir_graph *g, const Onnx__NodeProto *np, ir_node
       snprintf(what, sizeof what, "node '%s' attribute '%s'", n->name, a->name);
       inferd_code rc = tensor_to_value(g, ap->t, what, &g->values[idx], st);
       if (rc != INFERD_OK) return rc;
+      g->values[idx].is_attr = true;
       a->tensor = idx;
     }
   }
@@ -313,9 +314,13 @@ static inferd_code fold_constant_node(ir_graph *g, ir_node *n, inferd_status *st
   ir_value *out = &g->values[n->outputs[0]];
   const ir_attr *a = &n->attrs[0];
   if (a->type == IR_ATTR_TENSOR) {
-    const ir_value *t = &g->values[a->tensor];
+    /* The bytes move to the output, which owns them from now on (its release may drop
+     * their pages); the dead node's attribute keeps no pointer to them. */
+    ir_value *t = &g->values[a->tensor];
     out->dtype = t->dtype, out->rank = t->rank, out->data = t->data, out->nbytes = t->nbytes;
     memcpy(out->dims, t->dims, sizeof out->dims);
+    t->data = NULL;
+    t->nbytes = 0;
   } else if (a->type == IR_ATTR_FLOAT || a->type == IR_ATTR_INT) {
     size_t es = a->type == IR_ATTR_FLOAT ? 4 : 8;
     out->dtype = a->type == IR_ATTR_FLOAT ? INFERD_DTYPE_FLOAT : INFERD_DTYPE_INT64;
