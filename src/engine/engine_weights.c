@@ -61,29 +61,17 @@ static bool same_dims(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b) 
   return true;
 }
 
-inferd_code engine_weight_get(inferd_model *m, int value, const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *md,
-                              const void **out, inferd_status *st) {
+/* Makes the copy of `value` read through `src` in layout `md`, reordered from `from`
+ * (laid out as `from_md`), and adds it to the weight's copies. */
+static inferd_code weight_store(inferd_model *m, int value, const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *md,
+                                const dnnl_memory_desc_t *from_md, const void *from, const void **out,
+                                inferd_status *st) {
   const ir_value *v = &m->graph->values[value];
-  weight_copy *from = NULL;
-  for (weight_copy *w = m->weights[value]; w; w = w->next) {
-    if (!dnnl_memory_desc_equal(&w->src, src)) continue;
-    if (dnnl_memory_desc_equal(&w->md, md)) {
-      *out = w->data;
-      return INFERD_OK;
-    }
-    if (same_dims(&w->md, md)) from = w;
-  }
-  if (!v->data && !from)
-    return core_fail(st, INFERD_INTERNAL, "weight '%s': no copy left to reorder from", v->name);
-  if (dnnl_memory_desc_get_size(src) > v->nbytes && v->data)
-    return core_fail(st, INFERD_INVALID_ARG, "weight '%s': %zu bytes, its use needs %zu", v->name, v->nbytes,
-                     dnnl_memory_desc_get_size(src));
   size_t size = dnnl_memory_desc_get_size(md);
   weight_copy *w = core_arena_alloc(m->weight_arena, sizeof *w, 64);
   void *data = w ? core_arena_alloc(m->weight_arena, size ? size : 1, 64) : NULL;
   if (!data) return core_fail(st, INFERD_NO_MEMORY, "out of memory for weight '%s'", v->name);
-  inferd_code rc = from ? engine_reorder_now(m, &from->md, from->data, md, data, st)
-                        : engine_reorder_now(m, src, v->data, md, data, st);
+  inferd_code rc = engine_reorder_now(m, from_md, from, md, data, st);
   if (rc != INFERD_OK) {
     core_status_prefix(st, "weight '%s'", v->name);
     return rc;
@@ -97,6 +85,47 @@ inferd_code engine_weight_get(inferd_model *m, int value, const dnnl_memory_desc
   if (m->weight_only[value] && v->consumers == 1) ir_graph_release_data(m->graph, value);
   *out = data;
   return INFERD_OK;
+}
+
+/* The plain bytes are gone (released after the first reorder) and no copy was made from
+ * this view of them: a plan of another batch size reads the weight in another shape
+ * (a MatMul that is 2-D at batch 1 and 3-D at batch 3 reads [K,N] then [1,K,N]). Any
+ * copy whose view covers all the bytes gives them back: reordered into its own view's
+ * layout, it is the original bytes, which the new view then reads. Load-time only. */
+static inferd_code weight_from_other_view(inferd_model *m, int value, const dnnl_memory_desc_t *src,
+                                          const dnnl_memory_desc_t *md, const void **out, inferd_status *st) {
+  const ir_value *v = &m->graph->values[value];
+  const weight_copy *w = m->weights[value];
+  while (w && dnnl_memory_desc_get_size(&w->src) != v->nbytes) w = w->next;
+  if (!w || dnnl_memory_desc_get_size(src) > v->nbytes)
+    return core_fail(st, INFERD_INTERNAL, "weight '%s': no copy left to reorder from", v->name);
+  void *plain = malloc(v->nbytes ? v->nbytes : 1);
+  if (!plain) return core_fail(st, INFERD_NO_MEMORY, "out of memory for weight '%s'", v->name);
+  inferd_code rc = engine_reorder_now(m, &w->md, w->data, &w->src, plain, st);
+  if (rc == INFERD_OK) rc = weight_store(m, value, src, md, src, plain, out, st);
+  else core_status_prefix(st, "weight '%s'", v->name);
+  free(plain);
+  return rc;
+}
+
+inferd_code engine_weight_get(inferd_model *m, int value, const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *md,
+                              const void **out, inferd_status *st) {
+  const ir_value *v = &m->graph->values[value];
+  weight_copy *from = NULL;
+  for (weight_copy *w = m->weights[value]; w; w = w->next) {
+    if (!dnnl_memory_desc_equal(&w->src, src)) continue;
+    if (dnnl_memory_desc_equal(&w->md, md)) {
+      *out = w->data;
+      return INFERD_OK;
+    }
+    if (same_dims(&w->md, md)) from = w;
+  }
+  if (!v->data && !from) return weight_from_other_view(m, value, src, md, out, st);
+  if (dnnl_memory_desc_get_size(src) > v->nbytes && v->data)
+    return core_fail(st, INFERD_INVALID_ARG, "weight '%s': %zu bytes, its use needs %zu", v->name, v->nbytes,
+                     dnnl_memory_desc_get_size(src));
+  return from ? weight_store(m, value, src, md, &from->md, from->data, out, st)
+              : weight_store(m, value, src, md, src, v->data, out, st);
 }
 
 inferd_code engine_weights_mark(inferd_model *m, inferd_status *st) {

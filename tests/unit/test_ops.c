@@ -2291,6 +2291,20 @@ static void test_matmul_3d_by_constant_2d(void **state) {
   check_graph(b);
 }
 
+/* Regression: a weight read in another shape at another batch size. Squeeze without
+ * axes (torch's x.squeeze() exports so) makes the MatMul 2-D at batch 1 and 3-D at batch
+ * 3, so the weight is read as [6,5], then as [1,6,5]; batch 3 failed with "no copy left
+ * to reorder from" once batch 1 had released the plain copy. */
+static void test_matmul_weight_read_in_two_shapes(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 1, 4, 6));
+  b_random(b, "w", DIMS(6, 5), -1.0f, 1.0f);
+  b_node(b, "Squeeze", IN("x", ""), OUT("s"), NULL);
+  b_node(b, "MatMul", IN("s", "w"), OUT("y"), NULL);
+  b_output(b, "y");
+  check_graph(b);
+}
+
 /* batched 3-D MatMul of two run-time tensors: x [N,4,6] times its transpose [N,6,4] */
 static void test_matmul_3d_batched_runtime(void **state) {
   builder *b = b_new(__func__);
@@ -2912,6 +2926,7 @@ int main(void) {
       cmocka_unit_test(test_gemm_no_bias_relu),
       cmocka_unit_test(test_matmul_2d),
       cmocka_unit_test(test_matmul_3d_by_constant_2d),
+      cmocka_unit_test(test_matmul_weight_read_in_two_shapes),
       cmocka_unit_test(test_matmul_3d_batched_runtime),
       cmocka_unit_test(test_matmul_3d_two_inputs),
       cmocka_unit_test(test_flatten_after_conv),
