@@ -205,32 +205,36 @@ static inferd_code tensor_to_value(ir_graph *g, const Onnx__TensorProto *t, cons
     if (!v->data) v->data = core_arena_alloc(g->arena, 1, 16);
     return v->data ? INFERD_OK : core_fail(st, INFERD_NO_MEMORY, "%s: out of memory", what);
   }
-  /* typed repeated fields: float_data, int64_data, int32_data (also for 8-bit and bool) */
+  /* typed repeated fields: float_data, int64_data, int32_data (also for 8-bit and bool).
+   * The unpacked arrays are in the graph's arena already: the value points at them
+   * when their element type is the tensor's (a copy would hold the weights twice). */
   size_t have;
-  v->data = core_arena_alloc(g->arena, v->nbytes ? v->nbytes : 1, 64);
-  if (!v->data) return core_fail(st, INFERD_NO_MEMORY, "%s: out of memory", what);
   switch (v->dtype) {
   case INFERD_DTYPE_FLOAT:
     have = t->n_float_data;
-    if (have == (size_t)count && have) memcpy(v->data, t->float_data, v->nbytes);
+    v->data = t->float_data;
     break;
   case INFERD_DTYPE_INT64:
     have = t->n_int64_data;
-    if (have == (size_t)count && have) memcpy(v->data, t->int64_data, v->nbytes);
+    v->data = t->int64_data;
     break;
   case INFERD_DTYPE_INT32:
     have = t->n_int32_data;
-    if (have == (size_t)count && have) memcpy(v->data, t->int32_data, v->nbytes);
+    v->data = t->int32_data;
     break;
-  default: /* uint8, int8, bool: one element per int32 */
+  default: /* uint8, int8, bool: one element per int32, converted below */
     have = t->n_int32_data;
-    if (have == (size_t)count)
-      for (size_t i = 0; i < have; i++) ((uint8_t *)v->data)[i] = (uint8_t)t->int32_data[i];
+    v->data = NULL;
     break;
   }
   if (have != (size_t)count)
     return core_fail(st, INFERD_INVALID_ARG, "%s: has %zu elements, shape %s needs %lld", what, have, shape,
                      (long long)count);
+  if (v->data && have) return INFERD_OK;
+  v->data = core_arena_alloc(g->arena, v->nbytes ? v->nbytes : 1, 64); /* converted, or no elements */
+  if (!v->data) return core_fail(st, INFERD_NO_MEMORY, "%s: out of memory", what);
+  if (esize == 1)
+    for (size_t i = 0; i < have; i++) ((uint8_t *)v->data)[i] = (uint8_t)t->int32_data[i];
   return INFERD_OK;
 }
 

@@ -129,6 +129,7 @@ typedef struct builder {
   int64_t opset;  /* 13; a test that changes it does so before adding nodes */
   uint64_t rng;
   float in_lo, in_hi; /* range of the random inputs check_graph feeds */
+  bool typed_data;    /* float and int64 constants as float_data / int64_data, not raw_data */
   int n_inputs, n_outputs, n_consts, n_nodes;
   b_input_rec inputs[B_MAX_IO];
   char outputs[B_MAX_IO][B_NAME];
@@ -375,9 +376,17 @@ static void *b_pack(builder *b, size_t *size) {
     t->dims = c->dims;
     t->has_data_type = 1;
     t->data_type = c->dtype;
-    t->has_raw_data = 1;
-    t->raw_data.len = c->raw_len;
-    t->raw_data.data = c->data;
+    if (b->typed_data && c->dtype == INFERD_DTYPE_FLOAT && c->raw_len == c->nbytes) {
+      t->n_float_data = c->nbytes / sizeof(float);
+      t->float_data = c->data;
+    } else if (b->typed_data && c->dtype == INFERD_DTYPE_INT64 && c->raw_len == c->nbytes) {
+      t->n_int64_data = c->nbytes / sizeof(int64_t);
+      t->int64_data = c->data;
+    } else {
+      t->has_raw_data = 1;
+      t->raw_data.len = c->raw_len;
+      t->raw_data.data = c->data;
+    }
     s->init_ptrs[i] = t;
   }
   for (int i = 0; i < b->n_inputs; i++) pack_value_info(s, i, b->inputs[i].name, &b->inputs[i], &s->in_ptrs[i]);
@@ -1802,6 +1811,31 @@ static void test_batchnorm_fold_releases_originals(void **state) {
              weights_kb);
 }
 
+/* Weights written as float_data (typed repeated fields, as some exporters write them)
+ * run as raw_data ones do, and are held once: loading adds about what the raw_data
+ * model adds. Regression: they were copied out of the unpacked message, which kept its
+ * own array, so the model held its weights twice. */
+static void test_typed_data_weights_held_once(void **state) {
+  long weights_kb, unused;
+  load_growth_kb(conv_stack(__func__, false), &unused); /* oneDNN's first kernels, libraries' pages */
+  long raw = load_growth_kb(conv_stack(__func__, false), &weights_kb);
+  builder *b = conv_stack(__func__, false);
+  b->typed_data = true;
+  long typed = load_growth_kb(b, &unused);
+  if (typed > raw + weights_kb / 2)
+    fail_msg("loading added %ld KB with float_data weights, %ld KB with raw_data (weights: %ld KB)", typed, raw,
+             weights_kb);
+  b = b_new(__func__); /* and they compute the same: a Conv, a Reshape by an int64_data shape */
+  b->typed_data = true;
+  b_input(b, "x", DIMS(0, 3, 4, 4));
+  b_random(b, "w", DIMS(5, 3, 3, 3), -1.0f, 1.0f);
+  b_ints(b, "shape", 2, (const int64_t[]){0, -1});
+  b_node(b, "Conv", IN("x", "w"), OUT("c"), ATTRS(A_INTS("kernel_shape", 3, 3)));
+  b_node(b, "Reshape", IN("c", "shape"), OUT("y"), NULL);
+  b_output(b, "y");
+  check_graph(b);
+}
+
 /* An export without dynamic axes: the input declares batch 1 (a number) and the
  * Reshape's target [1, 16] has it baked in. */
 static builder *fixed_batch_graph(const char *what) {
@@ -2983,6 +3017,7 @@ int main(void) {
       cmocka_unit_test(test_constant_both_operand_and_folded),
       cmocka_unit_test(test_weight_read_two_ways),
       cmocka_unit_test(test_batchnorm_fold_releases_originals),
+      cmocka_unit_test(test_typed_data_weights_held_once),
       cmocka_unit_test(test_fixed_batch_runs_only_that_batch),
       cmocka_unit_test(test_residual_add_broadcasts_conv_output),
       cmocka_unit_test(test_residual_lower_rank),
