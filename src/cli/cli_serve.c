@@ -13,8 +13,11 @@
  * a terminal, systemd, a container and a test all want). --start forks a server that
  * logs to logs/inferd.log, writes its pid to the pid file ($INFERD_PID_FILE, else
  * /tmp/.inferd.pid) and returns once it listens (exit 0) or has failed (exit 1);
- * --stop sends that server SIGTERM and waits until it has exited. A foreground server
- * writes no pid file (stop it with SIGTERM or Ctrl-C), so several can run at once.
+ * --stop sends that server SIGTERM and waits until it has exited; with no server
+ * running it says so and exits 0, as `torchserve --stop` does. --start --foreground
+ * (a container's entry point) writes the pid file and stays in the foreground, as
+ * TorchServe waits on its server then. A foreground server writes no pid file
+ * otherwise (stop it with SIGTERM or Ctrl-C), so several can run at once.
  *
  * Start-up, in order: the machine's topology (hwloc; workers are unpinned when it
  * cannot be read), the HTTP server (sockets bound, HTTP threads running, key_file.json
@@ -26,15 +29,21 @@
  * is at fault): a server that cannot serve what it was told to serve should not look
  * healthy to a load balancer.
  *
- * Stop: SIGTERM or SIGINT drains - new predictions and /ping get 503, requests
- * already accepted are answered (for at most default_response_timeout + 5 s), then
- * the server exits with status 0. Signals are blocked in every thread and taken by
- * the main thread with sigwait, so no handler runs inside a library.
+ * Stop: SIGTERM, SIGINT or SIGHUP (a closed terminal; the JVM runs TorchServe's
+ * shutdown hooks on it) drains - new predictions and /ping get 503, requests already
+ * accepted are answered (for at most default_response_timeout + 5 s), then the server
+ * exits with status 0. A second signal, while models still load or during the drain,
+ * exits at once (status 128 + signal), so a second Ctrl-C always works. Signals are
+ * blocked in every thread and taken by one thread with sigwait, so no handler runs
+ * inside a library; it wakes the main thread through a semaphore.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,15 +105,15 @@ static int stop_server(void) {
   const char *path = pid_file();
   long pid = read_pid(path);
   if (pid > 0 && kill((pid_t)pid, 0) == 0 && !is_inferd(pid)) {
-    fprintf(stderr, "inferd serve: pid %ld of %s is not an inferd server (a stale pid file); not stopping it\n", pid,
-            path);
+    printf("inferd is not currently running: pid %ld of %s is not an inferd server (a stale pid file, removed); "
+           "not stopping it\n", pid, path);
     unlink(path);
-    return 1;
+    return 0;
   }
   if (pid <= 0 || kill((pid_t)pid, 0) != 0) {
-    fprintf(stderr, "inferd serve: no server is running (no live pid in %s)\n", path);
+    printf("inferd is not currently running (no live pid in %s).\n", path);
     if (pid > 0) unlink(path);
-    return 1;
+    return 0;
   }
   if (kill((pid_t)pid, SIGTERM) != 0) {
     fprintf(stderr, "inferd serve: cannot stop pid %ld: %s\n", pid, strerror(errno));
@@ -126,13 +135,18 @@ static int stop_server(void) {
 /* --start: fork a server in its own session; return when it listens or has failed.
  * Returns -1 in the child (which goes on to serve) with *notify_fd set; the exit
  * status in the parent. */
-static int start_background(int *notify_fd) {
+static bool already_running(void) {
   const char *path = pid_file();
   long pid = read_pid(path);
   if (pid > 0 && kill((pid_t)pid, 0) == 0 && is_inferd(pid)) {
     fprintf(stderr, "inferd serve: a server is already running (pid %ld, %s); stop it with --stop\n", pid, path);
-    return 1;
+    return true;
   }
+  return false;
+}
+
+static int start_background(int *notify_fd) {
+  if (already_running()) return 1;
   mkdir(LOG_DIR, 0755);
   int log = open(LOG_FILE, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log < 0) {
@@ -179,6 +193,31 @@ static int start_background(int *notify_fd) {
   return 1;
 }
 
+static sem_t stop_requested;        /* posted by the signal thread at the first stop signal */
+static atomic_int stop_signal;       /* which signal that was */
+static atomic_bool pid_file_written; /* --start: removed again on every way out */
+
+static const char *signal_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM"; }
+
+/* Takes the stop signals: the first asks the main thread to drain (whenever it gets
+ * there: models may still be loading); a second one exits at once. */
+static void *signal_thread(void *arg) {
+  const sigset_t *set = arg;
+  for (int count = 0;; count++) {
+    int sig = 0;
+    if (sigwait(set, &sig) != 0) continue;
+    if (count == 0) {
+      atomic_store(&stop_signal, sig);
+      sem_post(&stop_requested);
+      continue;
+    }
+    core_log(CORE_LOG_WARN, "%s again: exiting without waiting for the drain", signal_name(sig));
+    if (pid_file_written) unlink(pid_file());
+    _exit(128 + sig);
+  }
+  return NULL;
+}
+
 static int fail(const inferd_status *st) {
   core_log(CORE_LOG_ERROR, "%s", st->message);
   fprintf(stderr, "inferd serve: %s\n", st->message);
@@ -203,7 +242,11 @@ int cli_serve(int argc, char **argv) {
     return stop_server();
   }
   int notify_fd = -1;
-  if (cfg.start) {
+  if (cfg.start && cfg.foreground && already_running()) {
+    config_free(&cfg);
+    return 1;
+  }
+  if (cfg.start && !cfg.foreground) {
     int status = start_background(&notify_fd);
     if (status >= 0) {
       config_free(&cfg);
@@ -211,13 +254,22 @@ int cli_serve(int argc, char **argv) {
     }
   }
 
-  /* From here on signals are taken by sigwait; every thread inherits this mask. */
+  /* From here on signals are taken by the signal thread; every thread inherits this mask. */
   signal(SIGPIPE, SIG_IGN);
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+  sem_init(&stop_requested, 0, 0);
+  pthread_t signals;
+  if (pthread_create(&signals, NULL, signal_thread, &stop_signals) != 0) {
+    fprintf(stderr, "inferd serve: cannot start the signal thread\n");
+    config_free(&cfg);
+    return 1;
+  }
+  pthread_detach(signals);
 
   topo *machine = NULL;
   if (topo_new(NULL, &machine, &st) != INFERD_OK) {
@@ -238,8 +290,11 @@ int cli_serve(int argc, char **argv) {
   if (code == INFERD_OK && cfg.start) {
     FILE *f = fopen(pid_file(), "w");
     if (f) fprintf(f, "%ld\n", (long)getpid()), fclose(f);
-    (void)!write(notify_fd, "1", 1);
-    close(notify_fd);
+    atomic_store(&pid_file_written, f != NULL);
+    if (notify_fd >= 0) {
+      (void)!write(notify_fd, "1", 1);
+      close(notify_fd);
+    }
   }
   if (code == INFERD_OK) code = http_server_load_models(server, &st);
   if (code != INFERD_OK) {
@@ -248,10 +303,10 @@ int cli_serve(int argc, char **argv) {
     core_log(CORE_LOG_INFO, "inferd is ready: inference port %d, management port %d, metrics port %d",
              http_server_port(server, HTTP_API_INFERENCE), http_server_port(server, HTTP_API_MANAGEMENT),
              http_server_port(server, HTTP_API_METRICS));
-    int sig = 0;
-    sigwait(&stop_signals, &sig);
-    core_log(CORE_LOG_INFO, "%s: draining (new requests get 503, queued ones are answered)",
-             sig == SIGINT ? "SIGINT" : "SIGTERM");
+    while (sem_wait(&stop_requested) != 0 && errno == EINTR) {
+    }
+    core_log(CORE_LOG_INFO, "%s: draining (new requests get 503, queued ones are answered; a second signal exits now)",
+             signal_name(atomic_load(&stop_signal)));
     http_server_drain(server, (cfg.default_response_timeout + 5) * 1000);
   }
   http_server_free(server);

@@ -7,8 +7,8 @@
 #   Content-Length and chunked), 401 missing / wrong token, 405 wrong method; the
 #   management API (list, describe with workers and cores, register refused without
 #   --enable-model-api); /metrics; /ping still 200 after all the bad requests; SIGTERM
-#   exits 0 and removes key_file.json. Before all that: `serve --stop` with a stale pid
-#   file naming another program's live process leaves that process alone.
+#   exits 0 and removes key_file.json. (--start, --stop and the other signals:
+#   serve_signals.sh.)
 #
 #   serve_basic.sh INFERD SOURCE_DIR WORK_DIR
 set -euo pipefail
@@ -19,21 +19,6 @@ trap serve_cleanup EXIT
 rm -rf "$WORK"
 mkdir -p "$WORK"
 DATA=/usr/lib/python3/dist-packages/skimage/data
-
-# A stale pid file naming a live process that is not inferd: --stop must not signal it.
-sleep 60 &
-STRANGER=$!
-echo "$STRANGER" >"$WORK/stale.pid"
-status=0
-INFERD_PID_FILE="$WORK/stale.pid" "$INFERD" serve --stop 2>"$WORK/stop.err" || status=$?
-if [ "$status" = 1 ] && grep -q "is not an inferd server" "$WORK/stop.err" && kill -0 "$STRANGER" 2>/dev/null; then
-  echo "ok   --stop leaves a stale pid file's process alone: $(cat "$WORK/stop.err")"
-else
-  echo "FAIL: --stop with a stale pid file: exit $status, $(cat "$WORK/stop.err"); the process $(kill -0 "$STRANGER" 2>/dev/null && echo lives || echo was killed)" >&2
-  kill "$STRANGER" 2>/dev/null || true
-  exit 1
-fi
-kill "$STRANGER" && wait "$STRANGER" 2>/dev/null || true
 
 # A JPEG and a PNG of real photos, a corrupt file, a truncated JPEG, an oversized body.
 /usr/bin/python3 - "$DATA" "$WORK" <<'PY'
