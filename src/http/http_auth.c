@@ -3,7 +3,8 @@
  * or disable_token_authorization=true turns it off).
  *
  * At start three random keys are made from /dev/urandom and written to key_file.json
- * in the working directory (mode 0600, replaced atomically), in TorchServe's layout:
+ * in the working directory (mode 0600, replaced atomically through a fresh temporary
+ * file: see write_key_file), in TorchServe's layout:
  *   {"management": {"key": "...", "expiration time": "2024-01-16T22:23:32Z"},
  *    "inference":  {"key": "...", "expiration time": "..."},
  *    "API":        {"key": "..."}}
@@ -99,13 +100,23 @@ static void iso8601(time_t t, char out[32]) {
 }
 
 /* Writes the key file next to its final path, then renames it over (readers never see
- * half a file). Called with the lock held (or before any thread runs). */
+ * half a file). The temporary file is a new one (mkostemp: O_EXCL, a random name), so
+ * neither a file nor a symlink someone put there beforehand can be written through or
+ * leave its mode on the keys; it is made 0600 before a key goes in, as TorchServe
+ * forces rw------- on its key file. Called with the lock held (or before any thread
+ * runs). */
 static inferd_code write_key_file(const char *path, const key_set *ks, inferd_status *st) {
   char tmp[4096];
-  if (snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid()) >= (int)sizeof tmp)
+  if (snprintf(tmp, sizeof tmp, "%s.XXXXXX", path) >= (int)sizeof tmp)
     return core_fail(st, INFERD_INVALID_ARG, "token auth: key file path too long");
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  int fd = mkostemp(tmp, O_CLOEXEC);
   if (fd < 0) return core_fail(st, INFERD_INTERNAL, "token auth: cannot write %s: %s", tmp, strerror(errno));
+  if (fchmod(fd, 0600) != 0) {
+    int err = errno;
+    close(fd);
+    unlink(tmp);
+    return core_fail(st, INFERD_INTERNAL, "token auth: cannot make %s private: %s", tmp, strerror(err));
+  }
   FILE *f = fdopen(fd, "w");
   if (!f) {
     close(fd);

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -673,6 +674,39 @@ static void test_expired_keys_refused(void **state) {
   expect_with_key(f, HTTP_API_MANAGEMENT, "GET /models", key, 401);
 }
 
+/* The key file is private and rewritten through a fresh temporary file. Regression:
+ * the temporary name was key_file.json.tmp<pid>, opened without O_EXCL, so a file or a
+ * symlink planted there beforehand kept its mode on the keys or was written through. */
+static void test_key_file_private(void **state) {
+  server_fixture *f = *state;
+  struct stat sb;
+  assert_int_equal(stat(f->key_file, &sb), 0);
+  assert_int_equal(sb.st_mode & 0777, 0600);
+  char victim[192], planted[192];
+  snprintf(victim, sizeof victim, "%s/victim", f->dir);
+  snprintf(planted, sizeof planted, "%s.tmp%ld", f->key_file, (long)getpid());
+  FILE *out = fopen(victim, "w");
+  assert_non_null(out);
+  fputs("untouched\n", out);
+  fclose(out);
+  assert_int_equal(symlink(victim, planted), 0);
+  char key[64];
+  time_t expires;
+  read_key(f, "API", key, sizeof key, &expires);
+  expect_with_key(f, HTTP_API_MANAGEMENT, "GET /token?type=inference", key, 200);
+  char text[64] = {0};
+  FILE *in = fopen(victim, "r");
+  assert_non_null(in);
+  assert_non_null(fgets(text, sizeof text, in));
+  fclose(in);
+  assert_string_equal(text, "untouched\n");
+  assert_int_equal(lstat(f->key_file, &sb), 0);
+  assert_true(S_ISREG(sb.st_mode));
+  assert_int_equal(sb.st_mode & 0777, 0600);
+  unlink(planted);
+  unlink(victim);
+}
+
 static void test_server_drain(void **state) {
   server_fixture *f = *state;
   http_server_drain(f->server, 1000);
@@ -691,6 +725,7 @@ int main(void) {
       cmocka_unit_test(test_json_arena_outside_objects),
       cmocka_unit_test_setup_teardown(test_server_routes, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_server_drain, server_setup, server_teardown),
+      cmocka_unit_test_setup_teardown(test_key_file_private, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_keys_live_token_expiration_min, server_setup_half_minute_keys,
                                       server_teardown),
       cmocka_unit_test_setup_teardown(test_expired_keys_refused, server_setup_expired_keys, server_teardown),
