@@ -29,7 +29,10 @@
 
 #include "inferd/inferd.h"
 
-enum { CONFIG_HOST_MAX = 256 };
+enum {
+  CONFIG_HOST_MAX = 256,
+  CONFIG_MAX_WORKERS = 256, /* workers per model: the scheduler's SCHED_MAX_WORKERS */
+};
 
 /* inference_address, management_address, metrics_address:
  * "http://127.0.0.1:8080", "https://0.0.0.0:8443", "http://[::1]:8080", "127.0.0.1:8080"

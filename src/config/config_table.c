@@ -50,7 +50,7 @@ static const config__option options[] = {
     {"models", NULL, NULL, CONFIG_T_MODELS, 0, AT(models), 0, 0, NULL,
      "per-model settings, JSON: {\"NAME\": {\"VERSION\": {\"marName\", \"batchSize\", \"maxBatchDelay\", "
      "\"responseTimeout\", \"minWorkers\", \"maxWorkers\", \"defaultVersion\"}}}"},
-    {"default_workers_per_model", NULL, NULL, CONFIG_T_INT, 0, AT(default_workers_per_model), 0, 1024, "0",
+    {"default_workers_per_model", NULL, NULL, CONFIG_T_INT, 0, AT(default_workers_per_model), 0, CONFIG_MAX_WORKERS, "0",
      "workers per model (0: automatic, one per NUMA node on its physical cores)"},
     {"job_queue_size", NULL, NULL, CONFIG_T_INT, 0, AT(job_queue_size), 1, 10000000, "100",
      "requests queued per model; more are answered 503 at once"},
@@ -72,7 +72,8 @@ static const config__option options[] = {
     {"enable_model_api", "--enable-model-api", NULL, CONFIG_T_BOOL, 0, AT(enable_model_api), 0, 0, "false",
      "allow registering and unregistering models through the management API"},
     {"enable_envvars_config", NULL, NULL, CONFIG_T_BOOL, 0, AT(enable_envvars_config), 0, 0, "false",
-     "let TS_<KEY> environment variables set keys (TS_JOB_QUEUE_SIZE=8), above the file and flags"},
+     "let TS_<KEY> environment variables set keys (TS_JOB_QUEUE_SIZE=8; token_expiration_min is "
+     "TS_TOKEN_EXPIRATION_TIME_MIN, as in TorchServe), above the file and flags"},
     {"default_response_timeout", NULL, NULL, CONFIG_T_INT, 0, AT(default_response_timeout), 1, 86400, "120",
      "seconds a request may wait for its answer before 504 (default of responseTimeout)"},
     {"batch_size", NULL, NULL, CONFIG_T_INT, 0, AT(batch_size), 1, 1024, "1",
@@ -396,9 +397,67 @@ static const char *suggest(const char *key) {
   return NULL;
 }
 
-static inferd_code file_entry(void *ctx, const char *key, const char *value, size_t value_size,
-                              const int *value_lines, int line, inferd_status *st) {
-  file_state *fs = ctx;
+/* TorchServe's ConfigManager.resolveEnvVarVals, run on every value of the file: each
+ * $$NAME$$ (NAME two or more characters, none a '$') is replaced by the environment
+ * variable NAME, which must be set. *out is NULL when there is none (the value stands);
+ * else a malloc'd copy with them replaced, NUL-terminated. */
+static inferd_code substitute_env(const char *value, size_t size, const char *source, int line, const char *key,
+                                  char **out, inferd_status *st) {
+  *out = NULL;
+  size_t cap = 0, len = 0;
+  char *text = NULL;
+  for (size_t i = 0; i < size;) {
+    size_t end = i + 2;
+    while (end < size && value[end] != '$') end++;
+    bool match = i + 1 < size && value[i] == '$' && value[i + 1] == '$' && end - (i + 2) >= 2 && end + 1 < size &&
+                 value[end + 1] == '$';
+    const char *piece = value + i;
+    size_t piece_len = 1;
+    char name[256];
+    if (match) {
+      size_t name_len = end - (i + 2);
+      if (name_len >= sizeof name || memchr(value + i + 2, '\0', name_len)) {
+        free(text);
+        return core_fail(st, INFERD_INVALID_ARG, "%s:%d: %s: $$...$$ names no environment variable", source, line, key);
+      }
+      memcpy(name, value + i + 2, name_len);
+      name[name_len] = '\0';
+      piece = getenv(name);
+      if (!piece) {
+        free(text);
+        return core_fail(st, INFERD_INVALID_ARG, "%s:%d: %s: environment variable %s (from $$%s$$) is not set", source,
+                         line, key, name, name);
+      }
+      piece_len = strlen(piece);
+    }
+    if (match || text) {
+      if (!text) { /* the first one: copy what came before it */
+        cap = size + piece_len + 64;
+        if (!(text = malloc(cap))) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
+        memcpy(text, value, i);
+        len = i;
+      }
+      if (len + piece_len + 1 > cap) {
+        cap = (len + piece_len + 1) * 2;
+        char *bigger = realloc(text, cap);
+        if (!bigger) {
+          free(text);
+          return core_fail(st, INFERD_NO_MEMORY, "out of memory");
+        }
+        text = bigger;
+      }
+      memcpy(text + len, piece, piece_len);
+      len += piece_len;
+    }
+    i = match ? end + 2 : i + 1;
+  }
+  if (text) text[len] = '\0';
+  *out = text;
+  return INFERD_OK;
+}
+
+static inferd_code file_entry_value(file_state *fs, const char *key, const char *value, const int *value_lines,
+                                    int line, inferd_status *st) {
   const config__option *opt = config__find_option(key);
   if (!opt) {
     const char *near = suggest(key);
@@ -413,6 +472,21 @@ static inferd_code file_entry(void *ctx, const char *key, const char *value, siz
   fs->set_on_line[index] = line;
   const config__where w = {fs->source, line, value_lines};
   return set_option(fs->cfg, opt, value, &w, st);
+}
+
+static inferd_code file_entry(void *ctx, const char *key, const char *value, size_t value_size,
+                              const int *value_lines, int line, inferd_status *st) {
+  file_state *fs = ctx;
+  char *substituted;
+  inferd_code rc = substitute_env(value, value_size, fs->source, line, key, &substituted, st);
+  if (rc != INFERD_OK) return rc;
+  if (substituted) { /* positions moved: errors name the key's line only */
+    value = substituted;
+    value_lines = NULL;
+  }
+  rc = file_entry_value(fs, key, value, value_lines, line, st);
+  free(substituted);
+  return rc;
 }
 
 inferd_code config_parse_text(config_server *cfg, const char *text, size_t size, const char *source,
@@ -511,6 +585,9 @@ static inferd_code apply_environment(config_server *cfg, inferd_status *st) {
     size_t n = 3;
     for (const char *p = opt->name; *p && n + 1 < sizeof var; p++) var[n++] = (char)toupper((unsigned char)*p);
     var[n] = '\0';
+    /* TorchServe names the variables after its ConfigManager fields, which are TS_<KEY>
+     * but for this one */
+    if (strcmp(opt->name, "token_expiration_min") == 0) snprintf(var, sizeof var, "TS_TOKEN_EXPIRATION_TIME_MIN");
     const char *value = getenv(var);
     if (!value) continue;
     const config__where w = {var, 0, NULL};

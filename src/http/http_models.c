@@ -53,6 +53,8 @@
 #include "archive/archive.h"
 #include "http/http_internal.h"
 
+_Static_assert((int)CONFIG_MAX_WORKERS == (int)SCHED_MAX_WORKERS, "the config's worker range is the scheduler's");
+
 static const char IMAGE_CLASSIFIER[] = "image_classifier";
 /* A model served as tensors only (KServe v2 infer): what a bare .onnx whose input is not
  * an image gets, or what a manifest may name. */

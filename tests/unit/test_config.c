@@ -316,6 +316,34 @@ static void bad_values_name_key_and_line(void **state) {
 }
 
 /* token_expiration_min: TorchServe reads it as a Double (minutes, fractions allowed). */
+/* $$NAME$$ in a value is the environment variable NAME, as TorchServe's
+ * ConfigManager.resolveEnvVarVals does for every value of the file; an unset one is an
+ * error naming it. */
+static void environment_in_values(void **state) {
+  setenv("INFERD_TEST_PORT", "8123", 1);
+  setenv("INFERD_TEST_DIR", "/srv/store", 1);
+  unsetenv("INFERD_TEST_UNSET");
+  config_server cfg = parse_ok("inference_address=http://127.0.0.1:$$INFERD_TEST_PORT$$\n"
+                               "model_store=$$INFERD_TEST_DIR$$/$$INFERD_TEST_PORT$$\n"
+                               "load_models=a$$b.onnx\n");
+  assert_string_equal(cfg.inference_address.host, "127.0.0.1");
+  assert_int_equal(cfg.inference_address.port, 8123);
+  assert_string_equal(cfg.model_store, "/srv/store/8123");
+  assert_int_equal(cfg.load_models.count, 1);
+  assert_string_equal(cfg.load_models.items[0].path, "a$$b.onnx"); /* no closing $$: kept */
+  config_free(&cfg);
+  /* a one-character name is no name (TorchServe's pattern wants two); "$$$" starts one a
+   * character later */
+  cfg = parse_ok("model_store=/p$$X$$/$$$INFERD_TEST_DIR$$\n");
+  assert_string_equal(cfg.model_store, "/p$$X$$/$/srv/store");
+  config_free(&cfg);
+  parse_fails("\nmodel_store=$$INFERD_TEST_UNSET$$\n", INFERD_INVALID_ARG, "test.properties:2: model_store",
+              "INFERD_TEST_UNSET");
+  unsetenv("INFERD_TEST_PORT");
+  unsetenv("INFERD_TEST_DIR");
+  (void)state;
+}
+
 static void token_expiration_minutes(void **state) {
   const struct {
     const char *text;
@@ -624,6 +652,29 @@ static void load_precedence(void **state) {
   assert_int_equal(chdir(cwd), 0);
 }
 
+/* With enable_envvars_config, TS_<KEY> sets a key, but token_expiration_min is read
+ * from TS_TOKEN_EXPIRATION_TIME_MIN (TorchServe's field name); the worker counts stay
+ * within what the scheduler runs (256). */
+static void environment_names_and_worker_range(void **state) {
+  const char *path = write_temp("env.properties", "enable_envvars_config=true\n");
+  char path_copy[128];
+  strcpy(path_copy, path);
+  char *argv[] = {"serve"};
+  config_server cfg;
+  inferd_status st;
+  setenv("TS_TOKEN_EXPIRATION_TIME_MIN", "7", 1);
+  assert_int_equal(config_load(path_copy, 1, argv, &cfg, &st), INFERD_OK);
+  assert_true(cfg.token_expiration_min == 7);
+  config_free(&cfg);
+  unsetenv("TS_TOKEN_EXPIRATION_TIME_MIN");
+  parse_fails("default_workers_per_model=257\n", INFERD_INVALID_ARG, "default_workers_per_model", "256");
+  parse_fails("models={\"m\": {\"1.0\": {\"minWorkers\": 300}}}\n", INFERD_INVALID_ARG, "minWorkers", NULL);
+  config_server ok = parse_ok("default_workers_per_model=256\n");
+  assert_int_equal(ok.default_workers_per_model, 256);
+  config_free(&ok);
+  (void)state;
+}
+
 /* config_write's output reads back to the same values. */
 static void write_round_trip(void **state) {
   const char *text = "model_store= /a path\\\\with=odd:chars #x\n"
@@ -678,6 +729,8 @@ int main(void) {
       cmocka_unit_test(model_names),
       cmocka_unit_test(command_line),
       cmocka_unit_test(load_precedence),
+      cmocka_unit_test(environment_in_values),
+      cmocka_unit_test(environment_names_and_worker_range),
       cmocka_unit_test(write_round_trip),
   };
   return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);
