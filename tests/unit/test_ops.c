@@ -130,6 +130,7 @@ typedef struct builder {
   uint64_t rng;
   float in_lo, in_hi; /* range of the random inputs check_graph feeds */
   bool typed_data;    /* float and int64 constants as float_data / int64_data, not raw_data */
+  bool reversed;      /* b_pack writes the nodes last first, so the loader must sort them */
   int n_inputs, n_outputs, n_consts, n_nodes;
   b_input_rec inputs[B_MAX_IO];
   char outputs[B_MAX_IO][B_NAME];
@@ -365,7 +366,7 @@ static void *b_pack(builder *b, size_t *size) {
     }
     n->n_attribute = (size_t)r->n_attrs;
     n->attribute = s->attr_ptrs[i];
-    s->node_ptrs[i] = n;
+    s->node_ptrs[b->reversed ? b->n_nodes - 1 - i : i] = n;
   }
   for (int i = 0; i < b->n_consts; i++) {
     b_const_rec *c = &b->consts[i];
@@ -2680,6 +2681,43 @@ static void test_activations_after_conv_unfused(void **state) {
   check_graph(b);
 }
 
+/* ==== tests: node order in the file ===================================================================== */
+
+/* ONNX does not require a file's nodes to be sorted: the loader sorts them (onnx_load.c).
+ * These graphs are written last node first (builder.reversed), so every node comes
+ * before its producers in the file. */
+
+/* Sorted, the Sigmoid that also reads the residual runs before the block's second
+ * Conv (in file order it runs last), so the sum may be done in the residual's buffer. */
+static void test_reversed_residual_read_after_add(void **state) {
+  builder *b = b_new(__func__);
+  b->reversed = true;
+  add_stem(b, 5, 24, 6, 6);
+  add_residual_block(b, "x0", "blk", 24, false, "y");
+  b_node(b, "Sigmoid", IN("x0"), OUT("z"), NULL);
+  b_output(b, "y");
+  b_output(b, "z");
+  check_graph(b);
+}
+
+/* A cycle is refused, counting the nodes on it and after it, not the one beside it. */
+static void test_error_cycle(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 3));
+  b_node(b, "Add", IN("x", "b"), OUT("a"), NULL);
+  b_node(b, "Relu", IN("a"), OUT("b"), NULL);
+  b_node(b, "Relu", IN("b"), OUT("y"), NULL);
+  b_node(b, "Sigmoid", IN("x"), OUT("z"), NULL);
+  b_output(b, "y");
+  b_output(b, "z");
+  expect_load_fails(b, INFERD_INVALID_ARG, (const char *const[]){"graph has a cycle", "3 of 4 nodes", NULL});
+  b = b_new(__func__); /* a node reading its own output */
+  b_input(b, "x", DIMS(0, 3));
+  b_node(b, "Add", IN("x", "a"), OUT("a"), NULL);
+  b_output(b, "a");
+  expect_load_fails(b, INFERD_INVALID_ARG, (const char *const[]){"graph has a cycle", "1 of 1 nodes", NULL});
+}
+
 /* ==== tests: error paths ================================================================================ */
 
 static void test_error_unknown_op(void **state) {
@@ -3000,6 +3038,9 @@ int main(void) {
       cmocka_unit_test(test_exp),
       cmocka_unit_test(test_sqrt),
       cmocka_unit_test(test_activations_after_conv_unfused),
+      /* node order in the file */
+      cmocka_unit_test(test_reversed_residual_read_after_add),
+      cmocka_unit_test(test_error_cycle),
       /* error paths */
       cmocka_unit_test(test_residual_through_cast),
       cmocka_unit_test(test_residual_cast_of_graph_input),
