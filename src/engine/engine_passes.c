@@ -18,6 +18,10 @@
  *      Add that follows it, so the whole chain is one oneDNN primitive; the residual
  *      Add becomes a "sum" post-op that accumulates into the other operand's buffer.
  *
+ * The readers of a value are found through an index built once before the passes
+ * (value -> node inputs, "who reads each value" below), not by scanning every node,
+ * which made long chains quadratic.
+ *
  * The sum post-op writes into its residual's buffer in place, so it is fused only
  * when that is safe: the residual is computed before the Conv, every other reader of
  * it runs before the Conv and reads it directly (no view of it lives on), and it is
@@ -25,30 +29,140 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/engine.h"
 
-static int sole_consumer(const ir_graph *g, int v) {
-  if (v == IR_NONE || g->values[v].consumers != 1 || g->values[v].is_output) return IR_NONE;
-  for (int i = 0; i < g->n_nodes; i++) {
-    if (g->nodes[i].dead) continue;
-    for (int k = 0; k < g->nodes[i].n_inputs; k++)
-      if (g->nodes[i].inputs[k] == v) return i;
-  }
-  return IR_NONE;
+/* ---- who reads each value -------------------------------------------------------------- */
+
+/* Value -> the node inputs that read it, so that a pass finds a value's readers without
+ * scanning every node (a scan for each node looked at made loading quadratic: 13.5 s
+ * for an 80,000-node Identity chain). Built once before the passes and kept for all of
+ * them: one entry (node, input slot) per input, in a linked list per value, held in
+ * arrays.
+ *
+ * Invariant: every input slot of a live node that reads v has an entry in v's list.
+ * Entries may be stale (the node died, or that slot is gone or reads another value):
+ * each entry is checked against its node when a list is walked, and the stale ones are
+ * dropped then. So a pass that kills a node or drops an input has nothing to update; a
+ * pass that makes an input read a value must add the entry (uses_add); replace_uses
+ * moves the entries of the inputs it rewires. */
+typedef struct uses {
+  int *first;  /* [cap_values] a value's first entry, -1 for none */
+  int *next;   /* [cap_entries] the next entry of the same value, -1 at the end */
+  int *reader; /* [cap_entries] node index */
+  int *slot;   /* [cap_entries] which of the node's inputs */
+  int cap_values, n_entries, cap_entries;
+} uses;
+
+static void uses_free(uses *u) {
+  free(u->first);
+  free(u->next);
+  free(u->reader);
+  free(u->slot);
 }
 
-static void replace_uses(ir_graph *g, int from, int to) {
-  for (int i = 0; i < g->n_nodes; i++) {
-    if (g->nodes[i].dead) continue;
-    for (int k = 0; k < g->nodes[i].n_inputs; k++)
-      if (g->nodes[i].inputs[k] == from) {
-        g->nodes[i].inputs[k] = to;
-        g->values[from].consumers--;
-        g->values[to].consumers++;
-      }
+/* Makes room for value v: passes add values (folded weights) after the index is built. */
+static bool uses_fit(uses *u, int v) {
+  if (v < u->cap_values) return true;
+  int cap = u->cap_values * 2 > v ? u->cap_values * 2 : v + 1;
+  int *first = realloc(u->first, (size_t)cap * sizeof *first);
+  if (!first) return false;
+  for (int i = u->cap_values; i < cap; i++) first[i] = -1;
+  u->first = first;
+  u->cap_values = cap;
+  return true;
+}
+
+static bool grow(int **array, int cap) {
+  int *a = realloc(*array, (size_t)cap * sizeof *a);
+  if (a) *array = a;
+  return a != NULL;
+}
+
+/* Records that input `slot` of node `reader` reads value v. */
+static bool uses_add(uses *u, int v, int reader, int slot) {
+  if (!uses_fit(u, v)) return false;
+  if (u->n_entries == u->cap_entries) {
+    int cap = u->cap_entries * 2;
+    if (!grow(&u->next, cap) || !grow(&u->reader, cap) || !grow(&u->slot, cap)) return false;
+    u->cap_entries = cap;
   }
+  int e = u->n_entries++;
+  u->reader[e] = reader;
+  u->slot[e] = slot;
+  u->next[e] = u->first[v];
+  u->first[v] = e;
+  return true;
+}
+
+static bool uses_build(const ir_graph *g, uses *u) {
+  *u = (uses){0};
+  int entries = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    if (!g->nodes[i].dead) entries += g->nodes[i].n_inputs;
+  u->cap_values = g->n_values > 0 ? g->n_values : 1;
+  u->cap_entries = entries > 0 ? entries : 1;
+  u->first = malloc((size_t)u->cap_values * sizeof *u->first);
+  u->next = malloc((size_t)u->cap_entries * sizeof *u->next);
+  u->reader = malloc((size_t)u->cap_entries * sizeof *u->reader);
+  u->slot = malloc((size_t)u->cap_entries * sizeof *u->slot);
+  if (!u->first || !u->next || !u->reader || !u->slot) {
+    uses_free(u);
+    return false;
+  }
+  for (int v = 0; v < u->cap_values; v++) u->first[v] = -1;
+  for (int i = g->n_nodes - 1; i >= 0; i--) { /* last node first: lists come out in node order */
+    const ir_node *n = &g->nodes[i];
+    if (n->dead) continue;
+    for (int k = n->n_inputs - 1; k >= 0; k--)
+      if (n->inputs[k] != IR_NONE) uses_add(u, n->inputs[k], i, k); /* cannot fail: sized above */
+  }
+  return true;
+}
+
+/* Drops v's stale entries and returns its first entry: from there on, every entry is an
+ * input of a live node that reads v. */
+static int uses_of(uses *u, const ir_graph *g, int v) {
+  if (v == IR_NONE || v >= u->cap_values) return -1;
+  int *link = &u->first[v];
+  while (*link != -1) {
+    const ir_node *n = &g->nodes[u->reader[*link]];
+    int k = u->slot[*link];
+    if (n->dead || k >= n->n_inputs || n->inputs[k] != v) *link = u->next[*link];
+    else link = &u->next[*link];
+  }
+  return u->first[v];
+}
+
+/* The node that reads v, if one input alone reads it (by v's count of readers) and it
+ * is not a graph output. Should live nodes read it in more inputs than counted, the
+ * first of them in node order, as the scan of all nodes this replaces returned. */
+static int sole_consumer(const ir_graph *g, uses *u, int v) {
+  if (v == IR_NONE || g->values[v].consumers != 1 || g->values[v].is_output) return IR_NONE;
+  int found = IR_NONE;
+  for (int e = uses_of(u, g, v); e != -1; e = u->next[e])
+    if (found == IR_NONE || u->reader[e] < found) found = u->reader[e];
+  return found;
+}
+
+/* Every input of a live node that reads `from` reads `to` instead. */
+static bool replace_uses(ir_graph *g, uses *u, int from, int to) {
+  if (from == to) return true;
+  if (!uses_fit(u, to)) return false;
+  int last = -1;
+  for (int e = uses_of(u, g, from); e != -1; last = e, e = u->next[e]) {
+    g->nodes[u->reader[e]].inputs[u->slot[e]] = to;
+    g->values[from].consumers--;
+    g->values[to].consumers++;
+  }
+  if (last != -1) { /* the entries now belong to `to` */
+    u->next[last] = u->first[to];
+    u->first[to] = u->first[from];
+    u->first[from] = -1;
+  }
+  return true;
 }
 
 static const float *const_float(const ir_graph *g, int v, int64_t count) {
@@ -89,7 +203,7 @@ static inferd_code lookup_ops(inferd_model *m, inferd_status *st) {
   return INFERD_OK;
 }
 
-static inferd_code remove_identities(inferd_model *m, inferd_status *st) {
+static inferd_code remove_identities(inferd_model *m, uses *u, inferd_status *st) {
   ir_graph *g = m->graph;
   for (int i = 0; i < g->n_nodes; i++) {
     ir_node *n = &g->nodes[i];
@@ -107,7 +221,7 @@ static inferd_code remove_identities(inferd_model *m, inferd_status *st) {
     }
     int in = n->inputs[0], out = n->outputs[0];
     if (g->values[out].is_output) continue; /* kept: lowered as a copy */
-    replace_uses(g, out, in);
+    if (!replace_uses(g, u, out, in)) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
     g->values[in].consumers--;
     n->dead = true;
   }
@@ -115,12 +229,12 @@ static inferd_code remove_identities(inferd_model *m, inferd_status *st) {
 }
 
 /* Conv -> BatchNormalization becomes one Conv with scaled weights and a new bias. */
-static inferd_code fold_batchnorm(inferd_model *m, inferd_status *st) {
+static inferd_code fold_batchnorm(inferd_model *m, uses *u, inferd_status *st) {
   ir_graph *g = m->graph;
   for (int i = 0; i < g->n_nodes; i++) {
     ir_node *conv = &g->nodes[i];
     if (conv->dead || m->extra[i].op != OP_CONV || conv->n_outputs != 1) continue;
-    int b = sole_consumer(g, conv->outputs[0]);
+    int b = sole_consumer(g, u, conv->outputs[0]);
     if (b == IR_NONE || m->extra[b].op != OP_BATCHNORM) continue;
     ir_node *bn = &g->nodes[b];
     if (bn->n_inputs != 5 || bn->inputs[0] != conv->outputs[0]) continue;
@@ -166,6 +280,7 @@ static inferd_code fold_batchnorm(inferd_model *m, inferd_status *st) {
     conv->inputs[2] = nb;
     g->values[nw].consumers++;
     g->values[nb].consumers++;
+    if (!uses_add(u, nw, i, 1) || !uses_add(u, nb, i, 2)) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
     for (int k = 1; k < bn->n_inputs; k++) g->values[bn->inputs[k]].consumers--;
     g->values[conv->outputs[0]].consumers--;
     g->values[conv->outputs[0]].producer = IR_NONE;
@@ -237,7 +352,7 @@ static bool near(float a, float b) { return fabsf(a - b) <= 1e-5f * fabsf(b); }
 
 /* x * 0.5 * (1 + erf(x / sqrt(2))), as torch.onnx.export writes nn.GELU before
  * opset 20 (Div, Erf, Add, Mul, Mul), becomes one Gelu node. */
-static void fuse_gelu(inferd_model *m) {
+static void fuse_gelu(inferd_model *m, uses *u) {
   ir_graph *g = m->graph;
   for (int e = 0; e < g->n_nodes; e++) {
     ir_node *erf = &g->nodes[e];
@@ -253,11 +368,11 @@ static void fuse_gelu(inferd_model *m) {
         !near(k, 1.41421356f))
       continue;
     int x = div->inputs[0];
-    int a = sole_consumer(g, erf->outputs[0]);
+    int a = sole_consumer(g, u, erf->outputs[0]);
     if (a == IR_NONE || strcmp(g->nodes[a].op_type, "Add") != 0 || g->nodes[a].n_outputs != 1 ||
         !scalar_operand(g, &g->nodes[a], erf->outputs[0], &k) || !near(k, 1.0f))
       continue;
-    int m1 = sole_consumer(g, g->nodes[a].outputs[0]);
+    int m1 = sole_consumer(g, u, g->nodes[a].outputs[0]);
     if (m1 == IR_NONE || strcmp(g->nodes[m1].op_type, "Mul") != 0 || g->nodes[m1].n_inputs != 2 ||
         g->nodes[m1].n_outputs != 1)
       continue;
@@ -266,7 +381,7 @@ static void fuse_gelu(inferd_model *m) {
     if (!((mul1->inputs[0] == x && mul1->inputs[1] == g->nodes[a].outputs[0]) ||
           (mul1->inputs[1] == x && mul1->inputs[0] == g->nodes[a].outputs[0])))
       continue;
-    int m2 = sole_consumer(g, half_input);
+    int m2 = sole_consumer(g, u, half_input);
     if (m2 == IR_NONE || strcmp(g->nodes[m2].op_type, "Mul") != 0 || g->nodes[m2].n_outputs != 1 ||
         g->nodes[m2].outputs[0] == IR_NONE ||
         !scalar_operand(g, &g->nodes[m2], half_input, &k) || !near(k, 0.5f))
@@ -298,15 +413,14 @@ static bool is_view_op(op_kind op) {
 }
 
 /* Can node `producer` (at index p) add residual r into its output in place? */
-static bool residual_ok(const inferd_model *m, int p, int r, int add) {
+static bool residual_ok(const inferd_model *m, uses *u, int p, int r, int add) {
   const ir_graph *g = m->graph;
   const ir_value *v = &g->values[r];
   if (v->producer == IR_NONE || v->is_output || v->is_input || v->producer >= p) return false;
   if (is_view_op(m->extra[v->producer].op)) return false; /* its buffer is another value's */
-  for (int i = 0; i < g->n_nodes; i++) {
-    if (g->nodes[i].dead || i == add) continue;
-    for (int k = 0; k < g->nodes[i].n_inputs; k++)
-      if (g->nodes[i].inputs[k] == r && (i >= p || is_view_op(m->extra[i].op))) return false;
+  for (int e = uses_of(u, g, r); e != -1; e = u->next[e]) {
+    int i = u->reader[e];
+    if (i != add && (i >= p || is_view_op(m->extra[i].op))) return false;
   }
   return true;
 }
@@ -325,20 +439,20 @@ static void absorb(ir_graph *g, ir_node *producer, int pi, ir_node *consumer, in
   consumer->dead = true;
 }
 
-static void fuse_post_ops(inferd_model *m) {
+static void fuse_post_ops(inferd_model *m, uses *u) {
   ir_graph *g = m->graph;
   for (int i = 0; i < g->n_nodes; i++) {
     ir_node *n = &g->nodes[i];
     node_extra *x = &m->extra[i];
     if (n->dead || (x->op != OP_CONV && x->op != OP_GEMM && x->op != OP_MATMUL) || n->n_outputs != 1) continue;
     for (;;) {
-      int c = sole_consumer(g, n->outputs[0]);
+      int c = sole_consumer(g, u, n->outputs[0]);
       if (c == IR_NONE) break;
       ir_node *cn = &g->nodes[c];
       op_kind cop = m->extra[c].op;
       if (cop == OP_ADD && x->n_fused == 0 && x->op == OP_CONV && cn->n_inputs == 2) {
         int r = cn->inputs[0] == n->outputs[0] ? cn->inputs[1] : cn->inputs[0];
-        if (cn->inputs[0] == cn->inputs[1] || !residual_ok(m, i, r, c)) break;
+        if (cn->inputs[0] == cn->inputs[1] || !residual_ok(m, u, i, r, c)) break;
         x->fused[x->n_fused++] = (fused_op){.kind = FUSED_SUM, .alpha = 1.0f, .residual = r, .conv_out = n->outputs[0]};
         absorb(g, n, i, cn, r);
         continue;
@@ -353,10 +467,13 @@ static void fuse_post_ops(inferd_model *m) {
 }
 
 inferd_code engine_passes_run(inferd_model *m, inferd_status *st) {
-  fuse_gelu(m);
+  uses u;
+  if (!uses_build(m->graph, &u)) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
+  fuse_gelu(m, &u);
   inferd_code rc = lookup_ops(m, st);
-  if (rc == INFERD_OK) rc = remove_identities(m, st);
-  if (rc == INFERD_OK) rc = fold_batchnorm(m, st);
-  if (rc == INFERD_OK) fuse_post_ops(m);
+  if (rc == INFERD_OK) rc = remove_identities(m, &u, st);
+  if (rc == INFERD_OK) rc = fold_batchnorm(m, &u, st);
+  if (rc == INFERD_OK) fuse_post_ops(m, &u);
+  uses_free(&u);
   return rc;
 }

@@ -2700,6 +2700,156 @@ static void test_reversed_residual_read_after_add(void **state) {
   check_graph(b);
 }
 
+/* Gemm -> Identity -> Relu -> Dropout -> Identity -> Tanh, written last node first. */
+static builder *reversed_identities_graph(const char *what) {
+  builder *b = b_new(what);
+  b->reversed = true;
+  b_input(b, "x", DIMS(0, 8));
+  b_random(b, "w", DIMS(8, 8), -0.5f, 0.5f);
+  b_node(b, "Gemm", IN("x", "w"), OUT("g"), ATTRS(A_INT("transB", 1)));
+  b_node(b, "Identity", IN("g"), OUT("i"), NULL);
+  b_node(b, "Relu", IN("i"), OUT("r"), NULL);
+  b_node(b, "Dropout", IN("r"), OUT("d"), NULL);
+  b_node(b, "Identity", IN("d"), OUT("d2"), NULL);
+  b_node(b, "Tanh", IN("d2"), OUT("y"), NULL);
+  b_output(b, "y");
+  return b;
+}
+
+/* Once the Identity and Dropout nodes are gone, the Relu reads the Gemm's output and
+ * the Tanh the Relu's, so the Gemm absorbs both: they have no step of their own. */
+static void test_reversed_identities_then_fusion(void **state) {
+  check_graph(reversed_identities_graph(__func__));
+  builder *b = reversed_identities_graph(__func__);
+  inferd_model *m = load_or_fail(b, NULL);
+  inferd_session *s = NULL;
+  inferd_status st = {0};
+  assert_int_equal(inferd_session_new(m, &(inferd_session_params){.threads = 1, .profile = 1}, &s, &st), INFERD_OK);
+  static float in[8], out[8];
+  const float *ins[1] = {in};
+  float *outs[1] = {out};
+  assert_int_equal(inferd_session_run(s, 1, ins, outs, &st), INFERD_OK);
+  char profile[4096], line[256];
+  inferd_session_profile_steps(s, 1, 20, profile, sizeof profile);
+  if (!profile_line(profile, "Gemm_0", line, sizeof line)) fail_msg("no step for Gemm_0:\n%s", profile);
+  static const char *const absorbed[] = {"Relu_2", "Tanh_5", "Identity_1", "Dropout_3", "Identity_4"};
+  for (int k = 0; k < 5; k++)
+    if (profile_line(profile, absorbed[k], line, sizeof line)) fail_msg("%s has a step:\n%s", absorbed[k], profile);
+  inferd_session_free(s);
+  inferd_model_free(m);
+  b_free(b);
+}
+
+enum { CHAIN_ADDS = 10000 }; /* 20,003 nodes */
+
+/* Regression: the loader sorted nodes by sweeping the file over and over, placing one
+ * node per sweep of a chain written last node first (16 s to load 40,000 Relu nodes),
+ * and the passes scanned every node for each Identity they removed and each fusion they
+ * tried (13.5 s for 80,000 Identity nodes). This chain, written last node first, is
+ * x [N, 4] -> MatMul(2 I) -> Identity -> Relu -> CHAIN_ADDS x (Identity -> Add 1): it must
+ * load and give Relu(2 x) + CHAIN_ADDS, exactly for the small integers fed. The builder
+ * holds 48 nodes, so the model is written here. No time is asserted: the commits that
+ * made loading linear give their measurements. */
+static void test_long_reversed_chain(void **state) {
+  enum { N_NODES = 3 + 2 * CHAIN_ADDS, NAME = 16 };
+  Onnx__NodeProto *nodes = calloc(N_NODES, sizeof *nodes);
+  Onnx__NodeProto **node_ptrs = calloc(N_NODES, sizeof *node_ptrs);
+  char (*names)[NAME] = calloc(N_NODES + 1, sizeof *names); /* names[k]: the value node k writes */
+  char (*node_names)[NAME] = calloc(N_NODES, sizeof *node_names);
+  char **ins = calloc(2 * N_NODES, sizeof *ins), **outs = calloc(N_NODES, sizeof *outs);
+  pack_scratch *s = calloc(1, sizeof *s);
+  assert_true(nodes && node_ptrs && names && node_names && ins && outs && s);
+  for (int k = 0; k < N_NODES; k++) {
+    const char *op = k == 0 ? "MatMul" : k == 2 ? "Relu" : k % 2 == 1 ? "Identity" : "Add";
+    if (k == N_NODES - 1) strcpy(names[k], "y");
+    else snprintf(names[k], NAME, "v%d", k);
+    snprintf(node_names[k], NAME, "%s_%d", op, k);
+    Onnx__NodeProto *n = &nodes[k];
+    *n = (Onnx__NodeProto)ONNX__NODE_PROTO__INIT;
+    n->name = node_names[k];
+    n->op_type = (char *)op;
+    ins[2 * k] = k == 0 ? (char *)"x" : names[k - 1];
+    ins[2 * k + 1] = k == 0 ? (char *)"two_i" : (char *)"one";
+    n->n_input = k == 0 || strcmp(op, "Add") == 0 ? 2 : 1;
+    n->input = &ins[2 * k];
+    outs[k] = names[k];
+    n->n_output = 1;
+    n->output = &outs[k];
+    node_ptrs[N_NODES - 1 - k] = n; /* last node first */
+  }
+  float two_i[16] = {0}, one = 1.0f;
+  for (int i = 0; i < 4; i++) two_i[i * 5] = 2.0f;
+  Onnx__TensorProto inits[2];
+  Onnx__TensorProto *init_ptrs[2] = {&inits[0], &inits[1]};
+  int64_t w_dims[2] = {4, 4};
+  for (int i = 0; i < 2; i++) {
+    inits[i] = (Onnx__TensorProto)ONNX__TENSOR_PROTO__INIT;
+    inits[i].name = i == 0 ? "two_i" : "one";
+    inits[i].n_dims = i == 0 ? 2 : 0;
+    inits[i].dims = w_dims;
+    inits[i].has_data_type = 1;
+    inits[i].data_type = INFERD_DTYPE_FLOAT;
+    inits[i].has_raw_data = 1;
+    inits[i].raw_data.len = i == 0 ? sizeof two_i : sizeof one;
+    inits[i].raw_data.data = i == 0 ? (uint8_t *)two_i : (uint8_t *)&one;
+  }
+  b_input_rec x_shape = {.name = "x", .rank = 2, .dims = {0, 4}};
+  pack_value_info(s, 0, "x", &x_shape, &s->in_ptrs[0]);
+  pack_value_info(s, B_MAX_IO, "y", NULL, &s->out_ptrs[0]);
+  Onnx__GraphProto graph = ONNX__GRAPH_PROTO__INIT;
+  graph.name = "long_reversed_chain";
+  graph.n_node = N_NODES;
+  graph.node = node_ptrs;
+  graph.n_initializer = 2;
+  graph.initializer = init_ptrs;
+  graph.n_input = 1;
+  graph.input = s->in_ptrs;
+  graph.n_output = 1;
+  graph.output = s->out_ptrs;
+  Onnx__OperatorSetIdProto opset = ONNX__OPERATOR_SET_ID_PROTO__INIT;
+  Onnx__OperatorSetIdProto *opsets[1] = {&opset};
+  opset.domain = "";
+  opset.has_version = 1;
+  opset.version = 13;
+  Onnx__ModelProto model = ONNX__MODEL_PROTO__INIT;
+  model.has_ir_version = 1;
+  model.ir_version = 8;
+  model.n_opset_import = 1;
+  model.opset_import = opsets;
+  model.graph = &graph;
+  size_t size = onnx__model_proto__get_packed_size(&model);
+  void *buf = malloc(size);
+  assert_non_null(buf);
+  assert_int_equal(onnx__model_proto__pack(&model, buf), size);
+
+  inferd_model *m = NULL;
+  inferd_status st = {0};
+  inferd_code rc = inferd_model_load_memory(buf, size, NULL, &m, &st);
+  if (rc != INFERD_OK) fail_msg("load: got %s, expected OK: %s", inferd_code_name(rc), st.message);
+  inferd_session *session = NULL;
+  assert_int_equal(inferd_session_new(m, NULL, &session, &st), INFERD_OK);
+  float x[3 * 4], y[3 * 4];
+  for (int i = 0; i < 12; i++) x[i] = (float)(i % 7 - 3), y[i] = NAN;
+  const float *in[1] = {x};
+  float *out[1] = {y};
+  rc = inferd_session_run(session, 3, in, out, &st);
+  if (rc != INFERD_OK) fail_msg("run: got %s, expected OK: %s", inferd_code_name(rc), st.message);
+  for (int i = 0; i < 12; i++) {
+    float want = (x[i] > 0 ? 2 * x[i] : 0) + CHAIN_ADDS;
+    if (y[i] != want) fail_msg("element %d (x = %g): got %.9g, expected %.9g", i, (double)x[i], (double)y[i], (double)want);
+  }
+  inferd_session_free(session);
+  inferd_model_free(m);
+  free(buf);
+  free(s);
+  free(ins);
+  free(outs);
+  free(node_names);
+  free(names);
+  free(node_ptrs);
+  free(nodes);
+}
+
 /* A cycle is refused, counting the nodes on it and after it, not the one beside it. */
 static void test_error_cycle(void **state) {
   builder *b = b_new(__func__);
@@ -3040,6 +3190,8 @@ int main(void) {
       cmocka_unit_test(test_activations_after_conv_unfused),
       /* node order in the file */
       cmocka_unit_test(test_reversed_residual_read_after_add),
+      cmocka_unit_test(test_reversed_identities_then_fusion),
+      cmocka_unit_test(test_long_reversed_chain),
       cmocka_unit_test(test_error_cycle),
       /* error paths */
       cmocka_unit_test(test_residual_through_cast),
