@@ -227,6 +227,7 @@ inferd_code config__properties_parse(const char *text, size_t size, const char *
       if (backslashes % 2 == 0 || pos == size) break;
       raw.len--; /* the continuation backslash */
       raw.s[raw.len] = '\0';
+      if (raw.len == 0) break; /* a line of only "\": the next line starts afresh (a comment there is one) */
       while (pos < size && is_blank(text[pos])) pos++;
       if (pos < size && (text[pos] == '\n' || text[pos] == '\r')) { /* empty continuation: the line ends */
         pos += (text[pos] == '\r' && pos + 1 < size && text[pos + 1] == '\n') ? 2 : 1;

@@ -227,6 +227,12 @@ static void properties_syntax(void **state) {
   config_free(&cfg);
   parse_fails("management_address==http://10.0.0.1:1\n", INFERD_INVALID_ARG, "test.properties:1:",
               "management_address");
+  /* A line that is only a backslash continues into nothing: the next line starts afresh,
+   * so a comment there is a comment (java.util.Properties since JDK 9), not a key. */
+  cfg = parse_ok("  \\\n# job_queue_size=5\n  \\\n  job_queue_size=6\n");
+  assert_int_equal(cfg.job_queue_size, 6);
+  assert_int_equal(cfg.warning_count, 0);
+  config_free(&cfg);
 }
 
 static void escapes_and_unicode(void **state) {
