@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # serve_basic.sh - `inferd serve` as a TorchServe client sees it, on the real MobileNetV2
 # of models/ and real photos (Debian's python3-skimage data):
-#   /ping healthy once loaded (serve_startup.sh asserts its 503 while loading); predictions with the raw body (curl -T), multipart
+#   /ping healthy once loaded (serve_startup.sh asserts its 503 while loading);
+#   predictions with the raw body (curl -T), multipart
 #   (-F data=@, -F file=@) and Python requests giving the same answer; 404 unknown model
 #   and version, 400 corrupt / truncated / empty image, 413 above max_request_size (by
 #   Content-Length and chunked), 401 missing / wrong token, 405 wrong method; the
