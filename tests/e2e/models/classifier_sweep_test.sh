@@ -5,14 +5,15 @@
 # fixtures. One model at a time because all of them together would take ~8 GB of disk
 # (vgg19's ONNX file alone is 550 MB).
 #
-# Usage: classifier_sweep_test.sh INFERD_BIN WORKDIR NAME
+# Usage: classifier_sweep_test.sh INFERD_BIN WORKDIR NAME [EXPECT]
+#   EXPECT as classifier_test.sh's: run, or refused:OP
 # Environment: INFERD_PYTHON (default /usr/bin/python3; torch, torchvision, onnx, numpy).
 set -u
-if [ $# -ne 3 ]; then
-    echo "usage: $0 INFERD_BIN WORKDIR NAME" >&2
+if [ $# -lt 3 ] || [ $# -gt 4 ]; then
+    echo "usage: $0 INFERD_BIN WORKDIR NAME [EXPECT]" >&2
     exit 2
 fi
-inferd=$1 work=$2/$3 name=$3
+inferd=$1 work=$2/$3 name=$3 expect=${4:-}
 python=${INFERD_PYTHON:-/usr/bin/python3}
 here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$work"
@@ -23,4 +24,4 @@ trap 'exit 130' INT TERM
     echo "$name: make_models.py failed" >&2
     exit 1
 }
-sh "$here/classifier_test.sh" "$inferd" "$work" "$name"
+sh "$here/classifier_test.sh" "$inferd" "$work" "$name" $expect

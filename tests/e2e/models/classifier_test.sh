@@ -14,7 +14,12 @@
 #   - anything else (a crash, a signal, exit 1, a refusal of a kind other than the above,
 #     a wrong answer, a model refused for one batch size but run for another) fails.
 #
-# Usage: classifier_test.sh INFERD_BIN FIXDIR NAME
+# What is known of a model is asserted too (EXPECT): `run` (it must run and match; a
+# refusal fails, so an op that stops being supported cannot pass as a clean refusal) or
+# `refused:OP` (it must be refused, naming a node of op type OP). Without EXPECT either
+# outcome passes, for models never tried before (the sweep).
+#
+# Usage: classifier_test.sh INFERD_BIN FIXDIR NAME [EXPECT]
 #   FIXDIR holds NAME.onnx and NAME.bB.sK.{input,output}.npy for B in 1,4 and K in 0,1
 #   (ctest fixture "classifiers").
 # Environment: INFERD_PYTHON (default /usr/bin/python3; needs numpy and onnx).
@@ -22,11 +27,15 @@
 # exits 0 on pass, 1 at the first failure, 2 on bad usage or missing files.
 set -u
 
-if [ $# -ne 3 ]; then
-    echo "usage: $0 INFERD_BIN FIXDIR NAME" >&2
+if [ $# -lt 3 ] || [ $# -gt 4 ]; then
+    echo "usage: $0 INFERD_BIN FIXDIR NAME [run | refused:OP]" >&2
     exit 2
 fi
-inferd=$1 fixdir=$2 name=$3 model=$2/$3.onnx
+inferd=$1 fixdir=$2 name=$3 model=$2/$3.onnx expect=${4:-}
+case $expect in
+'' | run | refused:?*) ;;
+*) echo "$name: EXPECT must be run or refused:OP, not '$expect'" >&2; exit 2 ;;
+esac
 python=${INFERD_PYTHON:-/usr/bin/python3}
 compare="$(cd "$(dirname "$0")/../../fixtures" && pwd)/compare.py"
 batches="1 4" seeds=2
@@ -119,6 +128,19 @@ for b in $batches; do
         k=$((k + 1))
     done
 done
+if [ "$refused" -gt 0 ] && [ "$expect" = run ]; then
+    echo "FAIL $name: refused, but it is known to run: $refusal"
+    exit 1
+fi
+if [ "$refused" -eq 0 ] && [ "${expect#refused:}" != "$expect" ]; then
+    echo "FAIL $name: ran, but it is known to be refused (${expect#refused:}); update the expectation"
+    exit 1
+fi
+if [ "$refused" -gt 0 ] && [ "${expect#refused:}" != "$expect" ] &&
+    ! printf '%s\n' "$refusal" | grep -q "(${expect#refused:}): "; then
+    echo "FAIL $name: refused for another op than ${expect#refused:}: $refusal"
+    exit 1
+fi
 if [ "$refused" -gt 0 ]; then
     echo "refused: $refusal"
 else
