@@ -80,6 +80,14 @@ class Server:
         self.log = open(os.path.join(work, "server.log"), "w")
         self.proc = subprocess.Popen([inferd, "serve", "--ts-config", "config.properties", "--foreground"],
                                      cwd=work, stdout=self.log, stderr=subprocess.STDOUT)
+        try:
+            self._wait_ready()
+        except BaseException:  # the caller never gets the object: stop the process here
+            self.kill()
+            raise
+
+    def _wait_ready(self):
+        work = self.work
         deadline = time.time() + 120
         while True:
             if self.proc.poll() is not None:
