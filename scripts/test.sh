@@ -3,7 +3,9 @@
 #   1. Release build with warnings as errors, then every ctest test: unit tests
 #      (cmocka), the model tests against PyTorch references made by tests/fixtures/,
 #      the malformed-input tests of `inferd run`;
-#   2. a build with AddressSanitizer + UndefinedBehaviorSanitizer running the unit tests;
+#   2. a build with AddressSanitizer + UndefinedBehaviorSanitizer running the unit tests
+#      and the server end to end (requests, v2, management, start-up; tests/lsan-h2o.supp
+#      names what h2o itself leaves at exit);
 #   3. a clang libFuzzer build running each fuzz target briefly.
 # Build trees: build/, build-asan/, build-fuzz/. Needs scripts/install-deps.sh first.
 set -euo pipefail
@@ -19,6 +21,9 @@ echo "== AddressSanitizer + UBSan build, unit tests"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DINFERD_WERROR=ON -DINFERD_SANITIZE=ON >/dev/null
 cmake --build build-asan -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan -L unit --output-on-failure
+echo "== the server under ASan + UBSan"
+ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$PWD/tests/lsan-h2o.supp \
+  ctest --test-dir build-asan -R '^e2e_serve_(basic|v2|management|startup)$' --output-on-failure
 
 echo "== libFuzzer build (clang), short fuzz runs"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DINFERD_FUZZ=ON >/dev/null
