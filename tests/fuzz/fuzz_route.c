@@ -9,16 +9,23 @@
  * req->query_at at its first '?' (SIZE_MAX when there is none). It is copied into a
  * heap block of exactly its size, so that ASan reports any read past it.
  *
+ * The same bytes are also an Authorization header for http__auth_check (token auth,
+ * http_auth.c), against keys made once in a temporary directory.
+ *
  * Checks: the segments lie inside the path before the query, in order, none empty and
  * none holding a '/'; the query is exactly what follows the '?'; every parameter the
  * management API reads decodes to a NUL-terminated value no longer than the query,
  * equal to the raw text when that has no '%' or '+'; a number read lies within its
- * bounds and is what strtol reads from the same digits. Anything else aborts.
+ * bounds and is what strtol reads from the same digits; a header is accepted only
+ * when it holds the key. Anything else aborts.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
 
 #include "http/http_internal.h"
 
@@ -91,6 +98,42 @@ static void check_params(h2o_req_t *req, const http__path *path) {
   }
 }
 
+/* Token auth: keys made once; the key file goes with the directory at exit. */
+static http__auth *auth;
+static char auth_dir[] = "/tmp/fuzz_route.XXXXXX";
+static char key_file[sizeof auth_dir + 16];
+
+static void auth_free(void) {
+  http__auth_free(auth); /* removes the key file */
+  rmdir(auth_dir);
+}
+
+static char keys[HTTP__KEY_COUNT][64]; /* as key_file.json has them */
+
+static void check_auth(h2o_req_t *req, const char *value, size_t len) {
+  if (!auth) {
+    inferd_status st;
+    if (!mkdtemp(auth_dir)) fail("mkdtemp");
+    snprintf(key_file, sizeof key_file, "%s/key_file.json", auth_dir);
+    if (http__auth_new(true, key_file, &auth, &st) != INFERD_OK) fail(st.message);
+    atexit(auth_free);
+    json_t *file = json_load_file(key_file, 0, NULL);
+    static const char *const sections[HTTP__KEY_COUNT] = {[HTTP__KEY_INFERENCE] = "inference",
+                                                           [HTTP__KEY_MANAGEMENT] = "management",
+                                                           [HTTP__KEY_API] = "API"};
+    for (int kind = 0; kind < HTTP__KEY_COUNT; kind++) {
+      const char *key = json_string_value(json_object_get(json_object_get(file, sections[kind]), "key"));
+      if (!key || strlen(key) >= sizeof keys[kind]) fail("key_file.json");
+      strcpy(keys[kind], key);
+    }
+    json_decref(file);
+  }
+  h2o_add_header(&req->pool, &req->headers, H2O_TOKEN_AUTHORIZATION, NULL, value, len);
+  for (int kind = 0; kind < HTTP__KEY_COUNT; kind++)
+    if (http__auth_check(auth, req, (http__key_kind)kind) && !memmem(value, len, keys[kind], strlen(keys[kind])))
+      fail("a header without the key passed");
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *target = malloc(size ? size : 1);
   if (!target) abort();
@@ -110,6 +153,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   } else if (path.count != HTTP__MAX_SEGMENTS) {
     fail("refused a path that has room for its segments");
   }
+  check_auth(&req, target, size);
   h2o_mem_clear_pool(&req.pool);
   free(target);
   return 0;
