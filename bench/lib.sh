@@ -36,11 +36,13 @@ bench_load_warning() {
 }
 
 # Sets cpu (lscpu's model name) and commit (the checkout's short hash, with "+ local
-# changes" when the tree differs from it) for the header of a results table.
+# changes" when the tree differs from it) for the header of a results table. The
+# committed results under bench/results/ do not count as local changes: every run
+# rewrites one of them.
 bench_describe() {
   cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1)
   if commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null); then
-    git -C "$ROOT" diff --quiet HEAD -- 2>/dev/null || commit="$commit + local changes"
+    git -C "$ROOT" diff --quiet HEAD -- . ':!bench/results' 2>/dev/null || commit="$commit + local changes"
   else
     commit="(no commit yet)"
   fi
