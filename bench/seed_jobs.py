@@ -5,7 +5,9 @@
   seed_jobs.py job --model M.pt --image IMG           one job: load, preprocess, classify
   seed_jobs.py run --model M.pt --image IMG --requests N --concurrency C
                                                       N jobs, at most C at once; prints one
-                                                      JSON object like `inferd bench --json`
+                                                      JSON object like `inferd bench --json`:
+                                                      images/s and latency count the jobs
+                                                      that exited 0, errors the others
 
 A job is a fresh Python process that imports torch, loads the TorchScript model with one
 thread, preprocesses the photo with torchvision (Resize 256, CenterCrop 224, Normalize)
@@ -15,6 +17,7 @@ machine's peak CPU % and memory %.
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -28,7 +31,15 @@ def save(args):
     model = engine_torch.build_model(args.model, 0)
     with torch.no_grad():
         ts = torch.jit.freeze(torch.jit.trace(model, torch.randn(1, 3, 224, 224)))
-    ts.save(args.out)
+    # a temporary name, then a rename: an interrupted save leaves no half-written model
+    # under the name that bench/seed-experiment.sh takes for a finished one
+    tmp = "%s.tmp%d" % (args.out, os.getpid())
+    try:
+        ts.save(tmp)
+        os.replace(tmp, args.out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def job(args):
@@ -77,27 +88,44 @@ def run(args):
     sampler = threading.Thread(target=sample)
     sampler.start()
     cmd = [sys.executable, os.path.abspath(__file__), "job", "--model", args.model, "--image", args.image]
-    latencies, errors, running, started = [], 0, [], 0
+    latencies, failed_latencies, running, started = [], [], [], 0
     t0 = time.monotonic()
-    while started < args.requests or running:
-        while started < args.requests and len(running) < args.concurrency:
-            running.append((subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), time.monotonic()))
-            started += 1
-        time.sleep(0.01)
-        for p, ts in list(running):
-            if p.poll() is not None:
-                running.remove((p, ts))
-                latencies.append((time.monotonic() - ts) * 1e3)
-                errors += p.returncode != 0
+    try:
+        while started < args.requests or running:
+            while started < args.requests and len(running) < args.concurrency:
+                running.append((subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+                                time.monotonic()))
+                started += 1
+            time.sleep(0.01)
+            for p, ts in list(running):
+                if p.poll() is not None:
+                    running.remove((p, ts))
+                    ms = (time.monotonic() - ts) * 1e3
+                    (latencies if p.returncode == 0 else failed_latencies).append(ms)
+    finally:  # also on a signal (see main): no job outlives the run
+        for p, _ in running:
+            p.kill()
+            p.wait()
+        done.set()
+        sampler.join()
     total = time.monotonic() - t0
-    done.set()
-    sampler.join()
-    latencies.sort()
-    pick = lambda q: latencies[min(len(latencies) - 1, int(q * (len(latencies) - 1) + 0.5))]
-    print(json.dumps({"mode": "python-jobs", "requests": args.requests, "concurrency": args.concurrency,
-                      "errors": errors, "total_seconds": total, "images_per_second": args.requests / total,
-                      "latency_ms": {"p50": pick(0.5), "p99": pick(0.99), "max": latencies[-1]},
-                      "peak_cpu_percent": peak["cpu"], "peak_memory_percent": peak["mem"]}))
+
+    def summary(samples):  # zeros when there are none, as inferd bench reports them
+        samples = sorted(samples)
+        pick = lambda q: samples[min(len(samples) - 1, int(q * (len(samples) - 1) + 0.5))] if samples else 0.0
+        return {"p50": pick(0.5), "p99": pick(0.99), "max": samples[-1] if samples else 0.0}
+
+    # As `inferd bench` counts them: an image is a job that exited 0, and latency is of those
+    # jobs; a job that failed (a missing model, say) is an error, never an image.
+    ok, errors = len(latencies), len(failed_latencies)
+    report = {"mode": "python-jobs", "requests": args.requests, "concurrency": args.concurrency,
+              "completed": ok + errors, "ok": ok, "errors": errors, "total_seconds": total,
+              "requests_per_second": (ok + errors) / total, "images_per_second": ok / total,
+              "latency_ms": summary(latencies),
+              "peak_cpu_percent": peak["cpu"], "peak_memory_percent": peak["mem"]}
+    if errors:
+        report["failed_latency_ms"] = summary(failed_latencies)
+    print(json.dumps(report))
 
 
 def main():
@@ -115,6 +143,9 @@ def main():
     r.add_argument("--requests", type=int, required=True)
     r.add_argument("--concurrency", type=int, required=True)
     args = ap.parse_args()
+    # SIGTERM (bench/seed-experiment.sh stopping) unwinds like an exception, so that `run`
+    # kills its jobs and `save` removes its temporary file
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     {"save": save, "job": job, "run": run}[args.cmd](args)
 
 
