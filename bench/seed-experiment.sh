@@ -14,6 +14,10 @@
 # and prints the table. Default N=40: about 4 minutes on 2 idle cores.
 #
 # Usage: bench/seed-experiment.sh [--jobs N]
+#   --jobs N      jobs (images) per row, a positive integer (default 40)
+#   -h, --help    this text
+# Exit status: 0 when the table is written, 2 for a bad option or value (one line on
+# stderr), 1 when the run fails.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD="$ROOT/build"
@@ -24,19 +28,24 @@ RESULTS="$ROOT/bench/results"
 TMPM="$RESULTS/tmp"
 N=40
 die() { echo "seed-experiment.sh: $*" >&2; exit 1; }
+bad_usage() { echo "seed-experiment.sh: $*" >&2; exit 2; }
+usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    --jobs) [ $# -ge 2 ] || die "--jobs needs a value"; N=$2; shift 2 ;;
-    *) die "unknown option $1 (usage: bench/seed-experiment.sh [--jobs N])" ;;
+    --jobs) [ $# -ge 2 ] || bad_usage "--jobs needs a value"; N=$2; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) bad_usage "unknown argument '$1' (see --help)" ;;
   esac
 done
+[[ $N =~ ^[1-9][0-9]*$ ]] || bad_usage "--jobs must be a positive integer, not '$N'"
+IMAGE=/usr/lib/python3/dist-packages/skimage/data/chelsea.png
+[ -f "$IMAGE" ] || die "the photo $IMAGE is missing: apt-get install python3-skimage (scripts/install-deps.sh)"
+command -v gnuplot >/dev/null || die "gnuplot not found: run scripts/install-deps.sh"
 . "$ROOT/bench/lib.sh"
 bench_build seed-experiment.sh
 bench_load_warning seed-experiment.sh
-command -v gnuplot >/dev/null || die "gnuplot not found: run scripts/install-deps.sh"
 
 CORES=$(nproc)
-IMAGE=/usr/lib/python3/dist-packages/skimage/data/chelsea.png
 mkdir -p "$TMPM"
 [ -f "$TMPM/resnet152.onnx" ] || "$PY" "$ROOT/bench/engine_torch.py" --model resnet152 --export-onnx "$TMPM/resnet152.onnx"
 [ -f "$TMPM/resnet152.pt" ] || "$PY" "$ROOT/bench/seed_jobs.py" save --model resnet152 --out "$TMPM/resnet152.pt"
