@@ -50,9 +50,26 @@ mkdir -p "$TMPM"
 [ -f "$TMPM/resnet152.onnx" ] || "$PY" "$ROOT/bench/engine_torch.py" --model resnet152 --export-onnx "$TMPM/resnet152.onnx"
 [ -f "$TMPM/resnet152.pt" ] || "$PY" "$ROOT/bench/seed_jobs.py" save --model resnet152 --out "$TMPM/resnet152.pt"
 work=$(mktemp -d)
-pid=""
-cleanup() { if [ -n "$pid" ]; then kill -TERM "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; fi; rm -rf "$work"; }
-trap cleanup EXIT INT TERM
+pid=""    # inferd serve
+child=""  # the measurement running now (run_child)
+cleanup() {
+  if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null || true; wait "$child" 2>/dev/null || true; fi
+  if [ -n "$pid" ]; then kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+# A signal ends the script (cleaning up on the way out) instead of going on to the next row.
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+# run_child OUT WHAT cmd...: cmd with stdout to OUT, in the background while the script
+# waits for it, so that a signal is acted on at once rather than when cmd ends.
+run_child() {
+  local out=$1 what=$2; shift 2
+  "$@" >"$out" &
+  child=$!
+  wait "$child" || die "$what failed (exit status $?)"
+  child=""
+}
 cp "$ROOT/models/index_to_name.json" "$work/"
 mkdir -p "$work/model_store"
 "$INFERD" archive --model-name resnet-152 --serialized-file "$TMPM/resnet152.onnx" --handler image_classifier \
@@ -82,26 +99,29 @@ CONF
   done
   PORT=$p1
 }
-stop() { kill -TERM "$pid"; wait "$pid" || true; pid=""; }
-server_row() { # BATCH WORKERS
+stop() { kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; pid=""; }
+server_row() { # BATCH WORKERS OUT
   serve "$1" "$2"
-  "$INFERD" bench --mode server --url "http://127.0.0.1:$PORT/predictions/resnet-152" --file "$IMAGE" \
+  run_child "$3" "inferd bench --mode server" \
+    "$INFERD" bench --mode server --url "http://127.0.0.1:$PORT/predictions/resnet-152" --file "$IMAGE" \
     --requests "$N" --concurrency 100 --json
   stop
 }
 
 echo "seed-experiment.sh: [1/5] $N Python jobs, $CORES at once" >&2
-"$PY" "$ROOT/bench/seed_jobs.py" run --model "$TMPM/resnet152.pt" --image "$IMAGE" --requests "$N" \
-  --concurrency "$CORES" > "$work/row1.json"
+run_child "$work/row1.json" "seed_jobs.py run" \
+  "$PY" "$ROOT/bench/seed_jobs.py" run --model "$TMPM/resnet152.pt" --image "$IMAGE" --requests "$N" \
+  --concurrency "$CORES"
 echo "seed-experiment.sh: [2/5] $N inferd jobs, $CORES at once" >&2
-"$INFERD" bench --mode local --model "$TMPM/resnet152.onnx" --labels "$ROOT/models/index_to_name.json" \
-  --file "$IMAGE" --requests "$N" --concurrency "$CORES" --json > "$work/row2.json"
+run_child "$work/row2.json" "inferd bench --mode local" \
+  "$INFERD" bench --mode local --model "$TMPM/resnet152.onnx" --labels "$ROOT/models/index_to_name.json" \
+  --file "$IMAGE" --requests "$N" --concurrency "$CORES" --json
 echo "seed-experiment.sh: [3/5] server, 1 worker, no batching" >&2
-server_row 1 1 > "$work/row3.json"
+server_row 1 1 "$work/row3.json"
 echo "seed-experiment.sh: [4/5] server, 1 worker, batchSize 8" >&2
-server_row 8 1 > "$work/row4.json"
+server_row 8 1 "$work/row4.json"
 echo "seed-experiment.sh: [5/5] server, $CORES workers x 1 thread (the pinning plan), batchSize 8" >&2
-server_row 8 "$CORES" > "$work/row5.json"
+server_row 8 "$CORES" "$work/row5.json"
 
 "$PY" - "$work" "$RESULTS" "$N" "$CORES" "$(git -C "$ROOT" rev-parse --short HEAD)" <<'PY'
 import json, sys, time
