@@ -74,11 +74,20 @@ cp "$ROOT/models/index_to_name.json" "$work/"
 mkdir -p "$work/model_store"
 "$INFERD" archive --model-name resnet-152 --serialized-file "$TMPM/resnet152.onnx" --handler image_classifier \
   --extra-files "$ROOT/models/index_to_name.json" --export-path "$work/model_store" >/dev/null
-free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# Three free ports of 127.0.0.1 (inference, management, metrics), all bound at once so
+# that they differ.
+free_ports() {
+  "$PY" -c 'import socket
+socks = [socket.socket() for _ in range(3)]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))'
+}
 
+PING_TIMEOUT=60  # seconds; resnet152's server answers /ping after ~1.5 s here
 serve() { # BATCH WORKERS: start inferd serve on resnet-152.mar; sets pid and PORT
-  local p1 p2 p3
-  p1=$(free_port); p2=$(free_port); p3=$(free_port)
+  local p1 p2 p3 deadline
+  read -r p1 p2 p3 < <(free_ports) || die "could not pick free ports on 127.0.0.1"
   cat > "$work/config.properties" <<CONF
 inference_address=http://127.0.0.1:$p1
 management_address=http://127.0.0.1:$p2
@@ -92,9 +101,13 @@ number_of_netty_threads=2
 CONF
   (cd "$work" && exec "$INFERD" serve --ts-config config.properties --foreground --disable-token-auth) >"$work/serve.log" 2>&1 &
   pid=$!
-  for _ in $(seq 1 1500); do
-    curl -sf "http://127.0.0.1:$p1/ping" >/dev/null 2>&1 && break
-    kill -0 "$pid" 2>/dev/null || { cat "$work/serve.log" >&2; die "inferd serve exited"; }
+  deadline=$((SECONDS + PING_TIMEOUT))
+  until curl -sf --max-time 2 "http://127.0.0.1:$p1/ping" >/dev/null 2>&1; do
+    kill -0 "$pid" 2>/dev/null || { cat "$work/serve.log" >&2; die "inferd serve exited before /ping answered"; }
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      tail -n 20 "$work/serve.log" >&2
+      die "inferd serve (batchSize $1, workers $2) did not answer /ping on port $p1 within $PING_TIMEOUT s"
+    fi
     sleep 0.02
   done
   PORT=$p1
