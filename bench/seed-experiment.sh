@@ -46,9 +46,6 @@ bench_build seed-experiment.sh
 bench_load_warning seed-experiment.sh
 
 CORES=$(nproc)
-mkdir -p "$TMPM"
-[ -f "$TMPM/resnet152.onnx" ] || "$PY" "$ROOT/bench/engine_torch.py" --model resnet152 --export-onnx "$TMPM/resnet152.onnx"
-[ -f "$TMPM/resnet152.pt" ] || "$PY" "$ROOT/bench/seed_jobs.py" save --model resnet152 --out "$TMPM/resnet152.pt"
 work=$(mktemp -d)
 pid=""    # inferd serve
 child=""  # the measurement running now (run_child)
@@ -61,18 +58,34 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-# run_child OUT WHAT cmd...: cmd with stdout to OUT, in the background while the script
-# waits for it, so that a signal is acted on at once rather than when cmd ends.
+# run_child OUT WHAT cmd...: cmd with stdout to OUT (- for stderr), in the background while
+# the script waits for it, so that a signal is acted on at once rather than when cmd ends.
 run_child() {
   local out=$1 what=$2; shift 2
-  "$@" >"$out" &
+  if [ "$out" = - ]; then "$@" >&2 & else "$@" >"$out" & fi
   child=$!
   wait "$child" || die "$what failed (exit status $?)"
   child=""
 }
+
+# The models, cached in bench/results/tmp/ (ignored by git): resnet152.onnx is made by
+# engine_torch.py, resnet152.pt by seed_jobs.py from engine_torch.py's network. When either
+# is missing or older than a script that makes it (bench/engine.sh's rule for its ONNX
+# files), both are remade, so that rows 1 and 2 always run the same weights.
+ONNX="$TMPM/resnet152.onnx"
+TS="$TMPM/resnet152.pt"
+if ! { [ -s "$ONNX" ] && [ "$ONNX" -nt "$ROOT/bench/engine_torch.py" ] &&
+       [ -s "$TS" ] && [ "$TS" -nt "$ROOT/bench/engine_torch.py" ] && [ "$TS" -nt "$ROOT/bench/seed_jobs.py" ]; }; then
+  mkdir -p "$TMPM"
+  echo "seed-experiment.sh: exporting resnet152 to ${ONNX#"$ROOT"/} and ${TS#"$ROOT"/}" >&2
+  run_child - "exporting resnet152 to ONNX" \
+    "$PY" "$ROOT/bench/engine_torch.py" --model resnet152 --export-onnx "$ONNX"
+  run_child - "saving resnet152 as TorchScript" "$PY" "$ROOT/bench/seed_jobs.py" save --model resnet152 --out "$TS"
+fi
+
 cp "$ROOT/models/index_to_name.json" "$work/"
 mkdir -p "$work/model_store"
-"$INFERD" archive --model-name resnet-152 --serialized-file "$TMPM/resnet152.onnx" --handler image_classifier \
+"$INFERD" archive --model-name resnet-152 --serialized-file "$ONNX" --handler image_classifier \
   --extra-files "$ROOT/models/index_to_name.json" --export-path "$work/model_store" >/dev/null
 # Three free ports of 127.0.0.1 (inference, management, metrics), all bound at once so
 # that they differ.
@@ -123,11 +136,11 @@ server_row() { # BATCH WORKERS OUT
 
 echo "seed-experiment.sh: [1/5] $N Python jobs, $CORES at once" >&2
 run_child "$work/row1.json" "seed_jobs.py run" \
-  "$PY" "$ROOT/bench/seed_jobs.py" run --model "$TMPM/resnet152.pt" --image "$IMAGE" --requests "$N" \
+  "$PY" "$ROOT/bench/seed_jobs.py" run --model "$TS" --image "$IMAGE" --requests "$N" \
   --concurrency "$CORES"
 echo "seed-experiment.sh: [2/5] $N inferd jobs, $CORES at once" >&2
 run_child "$work/row2.json" "inferd bench --mode local" \
-  "$INFERD" bench --mode local --model "$TMPM/resnet152.onnx" --labels "$ROOT/models/index_to_name.json" \
+  "$INFERD" bench --mode local --model "$ONNX" --labels "$ROOT/models/index_to_name.json" \
   --file "$IMAGE" --requests "$N" --concurrency "$CORES" --json
 echo "seed-experiment.sh: [3/5] server, 1 worker, no batching" >&2
 server_row 1 1 "$work/row3.json"
