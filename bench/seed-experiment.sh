@@ -44,6 +44,7 @@ command -v gnuplot >/dev/null || die "gnuplot not found: run scripts/install-dep
 . "$ROOT/bench/lib.sh"
 bench_build seed-experiment.sh
 bench_load_warning seed-experiment.sh
+bench_describe  # cpu and commit (copes without git), for the table's header
 
 CORES=$(nproc)
 work=$(mktemp -d)
@@ -149,19 +150,24 @@ server_row 8 1 "$work/row4.json"
 echo "seed-experiment.sh: [5/5] server, $CORES workers x 1 thread (the pinning plan), batchSize 8" >&2
 server_row 8 "$CORES" "$work/row5.json"
 
-"$PY" - "$work" "$RESULTS" "$N" "$CORES" "$(git -C "$ROOT" rev-parse --short HEAD)" <<'PY'
+"$PY" - "$work" "$RESULTS" "$N" "$CORES" "$commit" "${cpu:-unknown CPU}" <<'PY'
 import json, sys, time
-work, results, n, cores, commit = sys.argv[1:6]
+work, results, n, cores, commit, cpu = sys.argv[1:7]
 names = ["1. decentralized, PyTorch jobs (Python, TorchScript, 1 thread)",
          "2. decentralized, inferd jobs (inferd bench --mode local)",
          "3. inferd server, 1 worker, no batching",
          "4. + batchSize 8, maxBatchDelay 100 ms",
          "5. + %s workers x 1 thread (pinning plan)" % cores]
 rows = [json.load(open("%s/row%d.json" % (work, i))) for i in range(1, 6)]
+# Every ratio divides by row 1: a row with failed jobs or requests would make them up.
+failed = ["%s: %d of %s failed%s" % (name, r["errors"], n, " %r" % r["status"] if "status" in r else "")
+          for name, r in zip(names, rows) if r["errors"]]
+if failed:
+    sys.exit("seed-experiment.sh: no table, since rows had errors:\n  " + "\n  ".join(failed))
 base = rows[0]["images_per_second"]
 lines = ["# Decentralized vs centralized: ResNet-152, %s jobs, one photo" % n, "",
-         "Date: %s; command: `bench/seed-experiment.sh --jobs %s`; %s cores; inferd %s. Rows run one after another."
-         % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), n, cores, commit), "",
+         "Date: %s; command: `bench/seed-experiment.sh --jobs %s`; %s, %s cores; inferd %s. Rows run one after another."
+         % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), n, cpu, cores, commit), "",
          "| row | total s | images/s | ratio to row 1 | p99 latency ms | peak CPU % | peak memory % | errors |",
          "|---|---:|---:|---:|---:|---:|---:|---:|"]
 for name, r in zip(names, rows):
