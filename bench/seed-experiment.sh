@@ -10,11 +10,15 @@
 #   5. + workers and threads per worker from the pinning plan (default_workers_per_model
 #      = physical cores, one thread each)
 # Columns: total time, images/s, ratio to row 1, p99 latency, peak CPU %, peak memory %.
-# Writes bench/results/seed-experiment.md and bench/results/seed-experiment.png (gnuplot),
-# and prints the table. Default N=40: about 4 minutes on 2 idle cores.
+# Writes bench/results/seed-experiment.md and bench/results/seed-experiment.png (gnuplot;
+# --out FILE writes elsewhere), and prints the table. Default N=40: about 4 minutes on 2
+# idle cores.
 #
-# Usage: bench/seed-experiment.sh [--jobs N]
+# Usage: bench/seed-experiment.sh [--jobs N] [--out FILE]
 #   --jobs N      jobs (images) per row, a positive integer (default 40)
+#   --out FILE    where the Markdown goes (default bench/results/seed-experiment.md, the
+#                 committed table); the plot goes beside it (FILE without .md, + .png). A smoke
+#                 run (--jobs 4 --out /tmp/seed.md) then replaces neither committed file.
 #   -h, --help    this text
 # Exit status: 0 when the table is written, 2 for a bad option or value (one line on
 # stderr), 1 when the run fails.
@@ -27,17 +31,23 @@ PY=/usr/bin/python3
 RESULTS="$ROOT/bench/results"
 TMPM="$RESULTS/tmp"
 N=40
+OUT="$RESULTS/seed-experiment.md"
 die() { echo "seed-experiment.sh: $*" >&2; exit 1; }
 bad_usage() { echo "seed-experiment.sh: $*" >&2; exit 2; }
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
+COMMAND="bench/seed-experiment.sh${*:+ $*}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --jobs) [ $# -ge 2 ] || bad_usage "--jobs needs a value"; N=$2; shift 2 ;;
+    --out)  [ $# -ge 2 ] || bad_usage "--out needs a file"; OUT=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) bad_usage "unknown argument '$1' (see --help)" ;;
   esac
 done
 [[ $N =~ ^[1-9][0-9]*$ ]] || bad_usage "--jobs must be a positive integer, not '$N'"
+case "$OUT" in /*) ;; *) OUT="$PWD/$OUT" ;; esac
+[ -d "$(dirname "$OUT")" ] || bad_usage "--out: no directory $(dirname "$OUT")"
+PLOT="${OUT%.md}.png"  # the plot, beside the table
 IMAGE=/usr/lib/python3/dist-packages/skimage/data/chelsea.png
 [ -f "$IMAGE" ] || die "the photo $IMAGE is missing: apt-get install python3-skimage (scripts/install-deps.sh)"
 command -v gnuplot >/dev/null || die "gnuplot not found: run scripts/install-deps.sh"
@@ -150,9 +160,9 @@ server_row 8 1 "$work/row4.json"
 echo "seed-experiment.sh: [5/5] server, $CORES workers x 1 thread (the pinning plan), batchSize 8" >&2
 server_row 8 "$CORES" "$work/row5.json"
 
-"$PY" - "$work" "$RESULTS" "$N" "$CORES" "$commit" "${cpu:-unknown CPU}" <<'PY'
+"$PY" - "$work" "$OUT.tmp" "$(basename "$PLOT")" "$N" "$CORES" "$commit" "${cpu:-unknown CPU}" "$COMMAND" <<'PY'
 import json, sys, time
-work, results, n, cores, commit, cpu = sys.argv[1:7]
+work, out, plot, n, cores, commit, cpu, command = sys.argv[1:9]
 names = ["1. decentralized, PyTorch jobs (Python, TorchScript, 1 thread)",
          "2. decentralized, inferd jobs (inferd bench --mode local)",
          "3. inferd server, 1 worker, no batching",
@@ -166,8 +176,8 @@ if failed:
     sys.exit("seed-experiment.sh: no table, since rows had errors:\n  " + "\n  ".join(failed))
 base = rows[0]["images_per_second"]
 lines = ["# Decentralized vs centralized: ResNet-152, %s jobs, one photo" % n, "",
-         "Date: %s; command: `bench/seed-experiment.sh --jobs %s`; %s, %s cores; inferd %s. Rows run one after another."
-         % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), n, cpu, cores, commit), "",
+         "Date: %s; command: `%s`; %s, %s cores; inferd %s. Rows run one after another."
+         % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), command, cpu, cores, commit), "",
          "| row | total s | images/s | ratio to row 1 | p99 latency ms | peak CPU % | peak memory % | errors |",
          "|---|---:|---:|---:|---:|---:|---:|---:|"]
 for name, r in zip(names, rows):
@@ -176,16 +186,16 @@ for name, r in zip(names, rows):
         r["latency_ms"]["p99"], r["peak_cpu_percent"], r["peak_memory_percent"], r["errors"]))
 lines += ["", "Row 5 / row 2: %.1fx; row 5 / row 1: %.1fx." % (
     rows[4]["images_per_second"] / rows[1]["images_per_second"], rows[4]["images_per_second"] / base),
-    "", "![images/s per row](seed-experiment.png)"]
-open("%s/seed-experiment.md" % results, "w").write("\n".join(lines) + "\n")
+    "", "![images/s per row](%s)" % plot]
+open(out, "w").write("\n".join(lines) + "\n")
 with open("%s/plot.dat" % work, "w") as f:
     for i, r in enumerate(rows, 1):
         f.write("%d \"row %d\" %.3f\n" % (i, i, r["images_per_second"]))
 print("\n".join(lines[4:-2]))
 PY
-gnuplot <<GP
+gnuplot <<GP || { rm -f "$OUT.tmp" "$PLOT.tmp"; die "gnuplot failed"; }
 set terminal png size 800,450
-set output "$RESULTS/seed-experiment.png"
+set output "$PLOT.tmp"
 set title "ResNet-152, $N jobs, $CORES cores: images/s"
 set style fill solid 0.6
 set boxwidth 0.6
@@ -195,4 +205,6 @@ set yrange [0.1:*]
 unset key
 plot "$work/plot.dat" using 1:3:xtic(2) with boxes
 GP
-echo "seed-experiment.sh: wrote bench/results/seed-experiment.md and seed-experiment.png" >&2
+mv "$PLOT.tmp" "$PLOT"
+mv "$OUT.tmp" "$OUT"
+echo "seed-experiment.sh: wrote ${OUT#"$ROOT"/} and ${PLOT#"$ROOT"/}" >&2
