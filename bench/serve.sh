@@ -11,35 +11,73 @@
 #      with the workers, as they would on a real host.
 #
 # Usage: bench/serve.sh [--requests N] (default 400; about 1 minute on 2 idle cores)
+#   --requests N  requests of the timed serving run, a positive integer
+#   -h, --help    this text
 # Needs the build (build/inferd) and the models bench/engine.sh exports into
 # bench/results/tmp/ (it runs engine_torch.py --export-onnx when they are missing).
 # Writes bench/results/serve.md.
+# Exit status: 0 when the table is written, 2 for a bad option or value (one line on
+# stderr), 1 when the run fails.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 INFERD="$ROOT/build/inferd"
 TMPM="$ROOT/bench/results/tmp"
 REQUESTS=400
+die() { echo "serve.sh: $*" >&2; exit 1; }
+bad_usage() { echo "serve.sh: $*" >&2; exit 2; }
+usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    --requests) REQUESTS=$2; shift 2 ;;
-    *) echo "serve.sh: unknown option $1" >&2; exit 2 ;;
+    --requests) [ $# -ge 2 ] || bad_usage "--requests needs a value"; REQUESTS=$2; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) bad_usage "unknown argument '$1' (see --help)" ;;
   esac
 done
-[ -x "$INFERD" ] || { echo "serve.sh: build inferd first (cmake --build build)" >&2; exit 1; }
+[[ $REQUESTS =~ ^[1-9][0-9]*$ ]] || bad_usage "--requests must be a positive integer, not '$REQUESTS'"
+[ -x "$INFERD" ] || die "build inferd first (cmake --build build)"
+. "$ROOT/bench/lib.sh"
+bench_describe  # cpu and commit (copes without git), for the table's header
+work=$(mktemp -d)
+pid=""    # inferd serve
+child=""  # the measurement running now (run_child)
+cleanup() {
+  if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null || true; wait "$child" 2>/dev/null || true; fi
+  if [ -n "$pid" ]; then kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+# A signal ends the script (cleaning up on the way out) instead of going on with the next step.
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+# run_child OUT WHAT cmd...: cmd with stdout to OUT, in the background while the script
+# waits for it, so that a signal is acted on at once rather than when cmd ends.
+run_child() {
+  local out=$1 what=$2; shift 2
+  "$@" >"$out" &
+  child=$!
+  wait "$child" || die "$what failed (exit status $?)"
+  child=""
+}
 mkdir -p "$TMPM"
 for m in resnet50 resnet152; do
-  [ -f "$TMPM/$m.onnx" ] || /usr/bin/python3 "$ROOT/bench/engine_torch.py" --model "$m" --export-onnx "$TMPM/$m.onnx" >/dev/null
+  [ -f "$TMPM/$m.onnx" ] || run_child /dev/null "exporting $m" \
+    /usr/bin/python3 "$ROOT/bench/engine_torch.py" --model "$m" --export-onnx "$TMPM/$m.onnx"
 done
-work=$(mktemp -d)
-pid=""
-cleanup() { [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT INT TERM
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# Three free ports of 127.0.0.1 (inference, management, metrics), all bound at once so
+# that they differ.
+free_ports() {
+  /usr/bin/python3 -c 'import socket
+socks = [socket.socket() for _ in range(3)]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))'
+}
 /usr/bin/python3 -c "from PIL import Image; Image.open('/usr/lib/python3/dist-packages/skimage/data/chelsea.png').convert('RGB').save('$work/chelsea.jpg', quality=90)"
 
+PING_TIMEOUT=60  # seconds; resnet152's server answers /ping after ~1.5 s here
 serve() { # MAR NAME: start the server on a config for MAR; sets pid, PORT and START (seconds to /ping 200)
-  local mar=$1 name=$2 p1 p2 p3 t0 t1
-  p1=$(free_port); p2=$(free_port); p3=$(free_port)
+  local mar=$1 name=$2 p1 p2 p3 t0 t1 deadline
+  read -r p1 p2 p3 < <(free_ports) || die "could not pick free ports on 127.0.0.1"
   cat > "$work/config.properties" <<CONF
 inference_address=http://127.0.0.1:$p1
 management_address=http://127.0.0.1:$p2
@@ -54,16 +92,20 @@ CONF
   t0=$(date +%s.%N)
   (cd "$work" && exec "$INFERD" serve --ts-config config.properties --foreground --disable-token-auth) >"$work/serve.log" 2>&1 &
   pid=$!
-  for _ in $(seq 1 600); do
-    curl -sf "http://127.0.0.1:$p1/ping" >/dev/null 2>&1 && break
-    kill -0 "$pid" 2>/dev/null || { cat "$work/serve.log" >&2; exit 1; }
+  deadline=$((SECONDS + PING_TIMEOUT))
+  until curl -sf --max-time 2 "http://127.0.0.1:$p1/ping" >/dev/null 2>&1; do
+    kill -0 "$pid" 2>/dev/null || { cat "$work/serve.log" >&2; die "inferd serve ($name) exited before /ping answered"; }
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      tail -n 20 "$work/serve.log" >&2
+      die "inferd serve ($name) did not answer /ping on port $p1 within $PING_TIMEOUT s"
+    fi
     sleep 0.02
   done
   t1=$(date +%s.%N)
   PORT=$p1
   START=$(printf "%.2f" "$(echo "$t1 - $t0" | bc)")
 }
-stop() { kill -TERM "$pid"; wait "$pid" || true; pid=""; }
+stop() { kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; pid=""; }
 
 mkdir -p "$work/model_store"
 "$INFERD" archive --model-name resnet-152 --serialized-file "$TMPM/resnet152.onnx" --handler image_classifier \
@@ -72,30 +114,35 @@ mkdir -p "$work/model_store"
   --extra-files "$ROOT/models/index_to_name.json" --export-path "$work/model_store" >/dev/null
 
 starts=()
-for i in 1 2 3; do
+for _ in 1 2 3; do
   serve resnet-152.mar resnet-152
   starts+=("$START")
   stop
 done
 echo "serve.sh: resnet152 ready after ${starts[*]} s" >&2
 
-offline=$("$INFERD" run "$TMPM/resnet50.onnx" --bench --batch 8 --threads 2 --seconds 10 --json |
-  /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["throughput"])')
+run_child "$work/offline.json" "inferd run --bench (resnet50, offline)" \
+  "$INFERD" run "$TMPM/resnet50.onnx" --bench --batch 8 --threads 2 --seconds 10 --json
+offline=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["throughput"])' "$work/offline.json")
 WORKERS=1 serve resnet-50.mar resnet-50
-"$INFERD" bench --mode server --url "http://127.0.0.1:$PORT/predictions/resnet-50" --file "$work/chelsea.jpg" \
-  --requests 32 --concurrency 32 >/dev/null # warm-up: compiles the plans of every batch size
-served_json=$("$INFERD" bench --mode server --url "http://127.0.0.1:$PORT/predictions/resnet-50" \
-  --file "$work/chelsea.jpg" --requests "$REQUESTS" --concurrency 32 --json)
+# warm-up: compiles the plans of every batch size
+run_child /dev/null "inferd bench (warm-up)" \
+  "$INFERD" bench --mode server --url "http://127.0.0.1:$PORT/predictions/resnet-50" --file "$work/chelsea.jpg" \
+  --requests 32 --concurrency 32
+run_child "$work/served.json" "inferd bench (resnet50, served)" \
+  "$INFERD" bench --mode server --url "http://127.0.0.1:$PORT/predictions/resnet-50" \
+  --file "$work/chelsea.jpg" --requests "$REQUESTS" --concurrency 32 --json
 stop
-read -r served p99 errors < <(echo "$served_json" | /usr/bin/python3 -c '
+read -r served p99 errors < <(/usr/bin/python3 -c '
 import json, sys
-r = json.load(sys.stdin)
-print("%.2f" % r["images_per_second"], "%.1f" % r["latency_ms"]["p99"], r["errors"])')
+r = json.load(open(sys.argv[1]))
+print("%.2f" % r["images_per_second"], "%.1f" % r["latency_ms"]["p99"], r["errors"])' "$work/served.json") \
+  || die "inferd bench printed no result"
 ratio=$(echo "scale=3; $served / $offline" | bc)
 {
   echo "# Serving: start-up and overhead"
   echo
-  echo "Date: $(date -u '+%Y-%m-%d %H:%M UTC'); command: \`bench/serve.sh --requests $REQUESTS\`; CPU: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores; inferd $(git -C "$ROOT" rev-parse --short HEAD)"
+  echo "Date: $(date -u '+%Y-%m-%d %H:%M UTC'); command: \`bench/serve.sh --requests $REQUESTS\`; CPU: ${cpu:-unknown}, $(nproc) cores; inferd $commit"
   echo
   echo "| measure | value |"
   echo "|---|---|"
