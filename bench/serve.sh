@@ -14,7 +14,8 @@
 #   --requests N  requests of the timed serving run, a positive integer
 #   -h, --help    this text
 # Needs the build (build/inferd) and the models bench/engine.sh exports into
-# bench/results/tmp/ (it runs engine_torch.py --export-onnx when they are missing).
+# bench/results/tmp/ (it runs engine_torch.py --export-onnx when they are missing or
+# older than engine_torch.py).
 # Writes bench/results/serve.md.
 # Exit status: 0 when the table is written, 2 for a bad option or value (one line on
 # stderr), 1 when the run fails.
@@ -59,9 +60,12 @@ run_child() {
   child=""
 }
 mkdir -p "$TMPM"
-for m in resnet50 resnet152; do
-  [ -f "$TMPM/$m.onnx" ] || run_child /dev/null "exporting $m" \
-    /usr/bin/python3 "$ROOT/bench/engine_torch.py" --model "$m" --export-onnx "$TMPM/$m.onnx"
+for m in resnet50 resnet152; do  # remade when missing or stale, as bench/engine.sh does
+  if ! { [ -s "$TMPM/$m.onnx" ] && [ "$TMPM/$m.onnx" -nt "$ROOT/bench/engine_torch.py" ]; }; then
+    echo "serve.sh: exporting $m to ${TMPM#"$ROOT"/}/$m.onnx" >&2
+    run_child /dev/null "exporting $m" \
+      /usr/bin/python3 "$ROOT/bench/engine_torch.py" --model "$m" --export-onnx "$TMPM/$m.onnx"
+  fi
 done
 # Three free ports of 127.0.0.1 (inference, management, metrics), all bound at once so
 # that they differ.
