@@ -22,10 +22,11 @@
 #      experiment) POSTing the JPEG to nginx and to inferd: the load generator's own ceiling, beside
 #      the highest rate bench/seed-experiment.sh needs of it (its best images/s, read from
 #      bench/results/seed-experiment.md; --needed-rate R overrides), with the ratio (goal: >= 5x).
-# The tables also go to bench/results/http.md. wrk and the servers share this machine's cores, as they would
-# on a 2-core box; only the ratios mean something.
+# The tables also go to bench/results/http.md (or --out). wrk and the servers share this machine's
+# cores, as they would on a 2-core box; only the ratios mean something.
 #
 # Usage: bench/http.sh [--seconds S] [--build DIR] [--no-build] [--connections C] [--batch-size B]
+#                      [--bench-requests N] [--needed-rate R] [--worker-threads T] [--out FILE]
 #   --seconds S       seconds of each wrk run (default 10): 6 runs of S + 1 s, two inferd bench
 #                     runs (~2 s) and start-up: ~1.5 minutes at the default, ~45 s at
 #                     --seconds 5; --seconds 2 is a smoke test (~25 s)
@@ -40,8 +41,12 @@
 #                     --ncores_per_instance 1); 0 = the server's automatic plan (here one worker
 #                     with a 2-thread OpenMP team, whose sync on cores shared with wrk and the
 #                     HTTP threads costs more than the tiny model: ~3x fewer predictions/s)
+#   --out FILE        where the Markdown goes (default bench/results/http.md, the committed table;
+#                     a smoke run writes its own file instead of replacing it)
 #
 # Needs: wrk and nginx-light (Debian), python3-onnx and python3-pil (scripts/install-deps.sh).
+# Exit status: 0 when the table is written, 2 for a bad option or value (one line on stderr),
+# 1 when the run fails.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -57,38 +62,43 @@ BATCH=1
 WTHREADS=1
 BENCH_REQUESTS=20000
 NEEDED=
+OUT="$RESULTS/http.md"
 
 die() { echo "http.sh: $*" >&2; exit 1; }
+bad_usage() { echo "http.sh: $*" >&2; exit 2; }
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
 
 COMMAND="bench/http.sh${*:+ $*}"
 while [ $# -gt 0 ]; do
   case "$1" in
-    --seconds) [ $# -ge 2 ] || die "--seconds needs a value"; SECS=$2; shift 2 ;;
-    --build)   [ $# -ge 2 ] || die "--build needs a directory"; BUILD=$2; shift 2 ;;
+    --seconds) [ $# -ge 2 ] || bad_usage "--seconds needs a value"; SECS=$2; shift 2 ;;
+    --build)   [ $# -ge 2 ] || bad_usage "--build needs a directory"; BUILD=$2; shift 2 ;;
     --no-build) NO_BUILD=1; shift ;;
-    --connections) [ $# -ge 2 ] || die "--connections needs a value"; CONNS=$2; shift 2 ;;
-    --batch-size) [ $# -ge 2 ] || die "--batch-size needs a value"; BATCH=$2; shift 2 ;;
-    --worker-threads) [ $# -ge 2 ] || die "--worker-threads needs a value"; WTHREADS=$2; shift 2 ;;
-    --bench-requests) [ $# -ge 2 ] || die "--bench-requests needs a value"; BENCH_REQUESTS=$2; shift 2 ;;
-    --needed-rate) [ $# -ge 2 ] || die "--needed-rate needs a value"; NEEDED=$2; shift 2 ;;
+    --connections) [ $# -ge 2 ] || bad_usage "--connections needs a value"; CONNS=$2; shift 2 ;;
+    --batch-size) [ $# -ge 2 ] || bad_usage "--batch-size needs a value"; BATCH=$2; shift 2 ;;
+    --worker-threads) [ $# -ge 2 ] || bad_usage "--worker-threads needs a value"; WTHREADS=$2; shift 2 ;;
+    --bench-requests) [ $# -ge 2 ] || bad_usage "--bench-requests needs a value"; BENCH_REQUESTS=$2; shift 2 ;;
+    --needed-rate) [ $# -ge 2 ] || bad_usage "--needed-rate needs a value"; NEEDED=$2; shift 2 ;;
+    --out)     [ $# -ge 2 ] || bad_usage "--out needs a file"; OUT=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
-    *) die "unknown argument '$1' (see --help)" ;;
+    *) bad_usage "unknown argument '$1' (see --help)" ;;
   esac
 done
-[[ $SECS =~ ^[1-9][0-9]*$ ]] || die "--seconds must be a positive integer (wrk's -d), not '$SECS'"
-[[ $CONNS =~ ^[1-9][0-9]*$ ]] || die "--connections must be a positive integer, not '$CONNS'"
-[[ $BATCH =~ ^[1-9][0-9]*$ ]] || die "--batch-size must be a positive integer, not '$BATCH'"
-[[ $WTHREADS =~ ^[0-9]+$ ]] || die "--worker-threads must be a number (0: automatic), not '$WTHREADS'"
-[[ $BENCH_REQUESTS =~ ^[1-9][0-9]*$ ]] || die "--bench-requests must be a positive integer, not '$BENCH_REQUESTS'"
+[[ $SECS =~ ^[1-9][0-9]*$ ]] || bad_usage "--seconds must be a positive integer (wrk's -d), not '$SECS'"
+[[ $CONNS =~ ^[1-9][0-9]*$ ]] || bad_usage "--connections must be a positive integer, not '$CONNS'"
+[[ $BATCH =~ ^[1-9][0-9]*$ ]] || bad_usage "--batch-size must be a positive integer, not '$BATCH'"
+[[ $WTHREADS =~ ^[0-9]+$ ]] || bad_usage "--worker-threads must be a number (0: automatic), not '$WTHREADS'"
+[[ $BENCH_REQUESTS =~ ^[1-9][0-9]*$ ]] || bad_usage "--bench-requests must be a positive integer, not '$BENCH_REQUESTS'"
 if [ -z "$NEEDED" ]; then
   # the best images/s of the seed experiment's table (column 3), if it has run
   NEEDED=$(sed -n 's/^| [0-9]\. [^|]*| [^|]*| *\([0-9.]*\) |.*/\1/p' "$RESULTS/seed-experiment.md" 2>/dev/null \
     | sort -g | tail -n 1)
 fi
-[ -z "$NEEDED" ] || [[ $NEEDED =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "--needed-rate must be a number, not '$NEEDED'"
-[ "$CONNS" -ge 2 ] || die "--connections must be at least 2 (wrk runs 2 threads)"
+[ -z "$NEEDED" ] || [[ $NEEDED =~ ^[0-9]+(\.[0-9]+)?$ ]] || bad_usage "--needed-rate must be a number, not '$NEEDED'"
+[ "$CONNS" -ge 2 ] || bad_usage "--connections must be at least 2 (wrk runs 2 threads)"
 case "$BUILD" in /*) ;; *) BUILD="$PWD/$BUILD" ;; esac
+case "$OUT" in /*) ;; *) OUT="$PWD/$OUT" ;; esac
+[ -d "$(dirname "$OUT")" ] || bad_usage "--out: no directory $(dirname "$OUT")"
 INFERD="$BUILD/inferd"
 
 # ---- prerequisites -------------------------------------------------------------------
@@ -335,7 +345,6 @@ echo
 echo "$header"
 echo
 echo "$table"
-mkdir -p "$RESULTS"
 {
   echo "# inferd HTTP overhead vs nginx"
   echo
@@ -354,7 +363,7 @@ mkdir -p "$RESULTS"
   echo "experiment measured (the most it ever needs of the load generator)."
   echo
   echo "$table"
-} >"$RESULTS/http.md.tmp"
-mv "$RESULTS/http.md.tmp" "$RESULTS/http.md"
+} >"$OUT.tmp"
+mv "$OUT.tmp" "$OUT"
 echo
-echo "http.sh: wrote ${RESULTS#"$ROOT"/}/http.md" >&2
+echo "http.sh: wrote ${OUT#"$ROOT"/}" >&2
