@@ -251,13 +251,15 @@ code=$(curl -s -o "$WORK/answer.json" -w '%{http_code}' --max-time 10 -H 'Conten
 # ---- measurements: one after another -------------------------------------------------
 bench() {  # bench NAME URL METHOD [BODY CTYPE] -> $WORK/NAME.json (wrk's JSON line)
   local name=$1 url=$2; shift 2
-  echo "http.sh: wrk -t2 -c$CONNS -d${SECS}s $* $url" >&2
+  # the timed run's command line, logged as it runs; METHOD [BODY CTYPE] go to http_wrk.lua
+  local cmd=(wrk -t2 -c"$CONNS" -d"${SECS}s" -s "$LUA" "$url" -- "$@")
+  echo "http.sh: ${cmd[*]}" >&2
   # a 1-second warm-up opens the connections and fills caches, then the timed run
   # (wrk runs in the background and the script waits for it, so that a signal is acted on at once)
   wrk -t2 -c"$CONNS" -d1s -s "$LUA" "$url" -- "$@" >/dev/null 2>&1 &
   WRK_PID=$!
   wait "$WRK_PID" || true
-  wrk -t2 -c"$CONNS" -d"${SECS}s" -s "$LUA" "$url" -- "$@" >"$WORK/$name.out" 2>&1 &
+  "${cmd[@]}" >"$WORK/$name.out" 2>&1 &
   WRK_PID=$!
   if ! wait "$WRK_PID"; then
     cat "$WORK/$name.out" >&2
@@ -276,10 +278,10 @@ bench inferd_post "http://127.0.0.1:$P_INF/predictions/tiny" POST "$WORK/tiny.jp
 
 # inferd bench's own ceiling: 100 clients in one process, as seed-experiment.sh runs it.
 loadgen() {  # loadgen NAME URL -> $WORK/NAME.json (inferd bench's JSON)
-  echo "http.sh: inferd bench --requests $BENCH_REQUESTS --concurrency 100 $2" >&2
-  "$INFERD" bench --mode server --url "$2" --file "$WORK/tiny.jpg" --requests "$BENCH_REQUESTS" \
-    --concurrency 100 --timeout 30 --json >"$WORK/$1.json" 2>"$WORK/$1.err" \
-    || { cat "$WORK/$1.err" >&2; die "inferd bench failed on $2"; }
+  local cmd=("$INFERD" bench --mode server --url "$2" --file "$WORK/tiny.jpg" --requests "$BENCH_REQUESTS"
+             --concurrency 100 --timeout 30 --json)
+  echo "http.sh: ${cmd[*]}" >&2
+  "${cmd[@]}" >"$WORK/$1.json" 2>"$WORK/$1.err" || { cat "$WORK/$1.err" >&2; die "inferd bench failed on $2"; }
 }
 loadgen loadgen_nginx "http://127.0.0.1:$P_NGX/predictions/tiny"
 loadgen loadgen_inferd "http://127.0.0.1:$P_INF/predictions/tiny"
