@@ -7,12 +7,12 @@
 #   build/inferd run MODEL.onnx --bench --batch N --threads 2 --seconds S --json
 #   /usr/bin/python3 bench/engine_torch.py --model MODEL --batch N --threads 2 --seconds S --json
 # and prints a Markdown table of throughputs, their ratio, inferd's GFLOP/s and its share of
-# the machine's fp32 peak. The table also goes to bench/results/engine.md, with the date,
-# the CPU and the command. Only the ratios mean something: both sides are measured in the
+# the machine's fp32 peak. The table also goes to bench/results/engine.md (or --out), with
+# the date, the CPU and the command. Only the ratios mean something: both sides are measured in the
 # same run on the same machine; absolute numbers move with the machine and its load.
 #
 # Usage: bench/engine.sh [--seconds S] [--rounds R] [--build DIR] [--no-build] [--profile]
-#                        [--models a,b] [--batches 1,8] [--threads T] [--peak GFLOPS]
+#                        [--models a,b] [--batches 1,8] [--threads T] [--peak GFLOPS] [--out FILE]
 #   --seconds S   timed seconds of each measurement (default 10). inferd runs once and PyTorch
 #                 three variants per row and round, so 4 rows take ~16*S*R s plus warm-ups
 #                 and model loading: about 8-10 minutes at the defaults on an idle 2-core
@@ -28,14 +28,18 @@
 #                 without CMake files is used as it is.
 #   --no-build    never run cmake; DIR/inferd must exist
 #   --profile     afterwards, run resnet50 batch 8 with `--profile` and print inferd's per-op
-#                 breakdown (also appended to bench/results/engine.md)
+#                 breakdown (also appended to the table's file)
 #   --models, --batches, --threads   override the default grid (resnet50,resnet152 / 1,8 / 2)
 #   --peak GFLOPS fp32 peak used for "% of fp32 peak" (default 434: 2 cores x 2 x 512-bit FMA x 16 lanes x 2 x ~3.4 GHz)
+#   --out FILE    where the Markdown goes (default bench/results/engine.md, the committed table;
+#                 a smoke run writes its own file instead of replacing it)
 #
 # Needs: the packages of scripts/install-deps.sh (cmake, libdnnl-dev, ..., python3-torch,
 # python3-torchvision, python3-onnx). No network: weights are never downloaded.
 # The exported models are cached in bench/results/tmp/ (ignored by git through its own
 # .gitignore) and remade when missing or older than bench/engine_torch.py.
+# Exit status: 0 when the table is written, 2 for a bad option or value (one line on
+# stderr), 1 when the run fails.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -58,35 +62,40 @@ THREADS=2
 #   = 2 x 2 x 16 x 2 x 3.4 = 435 ~ 434 GFLOP/s.
 # Change it with --peak on another machine (cores x FMA pipes x lanes x 2 x GHz).
 PEAK=434
+OUT="$RESULTS/engine.md"
 
 die() { echo "engine.sh: $*" >&2; exit 1; }
+bad_usage() { echo "engine.sh: $*" >&2; exit 2; }
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
 
 COMMAND="bench/engine.sh${*:+ $*}"
 while [ $# -gt 0 ]; do
   case "$1" in
-    --seconds) [ $# -ge 2 ] || die "--seconds needs a value"; SECS=$2; shift 2 ;;
-    --rounds)  [ $# -ge 2 ] || die "--rounds needs a value"; ROUNDS=$2; shift 2 ;;
-    --build)   [ $# -ge 2 ] || die "--build needs a directory"; BUILD=$2; shift 2 ;;
+    --seconds) [ $# -ge 2 ] || bad_usage "--seconds needs a value"; SECS=$2; shift 2 ;;
+    --rounds)  [ $# -ge 2 ] || bad_usage "--rounds needs a value"; ROUNDS=$2; shift 2 ;;
+    --build)   [ $# -ge 2 ] || bad_usage "--build needs a directory"; BUILD=$2; shift 2 ;;
     --no-build) NO_BUILD=1; shift ;;
     --profile) PROFILE=1; shift ;;
-    --models)  [ $# -ge 2 ] || die "--models needs a value"; MODELS=$2; shift 2 ;;
-    --batches) [ $# -ge 2 ] || die "--batches needs a value"; BATCHES=$2; shift 2 ;;
-    --threads) [ $# -ge 2 ] || die "--threads needs a value"; THREADS=$2; shift 2 ;;
-    --peak)    [ $# -ge 2 ] || die "--peak needs a value"; PEAK=$2; shift 2 ;;
+    --models)  [ $# -ge 2 ] || bad_usage "--models needs a value"; MODELS=$2; shift 2 ;;
+    --batches) [ $# -ge 2 ] || bad_usage "--batches needs a value"; BATCHES=$2; shift 2 ;;
+    --threads) [ $# -ge 2 ] || bad_usage "--threads needs a value"; THREADS=$2; shift 2 ;;
+    --peak)    [ $# -ge 2 ] || bad_usage "--peak needs a value"; PEAK=$2; shift 2 ;;
+    --out)     [ $# -ge 2 ] || bad_usage "--out needs a file"; OUT=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
-    *) die "unknown argument '$1' (see --help)" ;;
+    *) bad_usage "unknown argument '$1' (see --help)" ;;
   esac
 done
 if ! [[ $SECS =~ ^[0-9]+([.][0-9]+)?$ ]] || ! awk "BEGIN { exit !($SECS > 0) }"; then
-  die "--seconds must be a positive number, not '$SECS'"
+  bad_usage "--seconds must be a positive number, not '$SECS'"
 fi
-[[ $THREADS =~ ^[1-9][0-9]*$ ]] || die "--threads must be a positive integer, not '$THREADS'"
-[[ $PEAK =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--peak must be a number, not '$PEAK'"
-[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "--rounds must be a positive integer, not '$ROUNDS'"
-[[ $BATCHES =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "--batches must be like 1,8, not '$BATCHES'"
-[[ $MODELS =~ ^[a-z0-9_]+(,[a-z0-9_]+)*$ ]] || die "--models must be like resnet50,resnet152, not '$MODELS'"
+[[ $THREADS =~ ^[1-9][0-9]*$ ]] || bad_usage "--threads must be a positive integer, not '$THREADS'"
+[[ $PEAK =~ ^[0-9]+([.][0-9]+)?$ ]] || bad_usage "--peak must be a number, not '$PEAK'"
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || bad_usage "--rounds must be a positive integer, not '$ROUNDS'"
+[[ $BATCHES =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || bad_usage "--batches must be like 1,8, not '$BATCHES'"
+[[ $MODELS =~ ^[a-z0-9_]+(,[a-z0-9_]+)*$ ]] || bad_usage "--models must be like resnet50,resnet152, not '$MODELS'"
 case "$BUILD" in /*) ;; *) BUILD="$PWD/$BUILD" ;; esac
+case "$OUT" in /*) ;; *) OUT="$PWD/$OUT" ;; esac
+[ -d "$(dirname "$OUT")" ] || bad_usage "--out: no directory $(dirname "$OUT")"
 INFERD="$BUILD/inferd"
 IFS=, read -r -a MODEL_LIST <<<"$MODELS"
 IFS=, read -r -a BATCH_LIST <<<"$BATCHES"
@@ -249,10 +258,10 @@ echo "$table"
   echo "their rounds alternating."
   echo
   echo "$table"
-} >"$RESULTS/engine.md.tmp"
-mv "$RESULTS/engine.md.tmp" "$RESULTS/engine.md"
+} >"$OUT.tmp"
+mv "$OUT.tmp" "$OUT"
 echo
-echo "engine.sh: wrote ${RESULTS#"$ROOT"/}/engine.md" >&2
+echo "engine.sh: wrote ${OUT#"$ROOT"/}" >&2
 
 # ---- optional per-op profile ---------------------------------------------------------
 if [ "$PROFILE" = 1 ]; then
@@ -273,5 +282,5 @@ if [ "$PROFILE" = 1 ]; then
     echo '```'
     cat "$prof"
     echo '```'
-  } >>"$RESULTS/engine.md"
+  } >>"$OUT"
 fi
