@@ -48,6 +48,8 @@
 # python3-onnx, ...) and nodejs + npm (Debian). The exported models are shared with
 # bench/engine.sh in bench/results/tmp/ (ignored by git); this run's raw JSON and logs go to
 # bench/results/tmp/peers-last/.
+# Exit status: 0 when the table is written, 2 for a bad option or value (one line on
+# stderr), 1 when the run fails.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -69,35 +71,36 @@ ORT_VERSION=1.30.0
 OUT="$RESULTS/peers.md"
 
 die() { echo "peers.sh: $*" >&2; exit 1; }
+bad_usage() { echo "peers.sh: $*" >&2; exit 2; }
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
 
 COMMAND="bench/peers.sh${*:+ $*}"
 while [ $# -gt 0 ]; do
   case "$1" in
-    --seconds) [ $# -ge 2 ] || die "--seconds needs a value"; SECS=$2; shift 2 ;;
-    --rounds)  [ $# -ge 2 ] || die "--rounds needs a value"; ROUNDS=$2; shift 2 ;;
-    --build)   [ $# -ge 2 ] || die "--build needs a directory"; BUILD=$2; shift 2 ;;
+    --seconds) [ $# -ge 2 ] || bad_usage "--seconds needs a value"; SECS=$2; shift 2 ;;
+    --rounds)  [ $# -ge 2 ] || bad_usage "--rounds needs a value"; ROUNDS=$2; shift 2 ;;
+    --build)   [ $# -ge 2 ] || bad_usage "--build needs a directory"; BUILD=$2; shift 2 ;;
     --no-build) NO_BUILD=1; shift ;;
-    --models)  [ $# -ge 2 ] || die "--models needs a value"; MODELS=$2; shift 2 ;;
-    --batches) [ $# -ge 2 ] || die "--batches needs a value"; BATCHES=$2; shift 2 ;;
-    --threads) [ $# -ge 2 ] || die "--threads needs a value"; THREAD_COUNTS=$2; shift 2 ;;
-    --ort-version) [ $# -ge 2 ] || die "--ort-version needs a value"; ORT_VERSION=$2; shift 2 ;;
-    --out)     [ $# -ge 2 ] || die "--out needs a file"; OUT=$2; shift 2 ;;
+    --models)  [ $# -ge 2 ] || bad_usage "--models needs a value"; MODELS=$2; shift 2 ;;
+    --batches) [ $# -ge 2 ] || bad_usage "--batches needs a value"; BATCHES=$2; shift 2 ;;
+    --threads) [ $# -ge 2 ] || bad_usage "--threads needs a value"; THREAD_COUNTS=$2; shift 2 ;;
+    --ort-version) [ $# -ge 2 ] || bad_usage "--ort-version needs a value"; ORT_VERSION=$2; shift 2 ;;
+    --out)     [ $# -ge 2 ] || bad_usage "--out needs a file"; OUT=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
-    *) die "unknown argument '$1' (see --help)" ;;
+    *) bad_usage "unknown argument '$1' (see --help)" ;;
   esac
 done
 if ! [[ $SECS =~ ^[0-9]+([.][0-9]+)?$ ]] || ! awk "BEGIN { exit !($SECS > 0) }"; then
-  die "--seconds must be a positive number, not '$SECS'"
+  bad_usage "--seconds must be a positive number, not '$SECS'"
 fi
-[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "--rounds must be a positive integer, not '$ROUNDS'"
-[[ $BATCHES =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "--batches must be like 1,8, not '$BATCHES'"
-[[ $THREAD_COUNTS =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "--threads must be like 1,2, not '$THREAD_COUNTS'"
-[[ $MODELS =~ ^[a-z0-9_]+(,[a-z0-9_]+)*$ ]] || die "--models must be like resnet50,mobilenet_v2, not '$MODELS'"
-[[ $ORT_VERSION =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "--ort-version must be like 1.30.0, not '$ORT_VERSION'"
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || bad_usage "--rounds must be a positive integer, not '$ROUNDS'"
+[[ $BATCHES =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || bad_usage "--batches must be like 1,8, not '$BATCHES'"
+[[ $THREAD_COUNTS =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || bad_usage "--threads must be like 1,2, not '$THREAD_COUNTS'"
+[[ $MODELS =~ ^[a-z0-9_]+(,[a-z0-9_]+)*$ ]] || bad_usage "--models must be like resnet50,mobilenet_v2, not '$MODELS'"
+[[ $ORT_VERSION =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || bad_usage "--ort-version must be like 1.30.0, not '$ORT_VERSION'"
 case "$BUILD" in /*) ;; *) BUILD="$PWD/$BUILD" ;; esac
 case "$OUT" in /*) ;; *) OUT="$PWD/$OUT" ;; esac
-[ -d "$(dirname "$OUT")" ] || die "--out: no directory $(dirname "$OUT")"
+[ -d "$(dirname "$OUT")" ] || bad_usage "--out: no directory $(dirname "$OUT")"
 INFERD="$BUILD/inferd"
 IFS=, read -r -a MODEL_LIST <<<"$MODELS"
 IFS=, read -r -a BATCH_LIST <<<"$BATCHES"
