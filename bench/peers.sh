@@ -25,7 +25,7 @@
 #   --seconds S   timed seconds of each measurement (default 10). A row is inferd once,
 #                 PyTorch three variants and ORT once, ~5*S s plus warm-ups and loading;
 #                 one round of the 12 default rows took 17 minutes at --seconds 6 on an
-#                 idle 2-core machine, two rounds at --seconds 4 took 38, three 42; expect ~25 per
+#                 idle 2-core machine, two rounds at --seconds 4 took 38, three 42 to 44; expect ~25 per
 #                 round at the default S (plus a first build, ONNX exports
 #                 and the npm install, ~1-2 minutes; the timings of the slow rows are not
 #                 S: warm-ups and PyTorch eager at batch 8 make resnet152's rows take ~3

@@ -11,7 +11,7 @@
 #      = physical cores, one thread each)
 # Columns: total time, images/s, ratio to row 1, p99 latency, peak CPU %, peak memory %.
 # Writes bench/results/seed-experiment.md and bench/results/seed-experiment.png (gnuplot;
-# --out FILE writes elsewhere), and prints the table. Default N=40: about 4 minutes on 2
+# --out FILE writes elsewhere), and prints the table. Default N=40: 3-4 minutes on 2
 # idle cores.
 #
 # Usage: bench/seed-experiment.sh [--jobs N] [--out FILE]
