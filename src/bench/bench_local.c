@@ -9,7 +9,8 @@
  * Design: the parent forks + execs jobs until C run, then polls with waitpid(WNOHANG)
  * every 2 ms; a job's stdout comes back through a pipe (read as it arrives, at most
  * BENCH_JOB_OUTPUT_MAX bytes kept); a job still running after --timeout is killed and
- * counted with its exit status 128 + SIGKILL.
+ * counted with its exit status 128 + SIGKILL. Jobs get SIGKILL when the parent dies
+ * (PR_SET_PDEATHSIG), so none outlives a stopped run.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -128,6 +130,7 @@ static pid_t spawn_job(const bench_params *p, int *out_fd) {
   int pipefd[2];
   if (pipe(pipefd) != 0) return -1;
   fflush(NULL);
+  pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
     close(pipefd[0]);
@@ -135,6 +138,10 @@ static pid_t spawn_job(const bench_params *p, int *out_fd) {
     return -1;
   }
   if (pid == 0) {
+    /* a job dies with the run: when `inferd bench` is killed or stopped (a benchmark
+     * script's trap), its jobs are not left loading models on the cores */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
     dup2(pipefd[1], STDOUT_FILENO);
     close(pipefd[0]);
     close(pipefd[1]);
