@@ -5,7 +5,8 @@
 #   the same over 2 processes; all 200 OK, no errors, p50 <= p99 <= max;
 #   --mode local: 4 jobs x concurrency 2 on the chelsea photo, each top-5 starting with
 #   "Egyptian cat"; refused connections and a server that never answers are counted
-#   (status 0), not hung on; a job past --timeout is killed (137); keep-alive (16
+#   (status 0), not hung on; a job past --timeout is killed (137), and jobs die with a
+#   killed run; keep-alive (16
 #   connections for 16 clients); bad flags exit 2 with one line (a malformed or non-http
 #   URL, a directory or FIFO as a file, more clients than open files are allowed);
 #   latency is of the requests answered with success, failures' apart. Open loop (--request-rate):
@@ -211,6 +212,24 @@ check_json "$WORK/local_bad.json" 'r["exit_status"] == {"2": 2} and r["errors"] 
 timeout 60 "$INFERD" bench --mode local --model "$MODEL" --file "$PHOTO" --requests 2 --concurrency 2 --timeout 0.05 \
   --json >"$WORK/local_timeout.json" || fail "bench --mode local --timeout: exit $?"
 check_json "$WORK/local_timeout.json" 'r["exit_status"] == {"137": 2}' "local mode: jobs past --timeout are killed (137)"
+
+# Jobs die with the run: SIGKILL to `inferd bench --mode local` while its jobs run leaves
+# none behind (they would go on loading the model and classifying).
+cp "$PHOTO" "$WORK/dies-with-the-run.png"
+"$INFERD" bench --mode local --model "$MODEL" --file "$WORK/dies-with-the-run.png" --requests 2 --concurrency 2 \
+  >/dev/null 2>&1 &
+run=$!
+for i in $(seq 1 200); do
+  [ "$(pgrep -fc "mode job .*dies-with-the-run" || true)" -ge 2 ] && break
+  sleep 0.01
+done
+kill -KILL "$run"
+wait "$run" 2>/dev/null || true
+sleep 0.1
+left=$(pgrep -fc "mode job .*dies-with-the-run" || true)
+[ "$left" = 0 ] && echo "ok   local mode: jobs die with a killed run" ||
+  fail "local mode: $left job(s) still running after the run was killed"
+pkill -KILL -f "mode job .*dies-with-the-run" 2>/dev/null || true
 
 if [ "$failures" != 0 ]; then
   echo "$failures failure(s)" >&2
