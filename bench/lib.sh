@@ -47,3 +47,77 @@ bench_describe() {
     commit="(no commit yet)"
   fi
 }
+
+# ---- scripts that run `inferd serve` (seed-experiment.sh, serve.sh) ----
+
+# Sets up $work (a temporary directory), $pid (the server, see bench_serve_start) and
+# $child (the measurement running now, see bench_run_child); on exit the two are
+# stopped and $work removed. INT and TERM end the script (130, 143) instead of letting
+# it go on with the next step.
+bench_scaffold() {
+  work=$(mktemp -d)
+  pid=""
+  child=""
+  trap bench__cleanup EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+}
+
+bench__cleanup() {
+  if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null || true; wait "$child" 2>/dev/null || true; fi
+  if [ -n "$pid" ]; then kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+
+# bench_run_child OUT WHAT cmd...: cmd with stdout to OUT (- for stderr), in the
+# background while the script waits for it, so that a signal is acted on at once
+# rather than when cmd ends; dies naming WHAT when cmd fails.
+bench_run_child() {
+  local out=$1 what=$2
+  shift 2
+  if [ "$out" = - ]; then "$@" >&2 & else "$@" >"$out" & fi
+  child=$!
+  wait "$child" || die "$what failed (exit status $?)"
+  child=""
+}
+
+BENCH_PING_TIMEOUT=60 # seconds; resnet152's server answers /ping after ~1.5 s here
+
+# bench_serve_start WHAT LINE...: writes $work/config.properties (three free ports of
+# 127.0.0.1, all bound at once so that they differ, then the LINEs), starts `inferd
+# serve` on it in $work and waits until /ping answers 200; sets pid and PORT. Dies,
+# naming WHAT, when the server exits first or does not answer within
+# BENCH_PING_TIMEOUT seconds.
+bench_serve_start() {
+  local what=$1 p1 p2 p3 deadline
+  shift
+  read -r p1 p2 p3 < <(/usr/bin/python3 -c 'import socket
+socks = [socket.socket() for _ in range(3)]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))') || die "could not pick free ports on 127.0.0.1"
+  {
+    echo "inference_address=http://127.0.0.1:$p1"
+    echo "management_address=http://127.0.0.1:$p2"
+    echo "metrics_address=http://127.0.0.1:$p3"
+    printf '%s\n' "$@"
+  } >"$work/config.properties"
+  (cd "$work" && exec "$INFERD" serve --ts-config config.properties --foreground --disable-token-auth) >"$work/serve.log" 2>&1 &
+  pid=$!
+  deadline=$((SECONDS + BENCH_PING_TIMEOUT))
+  until curl -sf --max-time 2 "http://127.0.0.1:$p1/ping" >/dev/null 2>&1; do
+    kill -0 "$pid" 2>/dev/null || { cat "$work/serve.log" >&2; die "inferd serve ($what) exited before /ping answered"; }
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      tail -n 20 "$work/serve.log" >&2
+      die "inferd serve ($what) did not answer /ping on port $p1 within $BENCH_PING_TIMEOUT s"
+    fi
+    sleep 0.02
+  done
+  PORT=$p1
+}
+
+bench_serve_stop() {
+  kill -TERM "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  pid=""
+}

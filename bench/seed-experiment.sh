@@ -57,27 +57,7 @@ bench_load_warning seed-experiment.sh
 bench_describe  # cpu and commit (copes without git), for the table's header
 
 CORES=$(nproc)
-work=$(mktemp -d)
-pid=""    # inferd serve
-child=""  # the measurement running now (run_child)
-cleanup() {
-  if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null || true; wait "$child" 2>/dev/null || true; fi
-  if [ -n "$pid" ]; then kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-# A signal ends the script (cleaning up on the way out) instead of going on to the next row.
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-# run_child OUT WHAT cmd...: cmd with stdout to OUT (- for stderr), in the background while
-# the script waits for it, so that a signal is acted on at once rather than when cmd ends.
-run_child() {
-  local out=$1 what=$2; shift 2
-  if [ "$out" = - ]; then "$@" >&2 & else "$@" >"$out" & fi
-  child=$!
-  wait "$child" || die "$what failed (exit status $?)"
-  child=""
-}
+bench_scaffold # $work, $pid, $child; cleaned up on exit, a signal ends the run
 
 # The models, cached in bench/results/tmp/ (ignored by git): resnet152.onnx is made by
 # engine_torch.py, resnet152.pt by seed_jobs.py from engine_torch.py's network. When either
@@ -89,68 +69,34 @@ if ! { [ -s "$ONNX" ] && [ "$ONNX" -nt "$ROOT/bench/engine_torch.py" ] &&
        [ -s "$TS" ] && [ "$TS" -nt "$ROOT/bench/engine_torch.py" ] && [ "$TS" -nt "$ROOT/bench/seed_jobs.py" ]; }; then
   mkdir -p "$TMPM"
   echo "seed-experiment.sh: exporting resnet152 to ${ONNX#"$ROOT"/} and ${TS#"$ROOT"/}" >&2
-  run_child - "exporting resnet152 to ONNX" \
+  bench_run_child - "exporting resnet152 to ONNX" \
     "$PY" "$ROOT/bench/engine_torch.py" --model resnet152 --export-onnx "$ONNX"
-  run_child - "saving resnet152 as TorchScript" "$PY" "$ROOT/bench/seed_jobs.py" save --model resnet152 --out "$TS"
+  bench_run_child - "saving resnet152 as TorchScript" "$PY" "$ROOT/bench/seed_jobs.py" save --model resnet152 --out "$TS"
 fi
 
 cp "$ROOT/models/index_to_name.json" "$work/"
 mkdir -p "$work/model_store"
 "$INFERD" archive --model-name resnet-152 --serialized-file "$ONNX" --handler image_classifier \
   --extra-files "$ROOT/models/index_to_name.json" --export-path "$work/model_store" >/dev/null
-# Three free ports of 127.0.0.1 (inference, management, metrics), all bound at once so
-# that they differ.
-free_ports() {
-  "$PY" -c 'import socket
-socks = [socket.socket() for _ in range(3)]
-for s in socks:
-    s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in socks))'
-}
-
-PING_TIMEOUT=60  # seconds; resnet152's server answers /ping after ~1.5 s here
 serve() { # BATCH WORKERS: start inferd serve on resnet-152.mar; sets pid and PORT
-  local p1 p2 p3 deadline
-  read -r p1 p2 p3 < <(free_ports) || die "could not pick free ports on 127.0.0.1"
-  cat > "$work/config.properties" <<CONF
-inference_address=http://127.0.0.1:$p1
-management_address=http://127.0.0.1:$p2
-metrics_address=http://127.0.0.1:$p3
-model_store=$work/model_store
-load_models=resnet-152.mar
-models={"resnet-152": {"1.0": {"marName": "resnet-152.mar", "batchSize": $1, "maxBatchDelay": 100, "responseTimeout": 600}}}
-default_workers_per_model=$2
-job_queue_size=1000
-number_of_netty_threads=2
-CONF
-  (cd "$work" && exec "$INFERD" serve --ts-config config.properties --foreground --disable-token-auth) >"$work/serve.log" 2>&1 &
-  pid=$!
-  deadline=$((SECONDS + PING_TIMEOUT))
-  until curl -sf --max-time 2 "http://127.0.0.1:$p1/ping" >/dev/null 2>&1; do
-    kill -0 "$pid" 2>/dev/null || { cat "$work/serve.log" >&2; die "inferd serve exited before /ping answered"; }
-    if [ "$SECONDS" -ge "$deadline" ]; then
-      tail -n 20 "$work/serve.log" >&2
-      die "inferd serve (batchSize $1, workers $2) did not answer /ping on port $p1 within $PING_TIMEOUT s"
-    fi
-    sleep 0.02
-  done
-  PORT=$p1
+  bench_serve_start "batchSize $1, workers $2" "model_store=$work/model_store" "load_models=resnet-152.mar" \
+    "models={\"resnet-152\": {\"1.0\": {\"marName\": \"resnet-152.mar\", \"batchSize\": $1, \"maxBatchDelay\": 100, \"responseTimeout\": 600}}}" \
+    "default_workers_per_model=$2" "job_queue_size=1000" "number_of_netty_threads=2"
 }
-stop() { kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; pid=""; }
 server_row() { # BATCH WORKERS OUT
   serve "$1" "$2"
-  run_child "$3" "inferd bench --mode server" \
+  bench_run_child "$3" "inferd bench --mode server" \
     "$INFERD" bench --mode server --url "http://127.0.0.1:$PORT/predictions/resnet-152" --file "$IMAGE" \
     --requests "$N" --concurrency 100 --json
-  stop
+  bench_serve_stop
 }
 
 echo "seed-experiment.sh: [1/5] $N Python jobs, $CORES at once" >&2
-run_child "$work/row1.json" "seed_jobs.py run" \
+bench_run_child "$work/row1.json" "seed_jobs.py run" \
   "$PY" "$ROOT/bench/seed_jobs.py" run --model "$TS" --image "$IMAGE" --requests "$N" \
   --concurrency "$CORES"
 echo "seed-experiment.sh: [2/5] $N inferd jobs, $CORES at once" >&2
-run_child "$work/row2.json" "inferd bench --mode local" \
+bench_run_child "$work/row2.json" "inferd bench --mode local" \
   "$INFERD" bench --mode local --model "$ONNX" --labels "$ROOT/models/index_to_name.json" \
   --file "$IMAGE" --requests "$N" --concurrency "$CORES" --json
 echo "seed-experiment.sh: [3/5] server, 1 worker, no batching" >&2

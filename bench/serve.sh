@@ -38,78 +38,26 @@ done
 [ -x "$INFERD" ] || die "build inferd first (cmake --build build)"
 . "$ROOT/bench/lib.sh"
 bench_describe  # cpu and commit (copes without git), for the table's header
-work=$(mktemp -d)
-pid=""    # inferd serve
-child=""  # the measurement running now (run_child)
-cleanup() {
-  if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null || true; wait "$child" 2>/dev/null || true; fi
-  if [ -n "$pid" ]; then kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-# A signal ends the script (cleaning up on the way out) instead of going on with the next step.
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-# run_child OUT WHAT cmd...: cmd with stdout to OUT, in the background while the script
-# waits for it, so that a signal is acted on at once rather than when cmd ends.
-run_child() {
-  local out=$1 what=$2; shift 2
-  "$@" >"$out" &
-  child=$!
-  wait "$child" || die "$what failed (exit status $?)"
-  child=""
-}
+bench_scaffold # $work, $pid, $child; cleaned up on exit, a signal ends the run
 mkdir -p "$TMPM"
 for m in resnet50 resnet152; do  # remade when missing or stale, as bench/engine.sh does
   if ! { [ -s "$TMPM/$m.onnx" ] && [ "$TMPM/$m.onnx" -nt "$ROOT/bench/engine_torch.py" ]; }; then
     echo "serve.sh: exporting $m to ${TMPM#"$ROOT"/}/$m.onnx" >&2
-    run_child /dev/null "exporting $m" \
+    bench_run_child /dev/null "exporting $m" \
       /usr/bin/python3 "$ROOT/bench/engine_torch.py" --model "$m" --export-onnx "$TMPM/$m.onnx"
   fi
 done
-# Three free ports of 127.0.0.1 (inference, management, metrics), all bound at once so
-# that they differ.
-free_ports() {
-  /usr/bin/python3 -c 'import socket
-socks = [socket.socket() for _ in range(3)]
-for s in socks:
-    s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in socks))'
-}
 /usr/bin/python3 -c "from PIL import Image; Image.open('/usr/lib/python3/dist-packages/skimage/data/chelsea.png').convert('RGB').save('$work/chelsea.jpg', quality=90)"
 
-PING_TIMEOUT=60  # seconds; resnet152's server answers /ping after ~1.5 s here
 serve() { # MAR NAME: start the server on a config for MAR; sets pid, PORT and START (seconds to /ping 200)
-  local mar=$1 name=$2 p1 p2 p3 t0 t1 deadline
-  read -r p1 p2 p3 < <(free_ports) || die "could not pick free ports on 127.0.0.1"
-  cat > "$work/config.properties" <<CONF
-inference_address=http://127.0.0.1:$p1
-management_address=http://127.0.0.1:$p2
-metrics_address=http://127.0.0.1:$p3
-model_store=$work/model_store
-load_models=$mar
-models={"$name": {"1.0": {"marName": "$mar", "batchSize": 8, "maxBatchDelay": 100, "responseTimeout": 200}}}
-default_workers_per_model=${WORKERS:-2}
-job_queue_size=100
-number_of_netty_threads=4
-CONF
+  local mar=$1 name=$2 t0 t1
   t0=$(date +%s.%N)
-  (cd "$work" && exec "$INFERD" serve --ts-config config.properties --foreground --disable-token-auth) >"$work/serve.log" 2>&1 &
-  pid=$!
-  deadline=$((SECONDS + PING_TIMEOUT))
-  until curl -sf --max-time 2 "http://127.0.0.1:$p1/ping" >/dev/null 2>&1; do
-    kill -0 "$pid" 2>/dev/null || { cat "$work/serve.log" >&2; die "inferd serve ($name) exited before /ping answered"; }
-    if [ "$SECONDS" -ge "$deadline" ]; then
-      tail -n 20 "$work/serve.log" >&2
-      die "inferd serve ($name) did not answer /ping on port $p1 within $PING_TIMEOUT s"
-    fi
-    sleep 0.02
-  done
+  bench_serve_start "$name" "model_store=$work/model_store" "load_models=$mar" \
+    "models={\"$name\": {\"1.0\": {\"marName\": \"$mar\", \"batchSize\": 8, \"maxBatchDelay\": 100, \"responseTimeout\": 200}}}" \
+    "default_workers_per_model=${WORKERS:-2}" "job_queue_size=100" "number_of_netty_threads=4"
   t1=$(date +%s.%N)
-  PORT=$p1
   START=$(printf "%.2f" "$(echo "$t1 - $t0" | bc)")
 }
-stop() { kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; pid=""; }
 
 mkdir -p "$work/model_store"
 "$INFERD" archive --model-name resnet-152 --serialized-file "$TMPM/resnet152.onnx" --handler image_classifier \
@@ -121,22 +69,22 @@ starts=()
 for _ in 1 2 3; do
   serve resnet-152.mar resnet-152
   starts+=("$START")
-  stop
+  bench_serve_stop
 done
 echo "serve.sh: resnet152 ready after ${starts[*]} s" >&2
 
-run_child "$work/offline.json" "inferd run --bench (resnet50, offline)" \
+bench_run_child "$work/offline.json" "inferd run --bench (resnet50, offline)" \
   "$INFERD" run "$TMPM/resnet50.onnx" --bench --batch 8 --threads 2 --seconds 10 --json
 offline=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["throughput"])' "$work/offline.json")
 WORKERS=1 serve resnet-50.mar resnet-50
 # warm-up: compiles the plans of every batch size
-run_child /dev/null "inferd bench (warm-up)" \
+bench_run_child /dev/null "inferd bench (warm-up)" \
   "$INFERD" bench --mode server --url "http://127.0.0.1:$PORT/predictions/resnet-50" --file "$work/chelsea.jpg" \
   --requests 32 --concurrency 32
-run_child "$work/served.json" "inferd bench (resnet50, served)" \
+bench_run_child "$work/served.json" "inferd bench (resnet50, served)" \
   "$INFERD" bench --mode server --url "http://127.0.0.1:$PORT/predictions/resnet-50" \
   --file "$work/chelsea.jpg" --requests "$REQUESTS" --concurrency 32 --json
-stop
+bench_serve_stop
 read -r served p99 errors < <(/usr/bin/python3 -c '
 import json, sys
 r = json.load(open(sys.argv[1]))
