@@ -102,7 +102,7 @@ IFS=, read -r -a BATCH_LIST <<<"$BATCHES"
 
 # ---- prerequisites -------------------------------------------------------------------
 [ -x "$PY" ] || die "$PY not found: run scripts/install-deps.sh"
-"$PY" -c 'import torch, torchvision, onnx' 2>/dev/null \
+"$PY" -I -c 'import torch, torchvision, onnx' 2>/dev/null \
   || die "$PY cannot import torch, torchvision and onnx: run scripts/install-deps.sh"
 
 . "$ROOT/bench/lib.sh"
@@ -138,7 +138,7 @@ run_logged() {  # run_logged OUT LOG WHAT cmd...: stdout to OUT, stderr to LOG, 
 }
 
 check_json() {  # check_json FILE WHAT: exactly one JSON object with a positive "throughput"
-  "$PY" - "$1" "$2" <<'EOF'
+  "$PY" -I - "$1" "$2" <<'EOF'
 import json, sys
 text = open(sys.argv[1]).read().strip()
 try:
@@ -173,7 +173,7 @@ done
 # ---- table ---------------------------------------------------------------------------
 bench_describe
 
-table=$("$PY" - "$RUN" "$MODELS" "$BATCHES" "$PEAK" "$ROUNDS" "$ROOT/bench" <<'EOF'
+table=$("$PY" -I - "$RUN" "$MODELS" "$BATCHES" "$PEAK" "$ROUNDS" "$ROOT/bench" <<'EOF'
 import json, sys
 
 run, models, batches, peak = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(","), float(sys.argv[4])
@@ -235,7 +235,7 @@ if notes:
 EOF
 ) || exit 1
 
-torch_version=$("$PY" -c 'import torch; print(torch.__version__)')
+torch_version=$("$PY" -I -c 'import torch; print(torch.__version__)')
 header="CPU: ${cpu:-unknown} ($(nproc) logical CPUs); ${THREADS} threads; ${SECS} s per measurement, \
 best of ${ROUNDS} alternating rounds per side; \
 fp32 peak ${PEAK} GFLOP/s; GFLOP/image counted on the PyTorch model (2 x MACs of Conv2d + Linear); \

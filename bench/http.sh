@@ -105,7 +105,7 @@ INFERD="$BUILD/inferd"
 command -v wrk >/dev/null || die "wrk not found: apt-get install wrk"
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)   # /usr/sbin is not on every user's PATH
 [ -x "$NGINX" ] || die "nginx not found: apt-get install nginx-light"
-"$PY" -c 'import onnx, PIL' 2>/dev/null || die "$PY cannot import onnx and PIL: run scripts/install-deps.sh"
+"$PY" -I -c 'import onnx, PIL' 2>/dev/null || die "$PY cannot import onnx and PIL: run scripts/install-deps.sh"
 
 . "$ROOT/bench/lib.sh"
 bench_build http.sh
@@ -145,7 +145,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # Free ports on 127.0.0.1: inferd's inference, management and metrics ports, nginx's port.
-read -r P_INF P_MGT P_MET P_NGX < <("$PY" - <<'PY'
+read -r P_INF P_MGT P_MET P_NGX < <("$PY" -I - <<'PY'
 import socket
 socks = []
 for _ in range(4):
@@ -162,7 +162,7 @@ mkdir -p "$WORK/store"
 "$PY" "$ROOT/tests/fixtures/make_tiny.py" "$WORK/store/mlp.onnx" --mlp || die "make_tiny.py --mlp failed"
 echo '{"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [1.5, -2, 3.25, 4]}]}' \
   >"$WORK/infer.json"
-"$PY" - "$WORK/tiny.jpg" <<'PY' || die "making the test image failed"
+"$PY" -I - "$WORK/tiny.jpg" <<'PY' || die "making the test image failed"
 import sys
 from PIL import Image
 img = Image.new("RGB", (8, 8))
@@ -240,12 +240,12 @@ wait_200 nginx "$NGINX_PID" "http://127.0.0.1:$P_NGX/" \
 code=$(curl -s -o "$WORK/answer.json" -w '%{http_code}' --max-time 10 -H 'Content-Type: application/json' \
   --data-binary "@$WORK/infer.json" "http://127.0.0.1:$P_INF/v2/models/mlp/infer") || code=000
 [ "$code" = 200 ] || die "POST /v2/models/mlp/infer answered $code: $(head -c 300 "$WORK/answer.json" 2>/dev/null)"
-"$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["outputs"][0]["shape"] == [1, 4], d' \
+"$PY" -I -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["outputs"][0]["shape"] == [1, 4], d' \
   "$WORK/answer.json" || die "POST /v2/models/mlp/infer did not answer a [1,4] output: $(head -c 300 "$WORK/answer.json")"
 code=$(curl -s -o "$WORK/answer.json" -w '%{http_code}' --max-time 10 -H 'Content-Type: image/jpeg' \
   --data-binary "@$WORK/tiny.jpg" "http://127.0.0.1:$P_INF/predictions/tiny") || code=000
 [ "$code" = 200 ] || die "POST /predictions/tiny answered $code: $(head -c 300 "$WORK/answer.json" 2>/dev/null)"
-"$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert isinstance(d, dict) and len(d) == 3, d' \
+"$PY" -I -c 'import json,sys; d=json.load(open(sys.argv[1])); assert isinstance(d, dict) and len(d) == 3, d' \
   "$WORK/answer.json" || die "POST /predictions/tiny did not answer 3 classes: $(head -c 300 "$WORK/answer.json")"
 
 # ---- measurements: one after another -------------------------------------------------
@@ -290,7 +290,7 @@ loadgen loadgen_inferd "http://127.0.0.1:$P_INF/predictions/tiny"
 curl -sf -o /dev/null --max-time 5 "http://127.0.0.1:$P_INF/ping" || die "inferd's /ping failed after the load"
 
 # ---- table ---------------------------------------------------------------------------
-table=$("$PY" - "$WORK" "$NEEDED" <<'EOF'
+table=$("$PY" -I - "$WORK" "$NEEDED" <<'EOF'
 import json, sys
 work = sys.argv[1]
 def load(name):

@@ -91,7 +91,7 @@ BENCH_PING_TIMEOUT=60 # seconds; resnet152's server answers /ping after ~1.5 s h
 bench_serve_start() {
   local what=$1 p1 p2 p3 deadline
   shift
-  read -r p1 p2 p3 < <(/usr/bin/python3 -c 'import socket
+  read -r p1 p2 p3 < <(/usr/bin/python3 -I -c 'import socket
 socks = [socket.socket() for _ in range(3)]
 for s in socks:
     s.bind(("127.0.0.1", 0))

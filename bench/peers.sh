@@ -108,7 +108,7 @@ IFS=, read -r -a THREAD_LIST <<<"$THREAD_COUNTS"
 
 # ---- prerequisites -------------------------------------------------------------------
 [ -x "$PY" ] || die "$PY not found: run scripts/install-deps.sh"
-"$PY" -c 'import torch, torchvision, onnx' 2>/dev/null \
+"$PY" -I -c 'import torch, torchvision, onnx' 2>/dev/null \
   || die "$PY cannot import torch, torchvision and onnx: run scripts/install-deps.sh"
 command -v node >/dev/null || die "node not found: apt-get install nodejs npm"
 command -v npm >/dev/null || die "npm not found: apt-get install npm"
@@ -187,7 +187,7 @@ done
 # ---- table ---------------------------------------------------------------------------
 bench_describe
 
-table=$("$PY" - "$RUN" "$MODELS" "$BATCHES" "$THREAD_COUNTS" "$ROUNDS" "$ROOT/bench" <<'EOF'
+table=$("$PY" -I - "$RUN" "$MODELS" "$BATCHES" "$THREAD_COUNTS" "$ROUNDS" "$ROOT/bench" <<'EOF'
 import json, sys
 
 run, models, batches, threads = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(","), sys.argv[4].split(",")
@@ -253,7 +253,7 @@ if notes:
 EOF
 ) || exit 1
 
-torch_version=$("$PY" -c 'import torch; print(torch.__version__)')
+torch_version=$("$PY" -I -c 'import torch; print(torch.__version__)')
 header="CPU: ${cpu:-unknown} ($(nproc) logical CPUs); ${SECS} s per measurement, \
 best of ${ROUNDS} alternating rounds per side (per round: median and range of the \
 ${ROUNDS} round-by-round ratios); \

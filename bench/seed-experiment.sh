@@ -106,7 +106,7 @@ server_row 8 1 "$work/row4.json"
 echo "seed-experiment.sh: [5/5] server, $CORES workers x 1 thread (the pinning plan), batchSize 8" >&2
 server_row 8 "$CORES" "$work/row5.json"
 
-"$PY" - "$work" "$OUT.tmp" "$(basename "$PLOT")" "$N" "$CORES" "$commit" "${cpu:-unknown CPU}" "$COMMAND" <<'PY'
+"$PY" -I - "$work" "$OUT.tmp" "$(basename "$PLOT")" "$N" "$CORES" "$commit" "${cpu:-unknown CPU}" "$COMMAND" <<'PY'
 import json, sys, time
 work, out, plot, n, cores, commit, cpu, command = sys.argv[1:9]
 names = ["1. decentralized, PyTorch jobs (Python, TorchScript, 1 thread)",

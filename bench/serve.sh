@@ -47,7 +47,7 @@ for m in resnet50 resnet152; do  # remade when missing or stale, as bench/engine
       /usr/bin/python3 "$ROOT/bench/engine_torch.py" --model "$m" --export-onnx "$TMPM/$m.onnx"
   fi
 done
-/usr/bin/python3 -c "from PIL import Image; Image.open('/usr/lib/python3/dist-packages/skimage/data/chelsea.png').convert('RGB').save('$work/chelsea.jpg', quality=90)"
+/usr/bin/python3 -I -c "from PIL import Image; Image.open('/usr/lib/python3/dist-packages/skimage/data/chelsea.png').convert('RGB').save('$work/chelsea.jpg', quality=90)"
 
 serve() { # MAR NAME: start the server on a config for MAR; sets pid, PORT and START (seconds to /ping 200)
   local mar=$1 name=$2 t0 t1
@@ -75,7 +75,7 @@ echo "serve.sh: resnet152 ready after ${starts[*]} s" >&2
 
 bench_run_child "$work/offline.json" "inferd run --bench (resnet50, offline)" \
   "$INFERD" run "$TMPM/resnet50.onnx" --bench --batch 8 --threads 2 --seconds 10 --json
-offline=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["throughput"])' "$work/offline.json")
+offline=$(/usr/bin/python3 -I -c 'import json,sys; print(json.load(open(sys.argv[1]))["throughput"])' "$work/offline.json")
 WORKERS=1 serve resnet-50.mar resnet-50
 # warm-up: compiles the plans of every batch size
 bench_run_child /dev/null "inferd bench (warm-up)" \
@@ -85,7 +85,7 @@ bench_run_child "$work/served.json" "inferd bench (resnet50, served)" \
   "$INFERD" bench --mode server --url "http://127.0.0.1:$PORT/predictions/resnet-50" \
   --file "$work/chelsea.jpg" --requests "$REQUESTS" --concurrency 32 --json
 bench_serve_stop
-read -r served p99 errors < <(/usr/bin/python3 -c '
+read -r served p99 errors < <(/usr/bin/python3 -I -c '
 import json, sys
 r = json.load(open(sys.argv[1]))
 print("%.2f" % r["images_per_second"], "%.1f" % r["latency_ms"]["p99"], r["errors"])' "$work/served.json") \
