@@ -15,7 +15,7 @@
 #   serve_jpeg NAME OUT          a photo of skimage's data folder as a JPEG
 #   serve_resnet152_mar FIX DIR  resnet-152.mar from the fixtures' resnet152.onnx, into DIR
 #   fail MESSAGE                 prints "FAIL: MESSAGE" and counts it in $failures
-#   call NAME STATUS COND ARGS...  curl ARGS (body in $WORK/body): the status must be
+#   call NAME STATUS COND ARGS...  curl ARGS (body in $WORK/body; at most 120 s): the status must be
 #                                STATUS and, when COND is not empty, the Python condition
 #                                COND must hold for the JSON body (as r); else `fail`
 #   serve_finish NAME WORK       stops the server (SIGTERM must exit 0), then exits: 1 with
@@ -75,7 +75,7 @@ serve_wait_ready() {
       echo "FAIL: the server exited before it was ready" >&2
       return 1
     fi
-    code=$(curl -s -o "$PING_BODY" -w '%{http_code}' "http://127.0.0.1:$INFERENCE_PORT/ping") || code=000
+    code=$(curl -s --max-time 5 -o "$PING_BODY" -w '%{http_code}' "http://127.0.0.1:$INFERENCE_PORT/ping") || code=000
     case $code in
     200) return 0 ;;
     503)
@@ -93,7 +93,7 @@ serve_wait_ready() {
 call() {
   local name=$1 want=$2 cond=$3 code
   shift 3
-  code=$(curl -s -o "$WORK/body" -w '%{http_code}' "$@") || code=000
+  code=$(curl -s --max-time 120 -o "$WORK/body" -w '%{http_code}' "$@") || code=000
   if [ "$code" != "$want" ]; then
     fail "$name: HTTP $code, want $want: $(head -c 400 "$WORK/body")"
   elif [ -n "$cond" ]; then
