@@ -33,7 +33,9 @@
  * shutdown hooks on it) drains - new predictions and /ping get 503, requests already
  * accepted are answered (for at most default_response_timeout + 5 s), then the server
  * exits with status 0. A second signal, while models still load or during the drain,
- * exits at once (status 128 + signal), so a second Ctrl-C always works. Signals are
+ * exits at once (status 128 + signal; the pid and key files are removed), so a second
+ * Ctrl-C always works. SIGINT and SIGHUP that were ignored when the server started
+ * (`nohup`, a script's background job) stay ignored. Signals are
  * blocked in every thread and taken by one thread with sigwait, so no handler runs
  * inside a library; it wakes the main thread through a semaphore.
  */
@@ -109,6 +111,10 @@ static int stop_server(void) {
            "not stopping it\n", pid, path);
     unlink(path);
     return 0;
+  }
+  if (pid > 0 && kill((pid_t)pid, 0) != 0 && errno == EPERM) {
+    fprintf(stderr, "inferd serve: pid %ld of %s is running but not ours to stop\n", pid, path);
+    return 1;
   }
   if (pid <= 0 || kill((pid_t)pid, 0) != 0) {
     printf("inferd is not currently running (no live pid in %s).\n", path);
@@ -196,13 +202,17 @@ static int start_background(int *notify_fd) {
 static sem_t stop_requested;        /* posted by the signal thread at the first stop signal */
 static atomic_int stop_signal;       /* which signal that was */
 static atomic_bool pid_file_written; /* --start: removed again on every way out */
+static sigset_t stop_signals;        /* the signal thread's set (it outlives cli_serve's frame) */
+static char key_file[PATH_MAX];      /* token auth's key file, absolute; "" when none */
+static atomic_bool key_file_written; /* the server has written it; a forced exit removes it */
 
 static const char *signal_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM"; }
 
 /* Takes the stop signals: the first asks the main thread to drain (whenever it gets
  * there: models may still be loading); a second one exits at once. */
 static void *signal_thread(void *arg) {
-  const sigset_t *set = arg;
+  (void)arg;
+  const sigset_t *set = &stop_signals;
   for (int count = 0;; count++) {
     int sig = 0;
     if (sigwait(set, &sig) != 0) continue;
@@ -212,7 +222,8 @@ static void *signal_thread(void *arg) {
       continue;
     }
     core_log(CORE_LOG_WARN, "%s again: exiting without waiting for the drain", signal_name(sig));
-    if (pid_file_written) unlink(pid_file());
+    if (atomic_load(&pid_file_written)) unlink(pid_file());
+    if (atomic_load(&key_file_written)) unlink(key_file); /* live keys must not outlast the server */
     _exit(128 + sig);
   }
   return NULL;
@@ -254,17 +265,22 @@ int cli_serve(int argc, char **argv) {
     }
   }
 
-  /* From here on signals are taken by the signal thread; every thread inherits this mask. */
+  /* From here on signals are taken by the signal thread; every thread inherits this mask.
+   * SIGINT and SIGHUP count only when they were not ignored: `nohup` ignores SIGHUP and a
+   * script's background job SIGINT, and a blocked signal is queued for sigwait even when
+   * its disposition is to ignore it. */
   signal(SIGPIPE, SIG_IGN);
-  sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGHUP);
+  const int optional[] = {SIGINT, SIGHUP};
+  for (size_t i = 0; i < sizeof optional / sizeof *optional; i++) {
+    struct sigaction old;
+    if (sigaction(optional[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN) sigaddset(&stop_signals, optional[i]);
+  }
   pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
   sem_init(&stop_requested, 0, 0);
   pthread_t signals;
-  if (pthread_create(&signals, NULL, signal_thread, &stop_signals) != 0) {
+  if (pthread_create(&signals, NULL, signal_thread, NULL) != 0) {
     fprintf(stderr, "inferd serve: cannot start the signal thread\n");
     config_free(&cfg);
     return 1;
@@ -282,10 +298,15 @@ int cli_serve(int argc, char **argv) {
              tm->usable_core_count, tm->usable_cpus, tm->quota_cap ? tm->quota_source : "none");
   }
 
-  http_server_params params = {.config = &cfg, .key_file = NULL, .topo = machine};
+  /* key_file.json in the working directory, by its absolute name for the signal thread */
+  char cwd[PATH_MAX - 32];
+  if (!cfg.disable_token_authorization && getcwd(cwd, sizeof cwd))
+    snprintf(key_file, sizeof key_file, "%s/key_file.json", cwd);
+  http_server_params params = {.config = &cfg, .key_file = key_file[0] ? key_file : NULL, .topo = machine};
   http_server *server = NULL;
   int exit_status = 0;
   code = http_server_new(&params, &server, &st);
+  atomic_store(&key_file_written, code == INFERD_OK && key_file[0]);
   if (code == INFERD_OK) code = http_server_start(server, &st);
   if (code == INFERD_OK && cfg.start) {
     FILE *f = fopen(pid_file(), "w");
@@ -309,9 +330,10 @@ int cli_serve(int argc, char **argv) {
              signal_name(atomic_load(&stop_signal)));
     http_server_drain(server, (cfg.default_response_timeout + 5) * 1000);
   }
-  http_server_free(server);
+  http_server_free(server); /* removes the key file */
+  atomic_store(&key_file_written, false);
   topo_free(machine);
-  if (cfg.start) unlink(pid_file());
+  if (atomic_load(&pid_file_written)) unlink(pid_file());
   config_free(&cfg);
   if (exit_status == 0) core_log(CORE_LOG_INFO, "inferd has stopped");
   return exit_status;

@@ -6,11 +6,12 @@
 #   - `serve --start --foreground` (a container's entry point) stays in the foreground
 #     and writes the pid file: the process the shell started is the server, and
 #     `serve --stop` stops it (exit 0, pid file gone);
-#   - SIGHUP drains and exits 0, as SIGTERM does;
+#   - SIGHUP drains and exits 0, as SIGTERM does; under nohup (SIGHUP ignored) it changes
+#     nothing;
 #   - a second signal during the drain exits at once with 128 + signal: resnet-152 with
 #     batchSize 64 and 64 clients runs one batch of several seconds, SIGTERM starts the
 #     drain that waits for it, and SIGINT then ends the server (130) with the batch
-#     still running.
+#     still running, removing key_file.json (token auth is on there).
 #
 #   serve_signals.sh INFERD SOURCE_DIR FIXTURES_DIR WORK_DIR
 set -euo pipefail
@@ -81,10 +82,24 @@ server_exit 60
 # ---- SIGHUP drains like SIGTERM ----
 serve_start "$WORK" --ts-config "$WORK/config.properties" --foreground --disable-token-auth
 serve_wait_ready 120
-kill -HUP "$SERVER_PID"
+kill -HUP "$SERVER_PID" 2>/dev/null || true
 server_exit 60
 [ "$SERVER_STATUS" = 0 ] && grep -q "SIGHUP: draining" "$WORK/server.log" &&
   echo "ok   SIGHUP: drained, exit 0" || fail "SIGHUP: exit $SERVER_STATUS; log: $(tail -3 "$WORK/server.log")"
+
+# ---- under nohup (SIGHUP ignored) a SIGHUP changes nothing ----
+(cd "$WORK" && exec nohup "$INFERD" serve --ts-config config.properties --foreground --disable-token-auth \
+  >server.log 2>&1) &
+SERVER_PID=$!
+serve_wait_ready 120
+kill -HUP "$SERVER_PID" 2>/dev/null || true
+sleep 0.5
+code=$(curl -s --max-time 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$INFERENCE_PORT/ping") || code=000
+[ "$code" = 200 ] && kill -0 "$SERVER_PID" 2>/dev/null && ! grep -q "SIGHUP" "$WORK/server.log" &&
+  echo "ok   nohup: SIGHUP ignored, still serving" || fail "nohup: after SIGHUP /ping $code; log: $(tail -3 "$WORK/server.log")"
+kill -TERM "$SERVER_PID" 2>/dev/null || true
+server_exit 60
+[ "$SERVER_STATUS" = 0 ] || fail "nohup: SIGTERM then exit $SERVER_STATUS"
 
 # ---- a second signal ends the drain ----
 serve_jpeg chelsea "$WORK/cat.jpg"
@@ -95,22 +110,24 @@ serve_config "$WORK/config.properties" \
   'models={"resnet-152": {"1.0": {"marName": "resnet-152.mar", "batchSize": 64, "maxBatchDelay": 2000, "responseTimeout": 120}}}' \
   "default_workers_per_model=1" \
   "number_of_netty_threads=1"
-serve_start "$WORK" --ts-config "$WORK/config.properties" --foreground --disable-token-auth
+serve_start "$WORK" --ts-config "$WORK/config.properties" --foreground
 serve_wait_ready 180
+serve_keys "$WORK"
 clients=()
 for i in $(seq 1 64); do
-  curl -s -o /dev/null --max-time 100 -T "$WORK/cat.jpg" "http://127.0.0.1:$INFERENCE_PORT/predictions/resnet-152" &
+  curl -s -o /dev/null --max-time 100 -H "Authorization: Bearer $INFERENCE_KEY" -T "$WORK/cat.jpg" \
+    "http://127.0.0.1:$INFERENCE_PORT/predictions/resnet-152" &
   clients+=($!)
 done
 sleep 1 # all 64 queued: the worker runs them as one batch (several seconds at 2 threads)
-kill -TERM "$SERVER_PID"
+kill -TERM "$SERVER_PID" 2>/dev/null || true
 sleep 0.3
 kill -INT "$SERVER_PID" 2>/dev/null || true
 server_exit 10
 for pid in "${clients[@]}"; do wait "$pid" || true; done
-[ "$SERVER_STATUS" = 130 ] && grep -q "SIGINT again: exiting" "$WORK/server.log" &&
-  echo "ok   a second signal during the drain: exit 130 at once" ||
-  fail "SIGTERM then SIGINT during a long batch: exit $SERVER_STATUS; log: $(tail -3 "$WORK/server.log")"
+[ "$SERVER_STATUS" = 130 ] && grep -q "SIGINT again: exiting" "$WORK/server.log" && [ ! -e "$WORK/key_file.json" ] &&
+  echo "ok   a second signal during the drain: exit 130 at once, key file removed" ||
+  fail "SIGTERM then SIGINT during a long batch: exit $SERVER_STATUS, key file $([ -e "$WORK/key_file.json" ] && echo left || echo removed); log: $(tail -3 "$WORK/server.log")"
 
 if [ "$failures" != 0 ]; then
   echo "$failures failure(s); server log:" >&2
