@@ -407,10 +407,12 @@ static inferd_code substitute_env(const char *value, size_t size, const char *so
   size_t cap = 0, len = 0;
   char *text = NULL;
   for (size_t i = 0; i < size;) {
-    size_t end = i + 2;
-    while (end < size && value[end] != '$') end++;
-    bool match = i + 1 < size && value[i] == '$' && value[i + 1] == '$' && end - (i + 2) >= 2 && end + 1 < size &&
-                 value[end + 1] == '$';
+    /* a name runs from after "$$" to the next '$' (only looked for after a "$$", so the
+     * scan stays linear) */
+    bool opens = i + 1 < size && value[i] == '$' && value[i + 1] == '$';
+    const char *dollar = opens && i + 2 < size ? memchr(value + i + 2, '$', size - (i + 2)) : NULL;
+    size_t end = dollar ? (size_t)(dollar - value) : size;
+    bool match = dollar && end - (i + 2) >= 2 && end + 1 < size && value[end + 1] == '$';
     const char *piece = value + i;
     size_t piece_len = 1;
     char name[256];
