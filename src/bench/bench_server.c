@@ -38,6 +38,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -328,6 +329,7 @@ int bench_server_run(const bench_params *p, bench_result *r, char *err, size_t e
       return -1;
     }
     fflush(NULL);
+    pid_t parent = getpid();
     for (int i = 0; i < processes; i++) {
       int64_t n = p->requests / processes + (i < p->requests % processes);
       int c = concurrency / processes + (i < concurrency % processes);
@@ -340,6 +342,8 @@ int bench_server_run(const bench_params *p, bench_result *r, char *err, size_t e
         break;
       }
       if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* clients stop with the run */
+        if (getppid() != parent) _exit(1);
         close(pipefd[0]);
         close(go[1]);
         for (int k = 0; k < forked; k++) close(fds[k]);

@@ -589,7 +589,12 @@ static inferd_code apply_environment(config_server *cfg, inferd_status *st) {
     var[n] = '\0';
     /* TorchServe names the variables after its ConfigManager fields, which are TS_<KEY>
      * but for this one */
-    if (strcmp(opt->name, "token_expiration_min") == 0) snprintf(var, sizeof var, "TS_TOKEN_EXPIRATION_TIME_MIN");
+    if (strcmp(opt->name, "token_expiration_min") == 0) {
+      if (getenv(var))
+        config__warn(cfg, "%s is not read: TorchServe's name for token_expiration_min is TS_TOKEN_EXPIRATION_TIME_MIN",
+                     var);
+      snprintf(var, sizeof var, "TS_TOKEN_EXPIRATION_TIME_MIN");
+    }
     const char *value = getenv(var);
     if (!value) continue;
     const config__where w = {var, 0, NULL};

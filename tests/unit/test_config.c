@@ -669,10 +669,13 @@ static void environment_names_and_worker_range(void **state) {
   config_server cfg;
   inferd_status st;
   setenv("TS_TOKEN_EXPIRATION_TIME_MIN", "7", 1);
+  setenv("TS_TOKEN_EXPIRATION_MIN", "9", 1); /* not TorchServe's name: a warning */
   assert_int_equal(config_load(path_copy, 1, argv, &cfg, &st), INFERD_OK);
   assert_true(cfg.token_expiration_min == 7);
+  assert_true(has_warning(&cfg, "TS_TOKEN_EXPIRATION_MIN is not read", "TS_TOKEN_EXPIRATION_TIME_MIN"));
   config_free(&cfg);
   unsetenv("TS_TOKEN_EXPIRATION_TIME_MIN");
+  unsetenv("TS_TOKEN_EXPIRATION_MIN");
   parse_fails("default_workers_per_model=257\n", INFERD_INVALID_ARG, "default_workers_per_model", "256");
   parse_fails("models={\"m\": {\"1.0\": {\"minWorkers\": 300}}}\n", INFERD_INVALID_ARG, "minWorkers", NULL);
   config_server ok = parse_ok("default_workers_per_model=256\n");
