@@ -248,6 +248,13 @@ typedef struct http__model {
 
 typedef struct http__registry http__registry;
 
+/* The file a registration names (`given`, a url or load_models item): absolute, or
+ * below model_store, into `out`. Registrations over the API (from_api) may not leave
+ * model_store: an absolute name or a ".." segment is INVALID_ARG; a URL is
+ * UNSUPPORTED (nothing is downloaded). */
+inferd_code http__resolve_path(const config_server *cfg, const char *given, bool from_api, char *out, size_t size,
+                               inferd_status *status);
+
 inferd_code http__registry_new(http_server *server, http__registry **out, inferd_status *status);
 /* Drains and frees every model (no request may be in flight). */
 void http__registry_free(http__registry *registry);

@@ -277,10 +277,8 @@ static int64_t queue_depth(void *ctx) {
   return info.queue_depth;
 }
 
-/* The file a registration names: absolute, or below model_store. Registrations over
- * the API may not leave model_store. */
-static inferd_code resolve_path(const config_server *cfg, const char *given, bool from_api, char *out, size_t size,
-                                inferd_status *st) {
+inferd_code http__resolve_path(const config_server *cfg, const char *given, bool from_api, char *out, size_t size,
+                               inferd_status *st) {
   if (strstr(given, "://"))
     return core_fail(st, INFERD_UNSUPPORTED,
                      "models are not downloaded: copy '%s' into model_store and register it by file name", given);
@@ -403,7 +401,7 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
   if (!http__utf8_valid(p->path, strlen(p->path)))
     return core_fail(st, INFERD_INVALID_ARG, "url '%s' is not valid UTF-8", p->path);
   char path[4096];
-  inferd_code code = resolve_path(cfg, p->path, !p->loaded_at_startup, path, sizeof path, st);
+  inferd_code code = http__resolve_path(cfg, p->path, !p->loaded_at_startup, path, sizeof path, st);
   if (code != INFERD_OK) return code;
   double t0 = core_now_seconds();
   archive_model *ar = NULL;

@@ -10,14 +10,16 @@
  * heap block of exactly its size, so that ASan reports any read past it.
  *
  * The same bytes are also an Authorization header for http__auth_check (token auth,
- * http_auth.c), against keys made once in a temporary directory.
+ * http_auth.c), against keys made once in a temporary directory, and (up to a NUL) the
+ * url of a registration for http__resolve_path (http_models.c).
  *
  * Checks: the segments lie inside the path before the query, in order, none empty and
  * none holding a '/'; the query is exactly what follows the '?'; every parameter the
  * management API reads decodes to a NUL-terminated value no longer than the query,
  * equal to the raw text when that has no '%' or '+'; a number read lies within its
  * bounds and is what strtol reads from the same digits; a header is accepted only
- * when it holds the key. Anything else aborts.
+ * when it holds the key; a url accepted over the API is model_store + "/" + url, with
+ * no "://", not absolute and no ".." segment. Anything else aborts.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -134,6 +136,23 @@ static void check_auth(h2o_req_t *req, const char *value, size_t len) {
       fail("a header without the key passed");
 }
 
+/* A registration's url over the management API must stay inside model_store. */
+static void check_resolve(const char *target, size_t len) {
+  char url[512];
+  size_t n = strnlen(target, len < sizeof url - 1 ? len : sizeof url - 1);
+  memcpy(url, target, n);
+  url[n] = '\0';
+  static char store[] = "/store";
+  config_server cfg = {.model_store = store}; /* all resolve_path reads */
+  char out[600];
+  inferd_status st;
+  if (http__resolve_path(&cfg, url, true, out, sizeof out, &st) != INFERD_OK) return;
+  if (strncmp(out, "/store/", 7) != 0 || strcmp(out + 7, url) != 0) fail("resolved to another path than model_store/url");
+  if (url[0] == '/' || strstr(url, "://")) fail("an absolute url or a URL was accepted");
+  for (const char *seg = url; seg; seg = strchr(seg, '/') ? strchr(seg, '/') + 1 : NULL)
+    if (strncmp(seg, "..", 2) == 0 && (seg[2] == '/' || seg[2] == '\0')) fail("a '..' segment was accepted");
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *target = malloc(size ? size : 1);
   if (!target) abort();
@@ -154,6 +173,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fail("refused a path that has room for its segments");
   }
   check_auth(&req, target, size);
+  check_resolve(target, size);
   h2o_mem_clear_pool(&req.pool);
   free(target);
   return 0;
