@@ -106,17 +106,18 @@ static bool is_inferd(long pid) {
 static int stop_server(void) {
   const char *path = pid_file();
   long pid = read_pid(path);
-  if (pid > 0 && kill((pid_t)pid, 0) == 0 && !is_inferd(pid)) {
+  bool alive = pid > 0 && kill((pid_t)pid, 0) == 0;
+  if (pid > 0 && !alive && errno == EPERM) {
+    fprintf(stderr, "inferd serve: pid %ld of %s is running but not ours to stop\n", pid, path);
+    return 1;
+  }
+  if (alive && !is_inferd(pid)) {
     printf("inferd is not currently running: pid %ld of %s is not an inferd server (a stale pid file, removed); "
            "not stopping it\n", pid, path);
     unlink(path);
     return 0;
   }
-  if (pid > 0 && kill((pid_t)pid, 0) != 0 && errno == EPERM) {
-    fprintf(stderr, "inferd serve: pid %ld of %s is running but not ours to stop\n", pid, path);
-    return 1;
-  }
-  if (pid <= 0 || kill((pid_t)pid, 0) != 0) {
+  if (!alive) {
     printf("inferd is not currently running (no live pid in %s).\n", path);
     if (pid > 0) unlink(path);
     return 0;
@@ -138,9 +139,7 @@ static int stop_server(void) {
   return 0;
 }
 
-/* --start: fork a server in its own session; return when it listens or has failed.
- * Returns -1 in the child (which goes on to serve) with *notify_fd set; the exit
- * status in the parent. */
+/* Whether the pid file names a live inferd server (then says so on stderr). */
 static bool already_running(void) {
   const char *path = pid_file();
   long pid = read_pid(path);
@@ -151,6 +150,9 @@ static bool already_running(void) {
   return false;
 }
 
+/* --start: fork a server in its own session; return when it listens or has failed.
+ * Returns -1 in the child (which goes on to serve) with *notify_fd set; the exit
+ * status in the parent. */
 static int start_background(int *notify_fd) {
   if (already_running()) return 1;
   mkdir(LOG_DIR, 0755);
