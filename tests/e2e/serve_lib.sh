@@ -9,6 +9,7 @@
 #   serve_wait_ready [SECONDS]   polls /ping until 200 (default 120 s) or the server dies;
 #                                every earlier answer must be 503 Unhealthy
 #   serve_stop [SECONDS]         SIGTERM, waits (default 60 s), SIGKILL after; sets SERVER_STATUS
+#   serve_wait_exit SECONDS WHAT the same wait, after a signal or --stop sent elsewhere
 #   serve_keys WORK              sets INFERENCE_KEY, MANAGEMENT_KEY, API_KEY from key_file.json
 #   check_json FILE COND NAME    prints "ok   NAME" when the Python condition COND holds for
 #                                the JSON in FILE (as r), else calls `fail`
@@ -117,16 +118,22 @@ serve_finish() {
 }
 
 serve_stop() {
-  local limit=${1:-60} i
   SERVER_STATUS=
   [ -n "$SERVER_PID" ] || return 0
   kill -TERM "$SERVER_PID" 2>/dev/null || true
+  serve_wait_exit "${1:-60}" SIGTERM
+}
+
+# serve_wait_exit SECONDS WHAT: waits for the server to exit after WHAT (a signal, a
+# --stop), SIGKILL after SECONDS (saying so); sets SERVER_STATUS, clears SERVER_PID.
+serve_wait_exit() {
+  local limit=$1 i
   for i in $(seq 1 $((limit * 10))); do
     kill -0 "$SERVER_PID" 2>/dev/null || break
     sleep 0.1
   done
   if kill -0 "$SERVER_PID" 2>/dev/null; then
-    echo "FAIL: the server did not exit within $limit s of SIGTERM; killing it" >&2
+    echo "FAIL: the server did not exit within $limit s of $2; killing it" >&2
     kill -KILL "$SERVER_PID" 2>/dev/null || true
   fi
   wait "$SERVER_PID" 2>/dev/null && SERVER_STATUS=0 || SERVER_STATUS=$?

@@ -25,21 +25,6 @@ export INFERD_PID_FILE="$WORK/inferd.pid"
 rm -rf "$WORK"
 mkdir -p "$WORK/model_store"
 
-# server_exit SECONDS: waits (bounded) for the server to exit by itself; SERVER_STATUS is
-# its exit status, or "hung" after SIGKILL when it outlasted SECONDS.
-server_exit() {
-  local i
-  for i in $(seq 1 $(($1 * 10))); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$SERVER_PID" 2>/dev/null; then
-    kill -KILL "$SERVER_PID" 2>/dev/null || true
-    wait "$SERVER_PID" 2>/dev/null || true
-    SERVER_STATUS=hung
-  else
-    wait "$SERVER_PID" && SERVER_STATUS=0 || SERVER_STATUS=$?
-  fi
-  SERVER_PID=
-}
-
 # ---- --stop with nothing running, and with a stale pid file ----
 status=0
 "$INFERD" serve --stop >"$WORK/stop.out" 2>&1 || status=$?
@@ -74,7 +59,7 @@ kill -0 "$SERVER_PID" 2>/dev/null && [ "$(cat "$INFERD_PID_FILE" 2>/dev/null)" =
 status=0
 "$INFERD" serve --stop >"$WORK/stop.out" 2>&1 || status=$?
 [ "$status" = 0 ] || fail "--stop of the foreground server: exit $status, $(cat "$WORK/stop.out")"
-server_exit 60
+serve_wait_exit 60 "--stop"
 [ "$SERVER_STATUS" = 0 ] && [ ! -e "$INFERD_PID_FILE" ] &&
   echo "ok   --stop ended it: exit 0, pid file removed" ||
   fail "after --stop: server exit $SERVER_STATUS, pid file $([ -e "$INFERD_PID_FILE" ] && echo left || echo removed)"
@@ -83,7 +68,7 @@ server_exit 60
 serve_start "$WORK" --ts-config "$WORK/config.properties" --foreground --disable-token-auth
 serve_wait_ready 120
 kill -HUP "$SERVER_PID" 2>/dev/null || true
-server_exit 60
+serve_wait_exit 60 SIGHUP
 [ "$SERVER_STATUS" = 0 ] && grep -q "SIGHUP: draining" "$WORK/server.log" &&
   echo "ok   SIGHUP: drained, exit 0" || fail "SIGHUP: exit $SERVER_STATUS; log: $(tail -3 "$WORK/server.log")"
 
@@ -98,7 +83,7 @@ code=$(curl -s --max-time 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$IN
 [ "$code" = 200 ] && kill -0 "$SERVER_PID" 2>/dev/null && ! grep -q "SIGHUP" "$WORK/server.log" &&
   echo "ok   nohup: SIGHUP ignored, still serving" || fail "nohup: after SIGHUP /ping $code; log: $(tail -3 "$WORK/server.log")"
 kill -TERM "$SERVER_PID" 2>/dev/null || true
-server_exit 60
+serve_wait_exit 60 SIGTERM
 [ "$SERVER_STATUS" = 0 ] || fail "nohup: SIGTERM then exit $SERVER_STATUS"
 
 # ---- a second signal ends the drain ----
@@ -123,7 +108,7 @@ sleep 1 # all 64 queued: the worker runs them as one batch (several seconds at 2
 kill -TERM "$SERVER_PID" 2>/dev/null || true
 sleep 0.3
 kill -INT "$SERVER_PID" 2>/dev/null || true
-server_exit 10
+serve_wait_exit 10 "SIGTERM and SIGINT"
 for pid in "${clients[@]}"; do wait "$pid" || true; done
 [ "$SERVER_STATUS" = 130 ] && grep -q "SIGINT again: exiting" "$WORK/server.log" && [ ! -e "$WORK/key_file.json" ] &&
   echo "ok   a second signal during the drain: exit 130 at once, key file removed" ||
