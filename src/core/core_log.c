@@ -20,6 +20,10 @@ void core_log(core_log_level level, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(line, sizeof line, fmt, ap);
   va_end(ap);
+  /* One message, one line: a control byte from a name or a url (a newline that would
+   * start a forged line, an escape sequence for a terminal) is written as '?'. */
+  for (char *c = line; *c; c++)
+    if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   struct tm tm;

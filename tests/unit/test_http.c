@@ -6,7 +6,7 @@
  * free(), from this and other threads), and a real server (port 0, two HTTP threads,
  * token auth on) answering raw HTTP/1.1 requests on a socket: /ping, unknown paths,
  * missing keys, wrong methods, oversized bodies, the management list, and the graceful
- * stop.
+ * stop; and that a log message stays one line.
  *
  * DESIGN
  * Multipart cases are one table: body, wanted code, wanted content. Server cases send
@@ -248,6 +248,31 @@ static void test_buf_json_string_utf8(void **state) {
     if (strcmp(b.data, want) != 0) fail_msg("%s: escaped as %s, want %s", utf8_cases[i].what, b.data, want);
   }
   h2o_mem_clear_pool(&pool);
+}
+
+/* A log message is one line: a url or a name with a newline (a registration's url is the
+ * client's) cannot start a forged line, nor an escape byte reach a terminal. */
+static void test_log_one_line(void **state) {
+  (void)state;
+  char path[] = "/tmp/inferd-test-log-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  unlink(path);
+  fflush(stderr);
+  int saved = dup(STDERR_FILENO);
+  assert_true(saved >= 0);
+  assert_int_equal(dup2(fd, STDERR_FILENO), STDERR_FILENO);
+  core_log(CORE_LOG_INFO, "loading %s", "a.onnx\n2026-01-01T00:00:00.000Z info  forged\r\x1b[2Jx\x7f");
+  fflush(stderr);
+  assert_int_equal(dup2(saved, STDERR_FILENO), STDERR_FILENO);
+  close(saved);
+  char got[512] = {0};
+  ssize_t n = pread(fd, got, sizeof got - 1, 0);
+  close(fd);
+  assert_true(n > 0);
+  const char *msg = strstr(got, "loading ");
+  if (!msg) fail_msg("no message in <<%s>>", got);
+  assert_string_equal(msg, "loading a.onnx?2026-01-01T00:00:00.000Z info  forged??[2Jx?\n");
 }
 
 /* ==== the JSON arena of the v2 infer parse ================================================== */
@@ -725,6 +750,7 @@ int main(void) {
       cmocka_unit_test(test_multipart_find),
       cmocka_unit_test(test_error_body_utf8),
       cmocka_unit_test(test_buf_json_string_utf8),
+      cmocka_unit_test(test_log_one_line),
       cmocka_unit_test(test_json_arena_steady_state),
       cmocka_unit_test(test_json_arena_keep_limit),
       cmocka_unit_test(test_json_arena_outside_objects),
