@@ -245,7 +245,7 @@ static bool enqueue(http__management *g, mgmt_job *job) {
 /* The 503 for a change beyond MAX_PENDING; frees the job. */
 static void refuse_busy(h2o_req_t *req, mgmt_job *job) {
   job_free(job);
-  http__send_error(req, HTTP__E_UNAVAILABLE, "%d model changes are already waiting; retry later", MAX_PENDING);
+  http__send_error(req, HTTP__E_UNAVAILABLE, "%d model changes are already queued or running; retry later", MAX_PENDING);
 }
 
 void http__management_destroy_later(http__management *g, http__model *model) {

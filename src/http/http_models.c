@@ -404,6 +404,7 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
   inferd_code code = http__resolve_path(cfg, p->path, !p->loaded_at_startup, path, sizeof path, st);
   if (code != INFERD_OK) return code;
   double t0 = core_now_seconds();
+  core_log(CORE_LOG_INFO, "loading %s%s%s", p->path, p->name ? " as model " : "", p->name ? p->name : "");
   archive_model *ar = NULL;
   code = archive_open(path, NULL, &ar, st);
   if (code != INFERD_OK) return code;
