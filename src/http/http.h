@@ -116,7 +116,7 @@ typedef struct http_v2_spec {
   const char *input_name;         /* the model's one input */
   int item_rank;                  /* the input's rank without its batch axis */
   const int64_t *item_dims;       /* [item_rank] */
-  const char *const *output_names; /* [output_count]; only the first is served */
+  const char *const *output_names; /* [output_count] */
   int output_count;
   int max_rows;                   /* largest batch n accepted (the model's job_queue_size) */
 } http_v2_spec;
@@ -130,7 +130,10 @@ typedef struct http_v2_request {
   const unsigned char *binary; /* rows * row_elems little-endian float32 in the body; or NULL */
   const char *id;              /* the request's "id" (not terminated), NULL when absent */
   size_t id_len;
-  bool binary_output;          /* answer the output as binary tensor data */
+  int output_count;            /* outputs to answer: those the request names, in its order,
+                                  else every output of the model, in the model's order */
+  const int *outputs;          /* [output_count]: indexes into spec->output_names */
+  const bool *output_binary;   /* [output_count]: answer that output as binary tensor data */
 } http_v2_request;
 
 /* Memory for the parsed request (the HTTP layer: the request's pool). NULL: out of memory. */
@@ -142,7 +145,7 @@ typedef void *(*http_v2_alloc_fn)(void *ctx, size_t bytes);
  * [n, item_dims...] with 1 <= n <= spec->max_rows, and give n * row_elems numbers
  * in "data" (flat or nested, row-major) or, with the binary tensor data extension,
  * "parameters": {"binary_data_size": n * row_elems * 4} bytes after the JSON. Outputs
- * asked for must be the model's first output. Returns INFERD_OK and fills *out, or
+ * asked for must be the model's, each once. Returns INFERD_OK and fills *out, or
  * INFERD_INVALID_ARG (INFERD_NO_MEMORY when alloc fails) with a message naming what
  * is wrong. Never reads outside body[0..size). */
 inferd_code http_v2_parse(const char *body, size_t size, const char *header, size_t header_len,

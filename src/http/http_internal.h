@@ -234,7 +234,8 @@ typedef struct http__model {
   metrics_model *metrics;
   struct http__placement *placement;
   size_t input_elems;        /* floats of one request's input */
-  size_t output_elems;       /* floats of one request's output: the classes */
+  size_t output_elems;       /* floats of one request's output: an item of every output */
+  size_t classes;            /* floats of the first output's item: an image classifier's classes */
   size_t answer_bytes;       /* bound of one top-5 answer's JSON */
   int batch_size, max_batch_delay_ms, response_timeout_s;
   /* Set by scale (management thread), read by describe (HTTP threads). The model runs

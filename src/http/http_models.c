@@ -522,6 +522,7 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
     sched_model_describe(m->sched, &info, NULL, 0);
     m->job_queue_size = info.job_queue_size;
     m->output_elems = sched_model_output_elems(m->sched);
+    m->classes = sched_model_output_item(m->sched, 0);
     m->answer_bytes = handler_classify_json_size(m->labels, HANDLER_TOPK);
     metrics_model_set_workers(m->metrics, sched_workers);
     metrics_model_set_memory(m->metrics, inferd_model_weights_bytes(m->engine));

@@ -238,7 +238,7 @@ static void answer(http__job *job) {
     char *body = h2o_mem_alloc_pool(&req->pool, m->answer_bytes);
     size_t len = 0;
     inferd_status st;
-    if (handler_classify_json(job->output, (int)m->output_elems, HANDLER_TOPK, m->labels, body, m->answer_bytes, &len,
+    if (handler_classify_json(job->output, (int)m->classes, HANDLER_TOPK, m->labels, body, m->answer_bytes, &len,
                               &st) == INFERD_OK) {
       if (http__response_fits(req, m, len)) {
         status = 200; /* TorchServe's bytes: json.dumps(indent=2), no newline */

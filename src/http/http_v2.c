@@ -18,15 +18,18 @@
  * says that the body's first L bytes are that JSON and the rest is raw tensor data
  * (little-endian FP32, S bytes for the input that names binary_data_size). The answer
  * is {"model_name", "model_version", "id", "outputs": [{"name", "datatype": "FP32",
- * "shape": [n, ...], "data": [...]}]}: the model's first output (the only one the
- * scheduler returns, and so the only one model metadata lists), inline as JSON numbers, or as binary tensor data after the JSON
- * (then with Inference-Header-Content-Length and application/octet-stream). An answer
+ * "shape": [n, ...], "data": [...]}, ...]}: the outputs "outputs" names, in its order,
+ * else all of the model's, in the model's order. Each is inline as JSON numbers, or as
+ * binary tensor data after the JSON ("binary_data" per output, else the request's
+ * "binary_data_output"), the binary ones back to back in the order of the JSON; then the
+ * answer has Inference-Header-Content-Length and is application/octet-stream. An answer
  * larger than max_response_size is not sent: 500 naming its size and the limit.
  *
  * The parser (http_v2_parse, declared in http.h) is pure: it needs no h2o, so the
  * fuzzer runs it as it is. It validates everything against the model (input name,
  * datatype FP32 only, as Triton refuses any other for an FP32 input, shape [n, item],
- * element count, binary sizes, output names); every mismatch is a 400 naming it.
+ * element count, binary sizes, output names, each asked for once); every mismatch is a
+ * 400 naming it.
  *
  * Execution: each of the n rows becomes one job of http_predict.c (its own scheduler
  * request, batched with /predictions and other v2 requests), linked in row order from
@@ -228,37 +231,62 @@ static inferd_code parse_input(v2_parse *p, const json_t *input, const char *bin
   return INFERD_OK;
 }
 
-static inferd_code parse_outputs(v2_parse *p, const json_t *outputs, http_v2_request *out) {
+/* "'a', 'b'": the model's output names, for messages. */
+static void output_list(const http_v2_spec *spec, char *out, size_t cap) {
+  size_t len = 0;
+  out[0] = 0;
+  for (int k = 0; k < spec->output_count && len < cap; k++)
+    len += (size_t)snprintf(out + len, cap - len, "%s'%.60s'", k ? ", " : "", spec->output_names[k]);
+}
+
+/* The outputs to answer: those "outputs" names, in its order, else (absent or empty) all
+ * of the model's; each as binary tensor data when its "binary_data" says so, else as the
+ * request's "binary_data_output" says. */
+static inferd_code parse_outputs(v2_parse *p, const json_t *outputs, bool binary_default, http_v2_request *out) {
   const http_v2_spec *spec = p->spec;
-  if (!json_is_array(outputs)) return bad(p->st, "\"outputs\" must be an array");
-  bool binary = out->binary_output;
-  size_t i;
-  const json_t *o;
-  json_array_foreach(outputs, i, o) {
+  if (outputs && !json_is_array(outputs)) return bad(p->st, "\"outputs\" must be an array");
+  size_t n = outputs ? json_array_size(outputs) : 0;
+  bool all = n == 0;
+  if (all) n = (size_t)spec->output_count;
+  char names[200];
+  if (n > (size_t)spec->output_count) {
+    output_list(spec, names, sizeof names);
+    return bad(p->st, "\"outputs\" names %zu outputs; model %s has %d: %s", n, spec->model_name, spec->output_count,
+               names);
+  }
+  int *index = p->alloc(p->alloc_ctx, n * sizeof *index);
+  bool *binary = p->alloc(p->alloc_ctx, n * sizeof *binary);
+  if (!index || !binary) return core_fail(p->st, INFERD_NO_MEMORY, "out of memory");
+  for (size_t i = 0; i < n; i++) {
+    index[i] = (int)i;
+    binary[i] = binary_default;
+    if (all) continue;
+    const json_t *o = json_array_get(outputs, i);
     if (!json_is_object(o)) return bad(p->st, "outputs[%zu] must be an object", i);
     const json_t *name = json_object_get(o, "name");
     if (!json_is_string(name)) return bad(p->st, "outputs[%zu]: \"name\" must be a string", i);
-    const char *n = json_string_value(name);
+    const char *s = json_string_value(name);
     int found = -1;
     for (int k = 0; k < spec->output_count && found < 0; k++)
-      if (strcmp(n, spec->output_names[k]) == 0 && json_string_length(name) == strlen(n)) found = k;
-    if (found < 0)
-      return bad(p->st, "unknown output '%s': model %s has output '%s'", n, spec->model_name,
-                 spec->output_count ? spec->output_names[0] : "");
-    if (found > 0)
-      return bad(p->st, "output '%s' is not served: inferd returns only model %s's first output '%s'", n,
-                 spec->model_name, spec->output_names[0]);
+      if (strcmp(s, spec->output_names[k]) == 0 && json_string_length(name) == strlen(s)) found = k;
+    if (found < 0) {
+      output_list(spec, names, sizeof names);
+      return bad(p->st, "unknown output '%s': model %s has %s", s, spec->model_name, names);
+    }
+    for (size_t j = 0; j < i; j++)
+      if (index[j] == found) return bad(p->st, "output '%s' is asked for twice", s);
+    index[i] = found;
     const json_t *parameters;
     char where[96];
-    snprintf(where, sizeof where, "output '%.60s'", n);
+    snprintf(where, sizeof where, "output '%.60s'", s);
     if (get_parameters(p, o, where, &parameters) != INFERD_OK) return INFERD_INVALID_ARG;
     if (parameters && json_object_get(parameters, "classification"))
-      return core_fail(p->st, INFERD_INVALID_ARG, "output '%s': the classification extension is not supported", n);
-    bool b = out->binary_output;
-    if (get_bool(p, parameters, "binary_data", where, &b) != INFERD_OK) return INFERD_INVALID_ARG;
-    binary = b;
+      return core_fail(p->st, INFERD_INVALID_ARG, "output '%s': the classification extension is not supported", s);
+    if (get_bool(p, parameters, "binary_data", where, &binary[i]) != INFERD_OK) return INFERD_INVALID_ARG;
   }
-  out->binary_output = binary;
+  out->output_count = (int)n;
+  out->outputs = index;
+  out->output_binary = binary;
   return INFERD_OK;
 }
 
@@ -277,7 +305,8 @@ static inferd_code parse_root(v2_parse *p, const json_t *root, const char *binar
   }
   const json_t *parameters;
   if (get_parameters(p, root, "request", &parameters) != INFERD_OK) return INFERD_INVALID_ARG;
-  if (get_bool(p, parameters, "binary_data_output", "request parameters", &out->binary_output) != INFERD_OK)
+  bool binary_output = false;
+  if (get_bool(p, parameters, "binary_data_output", "request parameters", &binary_output) != INFERD_OK)
     return INFERD_INVALID_ARG;
   const json_t *inputs = json_object_get(root, "inputs");
   if (!json_is_array(inputs)) return bad(p->st, "\"inputs\" must be an array");
@@ -286,8 +315,7 @@ static inferd_code parse_root(v2_parse *p, const json_t *root, const char *binar
                p->spec->input_name, json_array_size(inputs));
   inferd_code code = parse_input(p, json_array_get(inputs, 0), binary, binary_size, out);
   if (code != INFERD_OK) return code;
-  const json_t *outputs = json_object_get(root, "outputs");
-  return outputs ? parse_outputs(p, outputs, out) : INFERD_OK;
+  return parse_outputs(p, json_object_get(root, "outputs"), binary_output, out);
 }
 
 inferd_code http_v2_parse(const char *body, size_t size, const char *header, size_t header_len,
@@ -371,9 +399,9 @@ static const char *v2_datatype(inferd_dtype dtype) {
   }
 }
 
-/* The model's inputs, or the outputs infer answers: only the first (see the top). */
+/* The model's inputs, or its outputs. */
 static void v2_tensors(http__buf *b, const inferd_model *engine, bool inputs) {
-  int count = inputs ? inferd_model_num_inputs(engine) : CORE_MIN(inferd_model_num_outputs(engine), 1);
+  int count = inputs ? inferd_model_num_inputs(engine) : inferd_model_num_outputs(engine);
   http__buf_append(b, "[", 1);
   for (int i = 0; i < count; i++) {
     inferd_tensor_info t;
@@ -428,11 +456,49 @@ static void json_number(http__buf *b, float x) {
     http__buf_append(b, "null", 4); /* JSON has no NaN or infinity */
 }
 
-/* All rows are back and the client is still there (loop thread). */
+/* Output i's shape at `rows` rows: the model's dims after the batch axis when they are
+ * known and match its item size, else [rows, elems]. */
+static void output_shape(http__buf *b, const http__model *m, int i, int rows) {
+  size_t elems = sched_model_output_item(m->sched, i);
+  inferd_tensor_info t;
+  bool known = inferd_model_output(m->engine, i, &t) == INFERD_OK && t.rank >= 1;
+  size_t product = 1;
+  for (int d = 1; known && d < t.rank; d++) {
+    known = t.dims[d] >= 0;
+    product *= known ? (size_t)t.dims[d] : 1;
+  }
+  http__buf_printf(b, "[%d", rows);
+  if (known && product == elems)
+    for (int d = 1; d < t.rank; d++) http__buf_printf(b, ", %lld", (long long)t.dims[d]);
+  else
+    http__buf_printf(b, ", %zu", elems);
+  http__buf_append(b, "]", 1);
+}
+
+/* Every row's item of output i, as little-endian FP32. */
+static void append_binary(http__buf *b, const http__job *first, size_t offset, size_t elems) {
+  for (const http__job *row = first; row; row = row->next_row) {
+    const float *x = row->output + offset;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    http__buf_append(b, (const char *)x, elems * sizeof(float));
+#else
+    for (size_t k = 0; k < elems; k++) {
+      uint32_t bits;
+      memcpy(&bits, &x[k], sizeof bits);
+      char le[4] = {(char)bits, (char)(bits >> 8), (char)(bits >> 16), (char)(bits >> 24)};
+      http__buf_append(b, le, 4);
+    }
+#endif
+  }
+}
+
+/* All rows are back and the client is still there (loop thread). The outputs asked for,
+ * in the request's order: inline as JSON numbers, or as binary tensor data after the
+ * JSON in that same order (then with Inference-Header-Content-Length). */
 static void answer(http__job *first) {
   h2o_req_t *req = first->req;
   http__model *m = first->model;
-  const v2_call *call = first->call;
+  const http_v2_request *parsed = &((const v2_call *)first->call)->parsed;
   *first->hook = NULL;
   for (http__job *row = first; row; row = row->next_row) {
     if (row->code != INFERD_OK) {
@@ -440,79 +506,72 @@ static void answer(http__job *first) {
       return;
     }
   }
-  int rows = call->parsed.rows;
-  size_t out_elems = m->output_elems;
-  inferd_tensor_info t;
-  memset(&t, 0, sizeof t);
-  size_t dims_product = 1;
-  bool dims_known = inferd_model_output(m->engine, 0, &t) == INFERD_OK && t.rank >= 1;
-  for (int d = 1; dims_known && d < t.rank; d++) {
-    dims_known = t.dims[d] >= 0;
-    dims_product *= dims_known ? (size_t)t.dims[d] : 1;
+  int rows = parsed->rows;
+  size_t json_bytes = 0, binary_bytes = 0;
+  for (int j = 0; j < parsed->output_count; j++) {
+    size_t bytes = (size_t)rows * sched_model_output_item(m->sched, parsed->outputs[j]) * sizeof(float);
+    if (parsed->output_binary[j])
+      binary_bytes += bytes;
+    else
+      json_bytes += bytes * 5; /* "%.9g, " */
   }
-  if (dims_product != out_elems) dims_known = false;
-
-  bool binary = call->parsed.binary_output;
-  size_t bytes = (size_t)rows * out_elems * sizeof(float);
   http__buf b;
-  http__buf_init(&b, &req->pool, 256 + strlen(m->name) + call->parsed.id_len * 6 + (binary ? bytes : bytes * 5));
+  http__buf_init(&b, &req->pool, 256 + strlen(m->name) + parsed->id_len * 6 + json_bytes + binary_bytes);
   http__buf_append(&b, "{\"model_name\": ", 15);
   http__buf_json_string(&b, m->name, strlen(m->name));
   http__buf_append(&b, ", \"model_version\": ", 19);
   http__buf_json_string(&b, m->version, strlen(m->version));
-  if (call->parsed.id) {
+  if (parsed->id) {
     http__buf_append(&b, ", \"id\": ", 8);
-    http__buf_json_string(&b, call->parsed.id, call->parsed.id_len);
+    http__buf_json_string(&b, parsed->id, parsed->id_len);
   }
-  http__buf_append(&b, ", \"outputs\": [{\"name\": ", 23);
-  const char *name = t.name ? t.name : "output";
-  http__buf_json_string(&b, name, strlen(name));
-  http__buf_printf(&b, ", \"datatype\": \"FP32\", \"shape\": [%d", rows);
-  if (dims_known)
-    for (int d = 1; d < t.rank; d++) http__buf_printf(&b, ", %lld", (long long)t.dims[d]);
-  else
-    http__buf_printf(&b, ", %zu", out_elems);
-  http__buf_append(&b, "]", 1);
-  if (binary) {
-    http__buf_printf(&b, ", \"parameters\": {\"binary_data_size\": %zu}}]}", bytes);
-    size_t json_len = b.len;
-    if (!http__response_fits(req, m, json_len + bytes)) {
-      metrics_model_response(m->metrics, 500);
-      return;
+  http__buf_append(&b, ", \"outputs\": [", 14);
+  for (int j = 0; j < parsed->output_count; j++) {
+    int i = parsed->outputs[j];
+    inferd_tensor_info t;
+    const char *name = inferd_model_output(m->engine, i, &t) == INFERD_OK && t.name ? t.name : "output";
+    size_t offset = sched_model_output_offset(m->sched, i), elems = sched_model_output_item(m->sched, i);
+    http__buf_append(&b, j ? ", {\"name\": " : "{\"name\": ", j ? 11 : 9);
+    http__buf_json_string(&b, name, strlen(name));
+    http__buf_append(&b, ", \"datatype\": \"FP32\", \"shape\": ", 31);
+    output_shape(&b, m, i, rows);
+    if (parsed->output_binary[j]) {
+      http__buf_printf(&b, ", \"parameters\": {\"binary_data_size\": %zu}}", (size_t)rows * elems * sizeof(float));
+      continue;
     }
-    for (http__job *row = first; row; row = row->next_row) {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-      http__buf_append(&b, (const char *)row->output, out_elems * sizeof(float));
-#else
-      for (size_t i = 0; i < out_elems; i++) {
-        uint32_t bits;
-        memcpy(&bits, &row->output[i], sizeof bits);
-        char le[4] = {(char)bits, (char)(bits >> 8), (char)(bits >> 16), (char)(bits >> 24)};
-        http__buf_append(&b, le, 4);
-      }
-#endif
-    }
-    char *length = h2o_mem_alloc_pool(&req->pool, 24);
-    int length_len = snprintf(length, 24, "%zu", json_len);
-    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("inference-header-content-length"), 0,
-                          "Inference-Header-Content-Length", length, (size_t)length_len);
-    http__send_text(req, 200, "application/octet-stream", b.data, b.len);
-  } else {
     http__buf_append(&b, ", \"data\": [", 11);
     bool comma = false;
-    for (http__job *row = first; row; row = row->next_row) {
-      for (size_t i = 0; i < out_elems; i++) {
+    for (const http__job *row = first; row; row = row->next_row)
+      for (size_t k = 0; k < elems; k++) {
         if (comma) http__buf_append(&b, ", ", 2);
-        json_number(&b, row->output[i]);
+        json_number(&b, row->output[offset + k]);
         comma = true;
       }
-    }
-    http__buf_append(&b, "]}]}\n", 5);
+    http__buf_append(&b, "]}", 2);
+  }
+  if (binary_bytes == 0) {
+    http__buf_append(&b, "]}\n", 3);
     if (!http__response_fits(req, m, b.len)) {
       metrics_model_response(m->metrics, 500);
       return;
     }
     http__send_json(req, 200, b.data, b.len);
+  } else {
+    http__buf_append(&b, "]}", 2);
+    size_t json_len = b.len;
+    if (!http__response_fits(req, m, json_len + binary_bytes)) {
+      metrics_model_response(m->metrics, 500);
+      return;
+    }
+    for (int j = 0; j < parsed->output_count; j++)
+      if (parsed->output_binary[j])
+        append_binary(&b, first, sched_model_output_offset(m->sched, parsed->outputs[j]),
+                      sched_model_output_item(m->sched, parsed->outputs[j]));
+    char *length = h2o_mem_alloc_pool(&req->pool, 24);
+    int length_len = snprintf(length, 24, "%zu", json_len);
+    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("inference-header-content-length"), 0,
+                          "Inference-Header-Content-Length", length, (size_t)length_len);
+    http__send_text(req, 200, "application/octet-stream", b.data, b.len);
   }
   metrics_model_response(m->metrics, 200);
   http__ts_answered(m, first);

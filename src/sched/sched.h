@@ -5,7 +5,7 @@
  * (job_queue_size), and a pool of worker threads that each own an inferd_session and
  * their batch buffers. The HTTP layer submits requests; a worker takes up to
  * batch_size of them, copies their inputs into one batch, runs the engine once, copies
- * each row of the first output back and calls each request's `done`.
+ * each request's row of every output back and calls each request's `done`.
  *
  * The batching rule (DESIGN.md §5 made work-conserving; details in sched_worker.c):
  * a worker that is free takes at once whatever is queued, up to batch_size. It holds a
@@ -84,7 +84,9 @@ struct sched_request {
   /* Set by the caller before sched_submit; only read by the scheduler. */
   const float *input; /* [sched_model_input_elems]: one item, the model input without
                          its batch axis, dense row-major */
-  float *output;      /* [sched_model_output_elems]: receives one row of the first output */
+  float *output;      /* [sched_model_output_elems]: receives the request's row of every
+                         output, back to back in the model's output order
+                         (output i at sched_model_output_offset(m, i)) */
   double deadline;    /* seconds on the core_now_seconds() clock (CLOCK_MONOTONIC);
                          0: enqueue_time + the model's response_timeout_ms (none if 0).
                          On acceptance it holds the deadline in force: reset it to 0
@@ -177,9 +179,14 @@ typedef struct sched_model_params {
 inferd_code sched_model_new(inferd_model *model, const sched_model_params *params,
                             sched_model **out, inferd_status *status);
 
-/* Floats in one request's input and output (the model's item sizes). */
+/* Floats in one request's input, and in its output: one item of every model output. */
 size_t sched_model_input_elems(const sched_model *m);
 size_t sched_model_output_elems(const sched_model *m);
+/* The model's outputs (1..8), and where output i's item (`elems` floats, the product of
+ * its dims after the batch axis) lies in a request's output. */
+int sched_model_output_count(const sched_model *m);
+size_t sched_model_output_offset(const sched_model *m, int i);
+size_t sched_model_output_item(const sched_model *m, int i);
 
 /* Ready: all the model's workers have once been started together with none failed
  * (each bound itself, created its session and bound the batch-1 plan to it, so that plan

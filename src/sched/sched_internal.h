@@ -55,6 +55,8 @@ struct sched_model {
   size_t input_elems;           /* [const] floats per item */
   int n_outputs;                /* [const] */
   size_t output_elems[SCHED__MAX_OUTPUTS]; /* [const] floats per item of each output */
+  size_t output_offset[SCHED__MAX_OUTPUTS]; /* [const] where each lies in a request's output */
+  size_t output_total;                      /* [const] floats of a request's output */
   inferd_tensor_info output_info[SCHED__MAX_OUTPUTS]; /* [const] */
 
   pthread_mutex_t lock;

@@ -58,7 +58,10 @@ void sched_request_cancel(sched_request *request) {
 }
 
 size_t sched_model_input_elems(const sched_model *m) { return m->input_elems; }
-size_t sched_model_output_elems(const sched_model *m) { return m->output_elems[0]; }
+size_t sched_model_output_elems(const sched_model *m) { return m->output_total; }
+int sched_model_output_count(const sched_model *m) { return m->n_outputs; }
+size_t sched_model_output_offset(const sched_model *m, int i) { return m->output_offset[i]; }
+size_t sched_model_output_item(const sched_model *m, int i) { return m->output_elems[i]; }
 
 static bool any_state_locked(const sched_model *m, sched_worker_state state) {
   for (int i = 0; i < m->n_workers; i++)
@@ -201,6 +204,10 @@ static inferd_code describe_model(sched_model *m, inferd_status *st) {
     if (elems < 0 || (i == 0 && elems == 0))
       return core_fail(st, INFERD_UNSUPPORTED, "model '%s': output '%s' has no usable item size", m->name, o->name);
     m->output_elems[i] = (size_t)elems;
+    m->output_offset[i] = m->output_total;
+    if ((size_t)elems > SIZE_MAX / sizeof(float) - m->output_total)
+      return core_fail(st, INFERD_UNSUPPORTED, "model '%s': its outputs are too large", m->name);
+    m->output_total += (size_t)elems;
   }
   return INFERD_OK;
 }

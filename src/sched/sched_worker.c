@@ -56,8 +56,8 @@
  *
  * Running a batch (no lock): copy each request's input into its row of the batch
  * input, check once per batch size that every output has shape [batch, item...] (so
- * the buffers sized at start can never overflow), run, copy row k of the first output
- * to request k, call the stats hook, then every done. A batch of up to
+ * the buffers sized at start can never overflow), run, copy row k of every output to
+ * request k (back to back: sched_model_output_offset), call the stats hook, then every done. A batch of up to
  * SCHED_EXACT_BATCH requests, or of exactly batch_size, is one engine run; one of
  * another size runs as chunks of SCHED_EXACT_BATCH rows and a remainder, one after
  * another in the same buffers. So a worker binds at most SCHED_EXACT_BATCH + 1 batch
@@ -373,7 +373,7 @@ static take_result worker_take_locked(sched_worker *w, batch_take *t) {
 
 static void worker_run(sched_worker *w, const batch_take *t) {
   sched_model *m = w->model;
-  const size_t in_item = m->input_elems, out_item = m->output_elems[0];
+  const size_t in_item = m->input_elems;
   inferd_status st;
   core_status_ok(&st);
   inferd_code rc = INFERD_OK;
@@ -394,7 +394,9 @@ static void worker_run(sched_worker *w, const batch_take *t) {
     }
     if (rc == INFERD_OK)
       for (int k = 0; k < t->n; k++)
-        memcpy(w->batch[k]->output, w->outputs[0] + (size_t)k * out_item, out_item * sizeof(float));
+        for (int i = 0; i < m->n_outputs; i++)
+          memcpy(w->batch[k]->output + m->output_offset[i], w->outputs[i] + (size_t)k * m->output_elems[i],
+                 m->output_elems[i] * sizeof(float));
     else
       core_status_prefix(&st, "model '%s', batch of %d", m->name, t->n);
   }

@@ -246,13 +246,62 @@ check(r.status_code == 200 and "binary_tensor_data" in r.json().get("extensions"
       "server metadata lists binary_tensor_data", r.text[:200])
 r = requests.get(BASE + "/v2/models/small", headers=AUTH, timeout=60)
 check(r.status_code == 200 and r.json()["inputs"][0]["name"] == "input", "model metadata", r.text[:300])
+
+# ---- a model with two outputs: a [N,4] and b [N,3] ----------------------------------------------
 r = requests.get(BASE + "/v2/models/two", headers=AUTH, timeout=60)
-check(r.status_code == 200 and [o["name"] for o in r.json()["outputs"]] == ["a"],
-      "two-output model: metadata lists the one output infer answers", r.text[:300])
-r = post({"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [-1.0, 0.0, 1.0, 2.0]}]},
-         url=BASE + "/v2/models/two/infer")
-check(r.status_code == 200 and [o["name"] for o in r.json()["outputs"]] == ["a"] and
-      r.json()["outputs"][0]["data"] == [0.0, 0.0, 1.0, 2.0], "two-output model: infer answers that output", r.text[:300])
+check(r.status_code == 200 and [(o["name"], o["shape"]) for o in r.json()["outputs"]] == [("a", [-1, 4]), ("b", [-1, 3])],
+      "two-output model: metadata lists both outputs", r.text[:300])
+t5 = np.load(os.path.join(WORK, "t5.npy"))
+want = {"a": np.load(os.path.join(WORK, "t5.a.npy")), "b": np.load(os.path.join(WORK, "t5.b.npy"))}
+TWO = BASE + "/v2/models/two/infer"
+
+
+def two_infer(name, outputs, names, binary=()):
+    """5 rows; the answer must list `names` in that order, equal to PyTorch's; the ones
+    in `binary` as binary tensor data after the JSON, in the order of the JSON."""
+    body = request(t5)
+    if outputs is not None:
+        body["outputs"] = outputs
+    r = post(body, url=TWO)
+    if r.status_code != 200:
+        check(False, name, "HTTP %d: %s" % (r.status_code, r.text[:300]))
+        return
+    hlen = int(r.headers.get("Inference-Header-Content-Length", len(r.content)))
+    head = json.loads(r.content[:hlen])
+    rest, problems = r.content[hlen:], []
+    if [o["name"] for o in head["outputs"]] != names:
+        problems.append("outputs %s" % [o["name"] for o in head["outputs"]])
+    for o in head["outputs"]:
+        if o["name"] not in names:
+            continue
+        if o["name"] in binary:
+            size = o.get("parameters", {}).get("binary_data_size", -1)
+            got, rest = np.frombuffer(rest[:size], dtype="<f4"), rest[size:]
+            if "data" in o or size != want[o["name"]].size * 4:
+                problems.append("%s: not binary as asked (%s)" % (o["name"], o))
+                continue
+        else:
+            got = np.array(o.get("data", []))
+        ok, detail = close(got.reshape(o["shape"]), want[o["name"]])
+        if not ok or o["shape"] != list(want[o["name"]].shape):
+            problems.append("%s: shape %s, %s" % (o["name"], o["shape"], detail))
+    if rest:
+        problems.append("%d bytes left after the binary outputs" % len(rest))
+    check(not problems, name, "; ".join(problems))
+
+
+two_infer("two-output model: infer answers both, in the model's order", None, ["a", "b"])
+two_infer("two-output model: an empty \"outputs\" is all of them", [], ["a", "b"])
+two_infer("two-output model: the outputs asked for, in the order asked", [{"name": "b"}, {"name": "a"}], ["b", "a"])
+two_infer("two-output model: only b", [{"name": "b"}], ["b"])
+two_infer("two-output model: b binary, a inline", [{"name": "b", "parameters": {"binary_data": True}}, {"name": "a"}],
+          ["b", "a"], binary=("b",))
+two_infer("two-output model: both binary, b first", [{"name": n, "parameters": {"binary_data": True}} for n in "ba"],
+          ["b", "a"], binary=("a", "b"))
+expect_error("two-output model: an output asked for twice", 400,
+             post(request(t5, outputs=[{"name": "a"}, {"name": "a"}]), url=TWO), ["twice"])
+expect_error("two-output model: an unknown output names both", 400,
+             post(request(t5, outputs=[{"name": "c"}]), url=TWO), ["'c'", "'a', 'b'"])
 r = requests.get(BASE + "/v2/models/small/ready", headers=AUTH, timeout=60)
 check(r.status_code == 200 and r.json().get("ready") is True, "model ready", r.text[:200])
 r = requests.get(BASE + "/ping", timeout=60)

@@ -10,7 +10,9 @@
 # infer like `inferd run`, and /predictions on it is a 400 that points at v2. The same
 # MLP declaring a fixed batch of 1 (an export without dynamic axes) is served with
 # batchSize 1 whatever the config asks, and answers the same; one declaring a fixed
-# batch of 2 is refused at registration. ~10 s.
+# batch of 2 is refused at registration. A model with two outputs of different sizes
+# answers both, or those asked for in the order asked, inline or binary, equal to
+# PyTorch's. ~10 s.
 #
 #   serve_v2.sh INFERD SOURCE_DIR WORK_DIR
 #
@@ -52,14 +54,23 @@ graph = helper.make_graph(nodes, "small", [helper.make_tensor_value_info("input"
 model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 onnx.checker.check_model(model)
 onnx.save(model, os.path.join(work, "store", "small.onnx"))
-# Two outputs: v2 serves the first one only, and its metadata says so.
+# Two outputs of different sizes, a = relu(x) [N,4] and b = sigmoid(x @ wb) [N,3]; the
+# reference for 5 rows comes from PyTorch.
+wb = (rng.standard_normal((4, 3)) * 0.5).astype(np.float32)
 two = helper.make_graph(
-    [helper.make_node("Relu", ["input"], ["a"], name="relu"), helper.make_node("Sigmoid", ["input"], ["b"], name="sigmoid")],
+    [helper.make_node("Relu", ["input"], ["a"], name="relu"), helper.make_node("MatMul", ["input", "wb"], ["xw"], name="mm"),
+     helper.make_node("Sigmoid", ["xw"], ["b"], name="sigmoid")],
     "two", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 4])],
-    [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", 4]), helper.make_tensor_value_info("b", TensorProto.FLOAT, ["N", 4])])
+    [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", 4]), helper.make_tensor_value_info("b", TensorProto.FLOAT, ["N", 3])],
+    initializer=[numpy_helper.from_array(wb, "wb")])
 two = helper.make_model(two, opset_imports=[helper.make_opsetid("", 13)])
 onnx.checker.check_model(two)
 onnx.save(two, os.path.join(work, "store", "two.onnx"))
+import torch
+t5 = (rng.integers(-16, 16, size=(5, 4)) / 4).astype(np.float32)
+np.save(os.path.join(work, "t5.npy"), t5)
+np.save(os.path.join(work, "t5.a.npy"), torch.relu(torch.from_numpy(t5)).numpy())
+np.save(os.path.join(work, "t5.b.npy"), torch.sigmoid(torch.from_numpy(t5) @ torch.from_numpy(wb)).numpy())
 # Multiples of 1/8: exact in FP32, short in JSON.
 x = (rng.integers(-512, 512, size=(3, 3, 224, 224)) / 8).astype(np.float32)
 np.save(os.path.join(work, "x3.npy"), x)
@@ -86,7 +97,7 @@ serve_config "$WORK/config.properties" \
   "job_queue_size=8" \
   "max_request_size=20000000" \
   "enable_model_api=true" \
-  'models={"small": {"1.0": {"batchSize": 4, "maxBatchDelay": 20}}, "mlp1": {"1.0": {"batchSize": 8, "maxBatchDelay": 20}}}'
+  'models={"small": {"1.0": {"batchSize": 4, "maxBatchDelay": 20}}, "mlp1": {"1.0": {"batchSize": 8, "maxBatchDelay": 20}}, "two": {"1.0": {"batchSize": 4, "maxBatchDelay": 20}}}'
 serve_start "$WORK" --ts-config "$WORK/config.properties" --foreground
 serve_wait_ready 60
 serve_keys "$WORK"

@@ -13,7 +13,8 @@
  *
  * On success the request must be self-consistent: 1 <= rows <= max_rows, row_elems
  * the model's, exactly one of data / binary, binary inside the body, the id inside
- * memory the parser allocated, and every row copyable into a buffer of exactly
+ * memory the parser allocated, the outputs to answer distinct indexes of the model's
+ * outputs (in that memory too), and every row copyable into a buffer of exactly
  * row_elems floats. On failure the status must carry INVALID_ARG and a message.
  * Anything else, or any sanitizer report, aborts. jansson allocates from the per-thread
  * arena the server installs (http_json_arena.c), as in the server.
@@ -103,6 +104,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       fail("binary data outside the body");
     if (r.data && !inside(&a, r.data, bytes)) fail("data outside the parser's memory");
     if (r.id && !inside(&a, r.id, r.id_len + 1)) fail("id outside the parser's memory");
+    if (r.output_count < 1 || r.output_count > spec->output_count) fail("output count out of range");
+    if (!inside(&a, r.outputs, (size_t)r.output_count * sizeof *r.outputs) ||
+        !inside(&a, r.output_binary, (size_t)r.output_count * sizeof *r.output_binary))
+      fail("outputs outside the parser's memory");
+    for (int i = 0; i < r.output_count; i++) {
+      if (r.outputs[i] < 0 || r.outputs[i] >= spec->output_count) fail("an output index out of range");
+      for (int j = 0; j < i; j++)
+        if (r.outputs[j] == r.outputs[i]) fail("an output answered twice");
+    }
     float *row = malloc(row_elems * sizeof(float));
     if (!row) fail("malloc");
     for (int i = 0; i < r.rows; i++) {
