@@ -165,7 +165,13 @@ typedef struct http__loop {
   struct http__job *free_jobs; /* recycled prediction jobs, this thread only */
   h2o_linklist_t waiting;      /* requests waiting for the scheduler, by http__job.waiting */
   h2o_timeout_entry_t deadline_tick; /* linked while `waiting` is not empty */
+  /* Odd while this thread reads the model registry (http_models.c); written by this
+   * thread only, read by the registry's writers. */
+  atomic_uint registry_seq;
 } http__loop;
+
+/* The loop of the calling HTTP thread; NULL on every other thread. */
+extern _Thread_local http__loop *http__current_loop;
 
 struct http_server {
   const config_server *config;
@@ -227,7 +233,7 @@ typedef struct http__model {
   char *handler;             /* "image_classifier", or "tensor" (KServe v2 infer only) */
   bool image_classifier;     /* /predictions takes images: handler image_classifier */
   bool loaded_at_startup;
-  atomic_bool is_default;    /* under the registry's lock for writers */
+  atomic_bool is_default;    /* written under the registry's lock; for describe (lookups use the snapshot's) */
   inferd_model *engine;
   sched_model *sched;
   handler_labels *labels;    /* NULL: class indices as names */

@@ -18,12 +18,14 @@
  * A bare .onnx file is served with the image_classifier handler; its labels are an
  * index_to_name.json next to it when there is one (so models/ works as it is).
  *
- * Lookup and lifetime: the registry is an array of model pointers under a rwlock. A
- * request takes a reference (an atomic count) under the read lock and drops it when
- * answered; the registry holds one more. Unregistering removes the model from the
- * array, drains its scheduler (queued requests are answered) and drops the registry's
- * reference; whoever drops the last one hands the model to the management thread,
- * which frees it (freeing joins worker threads: never on an HTTP thread).
+ * Lookup and lifetime: the registry is an immutable sorted array of model pointers (a
+ * snapshot), replaced whole by each register, unregister and set-default. A request
+ * finds its model in it by binary search, without a lock (see "reading" below), takes a
+ * reference (an atomic count) and drops it when answered; the registry holds one more.
+ * Unregistering publishes a snapshot without the model, drains its scheduler (queued
+ * requests are answered) and drops the registry's reference; whoever drops the last
+ * one hands the model to the management thread, which frees it (freeing joins worker
+ * threads: never on an HTTP thread).
  *
  * Default versions follow TorchServe: the first version registered under a name, or
  * the one marked defaultVersion in models={...}, or the one set with set-default.
@@ -44,6 +46,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,19 +128,42 @@ static void placement_free(http__placement *p) {
 
 /* ---- the registry ------------------------------------------------------------------------- */
 
+/* The models as HTTP threads see them: immutable once published, sorted by name then
+ * version, each entry with whether it is its name's default version. */
+typedef struct http__entry {
+  http__model *model;
+  bool is_default;
+} http__entry;
+
+typedef struct http__snapshot {
+  int count;
+  http__entry entries[];
+} http__snapshot;
+
 struct http__registry {
   http_server *server;
-  pthread_rwlock_t lock;
-  http__model **models; /* [count], sorted by name then version */
-  int count, capacity;
+  pthread_mutex_t lock;              /* writers, and readers off the HTTP threads */
+  _Atomic(http__snapshot *) current; /* holds the registry's reference to each model */
   atomic_bool startup_done;
 };
 
+static http__snapshot *snapshot_new(int count) {
+  http__snapshot *snap = malloc(sizeof *snap + (size_t)(count ? count : 1) * sizeof snap->entries[0]);
+  if (snap) snap->count = count;
+  return snap;
+}
+
 inferd_code http__registry_new(http_server *server, http__registry **out, inferd_status *st) {
   http__registry *r = calloc(1, sizeof *r);
-  if (!r) return core_fail(st, INFERD_NO_MEMORY, "model registry: out of memory");
+  http__snapshot *empty = snapshot_new(0);
+  if (!r || !empty) {
+    free(r);
+    free(empty);
+    return core_fail(st, INFERD_NO_MEMORY, "model registry: out of memory");
+  }
   r->server = server;
-  pthread_rwlock_init(&r->lock, NULL);
+  pthread_mutex_init(&r->lock, NULL);
+  atomic_init(&r->current, empty);
   *out = r;
   return INFERD_OK;
 }
@@ -160,9 +186,10 @@ void http__model_destroy(http__model *m) {
 
 void http__registry_free(http__registry *r) {
   if (!r) return;
-  for (int i = 0; i < r->count; i++) http__model_destroy(r->models[i]);
-  free(r->models);
-  pthread_rwlock_destroy(&r->lock);
+  http__snapshot *snap = atomic_load(&r->current);
+  for (int i = 0; i < snap->count; i++) http__model_destroy(snap->entries[i].model);
+  free(snap);
+  pthread_mutex_destroy(&r->lock);
   free(r);
 }
 
@@ -170,29 +197,84 @@ void http__model_release(http__model *m) {
   if (atomic_fetch_sub(&m->refs, 1) == 1) http__management_destroy_later(m->server->management, m);
 }
 
-static bool name_is(const char *s, const char *name, size_t len) { return strlen(s) == len && memcmp(s, name, len) == 0; }
+/* ---- reading: no lock on the HTTP threads ---------------------------------------------------
+ * An HTTP thread reads the published snapshot inside a read section: it makes its loop's
+ * registry_seq odd, loads the snapshot, takes what it needs (a model reference), and
+ * makes the count even again. A writer publishes a new snapshot, then waits until every
+ * loop whose count was odd has moved on (a grace period of a few instructions' length:
+ * sections never block), and only then frees the old snapshot or drops a removed
+ * model's reference. The count, the snapshot load and the writer's exchange are
+ * sequentially consistent: a section that loaded the old snapshot began before the
+ * exchange, so the writer sees its odd count. Other threads (the management thread, the
+ * main thread) read under the writers' lock instead. */
 
-/* Under the lock: the model name/version (version NULL or "": the default), or NULL. */
-static http__model *find_locked(http__registry *r, const char *name, size_t name_len, const char *version,
-                                size_t version_len) {
-  for (int i = 0; i < r->count; i++) {
-    http__model *m = r->models[i];
-    if (!name_is(m->name, name, name_len)) continue;
-    if (version && version_len ? name_is(m->version, version, version_len) : atomic_load(&m->is_default)) return m;
+static http__snapshot *read_begin(http__registry *r, http__loop **loop) {
+  *loop = http__current_loop;
+  if (*loop && (*loop)->server == r->server) {
+    atomic_fetch_add(&(*loop)->registry_seq, 1);
+    return atomic_load(&r->current);
+  }
+  *loop = NULL;
+  pthread_mutex_lock(&r->lock);
+  return atomic_load(&r->current);
+}
+
+static void read_end(http__registry *r, http__loop *loop) {
+  if (loop)
+    atomic_fetch_add_explicit(&loop->registry_seq, 1, memory_order_release);
+  else
+    pthread_mutex_unlock(&r->lock);
+}
+
+/* Under the writers' lock: makes next current, waits out every section that may still
+ * read the old one, frees it. */
+static void publish_locked(http__registry *r, http__snapshot *next) {
+  http__snapshot *old = atomic_exchange(&r->current, next);
+  http_server *s = r->server;
+  for (int t = 0; t < s->thread_count; t++) {
+    unsigned seq = atomic_load(&s->loops[t].registry_seq);
+    if (!(seq & 1)) continue;
+    while (atomic_load(&s->loops[t].registry_seq) == seq) sched_yield();
+  }
+  free(old);
+}
+
+/* name (len bytes) against a model's name, in strcmp's order. */
+static int compare_name(const char *model_name, const char *name, size_t len) {
+  size_t n = strlen(model_name);
+  int c = memcmp(model_name, name, n < len ? n : len);
+  return c ? c : (n > len) - (n < len);
+}
+
+/* The first entry with this name, or -1 (binary search: entries are sorted by name). */
+static int first_of(const http__snapshot *snap, const char *name, size_t len) {
+  int lo = 0, hi = snap->count;
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (compare_name(snap->entries[mid].model->name, name, len) < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < snap->count && compare_name(snap->entries[lo].model->name, name, len) == 0 ? lo : -1;
+}
+
+/* The entry of name/version (version NULL or "": the default), or NULL. */
+static const http__entry *find(const http__snapshot *snap, const char *name, size_t name_len, const char *version,
+                               size_t version_len) {
+  int i = first_of(snap, name, name_len);
+  for (; i >= 0 && i < snap->count && compare_name(snap->entries[i].model->name, name, name_len) == 0; i++) {
+    const http__entry *e = &snap->entries[i];
+    if (version && version_len ? compare_name(e->model->version, version, version_len) == 0 : e->is_default)
+      return e;
   }
   return NULL;
 }
 
-static bool name_known_locked(http__registry *r, const char *name, size_t name_len) {
-  for (int i = 0; i < r->count; i++)
-    if (name_is(r->models[i]->name, name, name_len)) return true;
-  return false;
-}
-
-static inferd_code not_found(http__registry *r, const char *name, size_t name_len, const char *version,
+static inferd_code not_found(const http__snapshot *snap, const char *name, size_t name_len, const char *version,
                              size_t version_len, inferd_status *st) {
   int shown = (int)CORE_MIN(name_len, 200);
-  if (version && version_len && name_known_locked(r, name, name_len))
+  if (version && version_len && first_of(snap, name, name_len) >= 0)
     return core_fail(st, INFERD_NOT_FOUND, "Model version: %.*s does not exist for model: %.*s",
                      (int)CORE_MIN(version_len, 64), version, shown, name);
   return core_fail(st, INFERD_NOT_FOUND, "Model not found: %.*s", shown, name);
@@ -200,13 +282,15 @@ static inferd_code not_found(http__registry *r, const char *name, size_t name_le
 
 http__model *http__model_acquire(http__registry *r, const char *name, size_t name_len, const char *version,
                                  size_t version_len, inferd_status *st) {
-  pthread_rwlock_rdlock(&r->lock);
-  http__model *m = find_locked(r, name, name_len, version, version_len);
+  http__loop *loop;
+  const http__snapshot *snap = read_begin(r, &loop);
+  const http__entry *e = find(snap, name, name_len, version, version_len);
+  http__model *m = e ? e->model : NULL;
   if (m)
     atomic_fetch_add(&m->refs, 1);
   else
-    not_found(r, name, name_len, version, version_len, st);
-  pthread_rwlock_unlock(&r->lock);
+    not_found(snap, name, name_len, version, version_len, st);
+  read_end(r, loop);
   return m;
 }
 
@@ -221,10 +305,11 @@ http__model *http__model_acquire_or_reply(http_server *s, h2o_req_t *req, const 
 bool http__registry_ready(http__registry *r) {
   if (!atomic_load(&r->startup_done)) return false;
   bool ready = true;
-  pthread_rwlock_rdlock(&r->lock);
-  for (int i = 0; i < r->count && ready; i++)
-    if (r->models[i]->loaded_at_startup) ready = sched_model_ready(r->models[i]->sched);
-  pthread_rwlock_unlock(&r->lock);
+  http__loop *loop;
+  const http__snapshot *snap = read_begin(r, &loop);
+  for (int i = 0; i < snap->count && ready; i++)
+    if (snap->entries[i].model->loaded_at_startup) ready = sched_model_ready(snap->entries[i].model->sched);
+  read_end(r, loop);
   return ready;
 }
 
@@ -232,24 +317,19 @@ void http__registry_startup_done(http__registry *r) { atomic_store(&r->startup_d
 
 bool http__registry_startup_over(http__registry *r) { return atomic_load(&r->startup_done); }
 
-static int compare_models(const void *a, const void *b) {
-  const http__model *x = *(http__model *const *)a, *y = *(http__model *const *)b;
-  int c = strcmp(x->name, y->name);
-  return c ? c : strcmp(x->version, y->version);
-}
-
 int http__registry_list(http__registry *r, const char *name, bool all, http__model ***out) {
-  pthread_rwlock_rdlock(&r->lock);
-  http__model **list = malloc((size_t)(r->count ? r->count : 1) * sizeof *list);
+  http__loop *loop;
+  const http__snapshot *snap = read_begin(r, &loop);
+  http__model **list = malloc((size_t)(snap->count ? snap->count : 1) * sizeof *list);
   int n = 0;
-  for (int i = 0; list && i < r->count; i++) {
-    http__model *m = r->models[i];
-    if (name && strcmp(m->name, name) != 0) continue;
-    if (!all && !atomic_load(&m->is_default)) continue;
-    atomic_fetch_add(&m->refs, 1);
-    list[n++] = m;
+  for (int i = 0; list && i < snap->count; i++) {
+    const http__entry *e = &snap->entries[i];
+    if (name && strcmp(e->model->name, name) != 0) continue;
+    if (!all && !e->is_default) continue;
+    atomic_fetch_add(&e->model->refs, 1);
+    list[n++] = e->model;
   }
-  pthread_rwlock_unlock(&r->lock);
+  read_end(r, loop);
   *out = list;
   return list ? n : 0;
 }
@@ -361,35 +441,47 @@ static int pick(int requested, int from_config, int global) {
   return global;
 }
 
-/* Inserts m (sorted), making it the default when it is its name's first version or
- * the config says so, and takes a reference for the caller under the same lock (an
- * unregister may run as soon as the lock is released). ALREADY_EXISTS when the
- * name/version is taken. */
+static int compare_models(const void *a, const void *b) {
+  const http__model *x = *(http__model *const *)a, *y = *(http__model *const *)b;
+  int c = strcmp(x->name, y->name);
+  return c ? c : strcmp(x->version, y->version);
+}
+
+/* Publishes the registry with m added (sorted), making it the default when it is its
+ * name's first version or the config says so, and takes a reference for the caller
+ * before (an unregister may run as soon as the lock is released). ALREADY_EXISTS when
+ * the name/version is taken. */
 static inferd_code insert(http__registry *r, http__model *m, bool config_default, inferd_status *st) {
-  pthread_rwlock_wrlock(&r->lock);
+  pthread_mutex_lock(&r->lock);
+  const http__snapshot *cur = atomic_load(&r->current);
+  size_t name_len = strlen(m->name);
   inferd_code code = INFERD_OK;
-  if (find_locked(r, m->name, strlen(m->name), m->version, strlen(m->version))) {
+  http__snapshot *next = NULL;
+  if (find(cur, m->name, name_len, m->version, strlen(m->version)))
     code = core_fail(st, INFERD_ALREADY_EXISTS, "Model version %s is already registered for model %s", m->version,
                      m->name);
-  } else if (r->count == r->capacity) {
-    int capacity = r->capacity ? 2 * r->capacity : 8;
-    http__model **models = realloc(r->models, (size_t)capacity * sizeof *models);
-    if (!models)
-      code = core_fail(st, INFERD_NO_MEMORY, "model registry: out of memory");
-    else
-      r->models = models, r->capacity = capacity;
-  }
+  else if (!(next = snapshot_new(cur->count + 1)))
+    code = core_fail(st, INFERD_NO_MEMORY, "model registry: out of memory");
   if (code == INFERD_OK) {
-    bool first = !name_known_locked(r, m->name, strlen(m->name));
-    if (config_default && !first)
-      for (int i = 0; i < r->count; i++)
-        if (strcmp(r->models[i]->name, m->name) == 0) atomic_store(&r->models[i]->is_default, false);
-    atomic_store(&m->is_default, first || config_default);
+    bool first = first_of(cur, m->name, name_len) < 0, is_default = first || config_default;
+    int at = 0;
+    while (at < cur->count && compare_models(&cur->entries[at].model, &m) < 0) at++;
+    for (int i = 0, j = 0; i < next->count; i++) {
+      if (i == at) {
+        next->entries[i] = (http__entry){m, is_default};
+        continue;
+      }
+      next->entries[i] = cur->entries[j++];
+      if (is_default && !first && strcmp(next->entries[i].model->name, m->name) == 0) {
+        next->entries[i].is_default = false;
+        atomic_store(&next->entries[i].model->is_default, false);
+      }
+    }
+    atomic_store(&m->is_default, is_default);
     atomic_fetch_add(&m->refs, 1);
-    r->models[r->count++] = m;
-    qsort(r->models, (size_t)r->count, sizeof *r->models, compare_models);
+    publish_locked(r, next);
   }
-  pthread_rwlock_unlock(&r->lock);
+  pthread_mutex_unlock(&r->lock);
   return code;
 }
 
@@ -435,11 +527,11 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
     code = core_fail(st, INFERD_UNSUPPORTED,
                      "model %s: handler '%s' is not built in (inferd has: image_classifier, tensor)", m->name, handler);
   if (code == INFERD_OK) {
-    pthread_rwlock_rdlock(&r->lock);
-    if (find_locked(r, m->name, strlen(m->name), m->version, strlen(m->version)))
+    http__loop *loop;
+    if (find(read_begin(r, &loop), m->name, strlen(m->name), m->version, strlen(m->version)))
       code = core_fail(st, INFERD_ALREADY_EXISTS, "Model version %s is already registered for model %s", m->version,
                        m->name);
-    pthread_rwlock_unlock(&r->lock);
+    read_end(r, loop);
   }
 
   const config_model *cm = code == INFERD_OK ? config_find_model(cfg, m->name, m->version) : NULL;
@@ -558,27 +650,31 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
 
 inferd_code http__registry_unregister(http__registry *r, const char *name, const char *version, inferd_status *st) {
   size_t name_len = strlen(name), version_len = version ? strlen(version) : 0;
-  pthread_rwlock_wrlock(&r->lock);
-  http__model *m = find_locked(r, name, name_len, version, version_len);
+  pthread_mutex_lock(&r->lock);
+  const http__snapshot *cur = atomic_load(&r->current);
+  const http__entry *e = find(cur, name, name_len, version, version_len);
+  http__model *m = e ? e->model : NULL;
+  http__snapshot *next = NULL;
   inferd_code code = INFERD_OK;
   if (!m) {
-    code = not_found(r, name, name_len, version, version_len, st);
+    code = not_found(cur, name, name_len, version, version_len, st);
   } else {
     int versions = 0;
-    for (int i = 0; i < r->count; i++) versions += strcmp(r->models[i]->name, name) == 0;
-    if (atomic_load(&m->is_default) && versions > 1)
+    for (int i = 0; i < cur->count; i++) versions += strcmp(cur->entries[i].model->name, name) == 0;
+    if (e->is_default && versions > 1)
       code = core_fail(st, INFERD_INVALID_ARG,
                        "Cannot remove default version %s of model %s while other versions exist: set another "
                        "default version first",
                        m->version, m->name);
+    else if (!(next = snapshot_new(cur->count - 1)))
+      code = core_fail(st, INFERD_NO_MEMORY, "model registry: out of memory");
   }
   if (code == INFERD_OK) {
-    int i = 0;
-    while (r->models[i] != m) i++;
-    memmove(r->models + i, r->models + i + 1, (size_t)(r->count - i - 1) * sizeof *r->models);
-    r->count--;
+    for (int i = 0, j = 0; i < cur->count; i++)
+      if (cur->entries[i].model != m) next->entries[j++] = cur->entries[i];
+    publish_locked(r, next); /* no HTTP thread can find m from here on */
   }
-  pthread_rwlock_unlock(&r->lock);
+  pthread_mutex_unlock(&r->lock);
   if (code != INFERD_OK) return code;
   core_log(CORE_LOG_INFO, "model %s version %s unregistered; draining its queue", m->name, m->version);
   sched_model_drain(m->sched); /* queued requests are answered; new ones can no longer find it */
@@ -592,13 +688,24 @@ inferd_code http__registry_unregister(http__registry *r, const char *name, const
 
 inferd_code http__registry_set_default(http__registry *r, const char *name, const char *version, inferd_status *st) {
   size_t name_len = strlen(name), version_len = strlen(version);
-  pthread_rwlock_wrlock(&r->lock);
-  http__model *m = find_locked(r, name, name_len, version, version_len);
-  inferd_code code = m ? INFERD_OK : not_found(r, name, name_len, version, version_len, st);
-  if (m)
-    for (int i = 0; i < r->count; i++)
-      if (strcmp(r->models[i]->name, name) == 0) atomic_store(&r->models[i]->is_default, r->models[i] == m);
-  pthread_rwlock_unlock(&r->lock);
+  pthread_mutex_lock(&r->lock);
+  const http__snapshot *cur = atomic_load(&r->current);
+  const http__entry *e = find(cur, name, name_len, version, version_len);
+  http__snapshot *next = NULL;
+  inferd_code code = e ? INFERD_OK : not_found(cur, name, name_len, version, version_len, st);
+  if (code == INFERD_OK && !(next = snapshot_new(cur->count)))
+    code = core_fail(st, INFERD_NO_MEMORY, "model registry: out of memory");
+  if (code == INFERD_OK) {
+    for (int i = 0; i < cur->count; i++) {
+      next->entries[i] = cur->entries[i];
+      if (strcmp(cur->entries[i].model->name, name) == 0) {
+        next->entries[i].is_default = cur->entries[i].model == e->model;
+        atomic_store(&next->entries[i].model->is_default, next->entries[i].is_default);
+      }
+    }
+    publish_locked(r, next);
+  }
+  pthread_mutex_unlock(&r->lock);
   return code;
 }
 

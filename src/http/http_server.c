@@ -82,9 +82,12 @@ static bool connections_closed(http__loop *loop) {
   return h2o_linklist_is_empty(&loop->ctx.http1._conns) && h2o_linklist_is_empty(&loop->ctx.http2._conns);
 }
 
+_Thread_local http__loop *http__current_loop;
+
 static void *loop_main(void *arg) {
   http__loop *loop = arg;
   http_server *s = loop->server;
+  http__current_loop = loop;
   loop->evloop = h2o_evloop_create();
   h2o_context_init(&loop->ctx, loop->evloop, &s->globalconf);
   loop->queue = h2o_multithread_create_queue(loop->evloop);

@@ -16,7 +16,9 @@
 #   messages that echo bytes that are not UTF-8 stay valid JSON (U+FFFD);
 #   GET /models pagination over 101 models as TorchServe's ApiUtils.getModelList: limit
 #   above 100 or below 0 is 100, limit=0 lists none, a page token below 0 is 0, a page
-#   that ends exactly at the end still has a nextPageToken (to an empty page).
+#   that ends exactly at the end still has a nextPageToken (to an empty page); v2 infer on
+#   one model while another is registered and unregistered 20 times: 200 with the right
+#   answer, or 404/503 for the one that comes and goes.
 # The server is stopped in every path, and must exit 0 on SIGTERM.
 #
 #   serve_management.sh INFERD SOURCE_DIR WORK_DIR
@@ -155,5 +157,73 @@ mcall "from 101, an empty page" 200 "r['models'] == [] and 'nextPageToken' not i
 mcall "limit=3, a token below 0 is 0" 200 "[m['modelName'] for m in r['models']] == $(names 0 3) and r['nextPageToken'] == '3'" \
   "${MA[@]}" "$M/models?limit=3&next_page_token=-5"
 mcall "limit not a number" 400 '' "${MA[@]}" "$M/models?limit=x"
+
+# ---- lookups while the registry changes ------------------------------------------------------
+# Two clients send v2 infer to "steady" (always registered) and to "churn", which is
+# registered and unregistered 20 times or more meanwhile: every answer is 200 and equal to
+# `inferd run`, or, for churn only, 404 (not registered) or 503 (draining).
+"${INFERD_PYTHON:-/usr/bin/python3}" -c 'import numpy as np, sys; np.save(sys.argv[1], np.array([[0.5, -1.0, 2.0, 0.25]], np.float32))' \
+  "$WORK/row.npy"
+"$INFERD" run "$WORK/store/mlp.onnx" --input "$WORK/row.npy" --output "$WORK/row.out.npy" >/dev/null
+mcall "register steady" 200 '' "${MA[@]}" -X POST "$M/models?url=mlp.onnx&model_name=steady&initial_workers=1&synchronous=true"
+if ! "${INFERD_PYTHON:-/usr/bin/python3}" - "$M" "http://127.0.0.1:$INFERENCE_PORT" "$MANAGEMENT_KEY" "$INFERENCE_KEY" \
+  "$WORK" <<'PY'; then fail "lookups while the registry changes"; fi
+import os, sys, threading, time
+import numpy as np
+import requests
+
+m, i, mkey, ikey, work = sys.argv[1:6]
+row = np.load(os.path.join(work, "row.npy"))
+want = np.load(os.path.join(work, "row.out.npy"))
+body = {"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 4], "data": row.reshape(-1).tolist()}]}
+done, bad, counts, lock = threading.Event(), [], {}, threading.Lock()
+deadline = time.time() + 120
+
+
+def client():
+    with requests.Session() as s:
+        for n in range(3000):
+            if done.is_set() or time.time() > deadline:
+                return
+            name = "steady" if n % 2 else "churn"
+            r = s.post("%s/v2/models/%s/infer" % (i, name), json=body, headers={"Authorization": "Bearer " + ikey},
+                       timeout=60)
+            with lock:
+                counts[(name, r.status_code)] = counts.get((name, r.status_code), 0) + 1
+            if r.status_code == 200:
+                got = np.array(r.json()["outputs"][0]["data"], np.float32)
+                if not np.allclose(got, want.reshape(-1), rtol=1e-5, atol=1e-6):
+                    bad.append("%s answered %s, want %s" % (name, got, want.reshape(-1)))
+            elif name == "steady" or r.status_code not in (404, 503):
+                bad.append("%s: HTTP %d %s" % (name, r.status_code, r.text[:200]))
+
+
+threads = [threading.Thread(target=client) for _ in range(2)]
+for t in threads:
+    t.start()
+auth = {"Authorization": "Bearer " + mkey}
+with requests.Session() as s:
+    for k in range(200):  # at least 20 cycles, until the clients have seen both models answer
+        if k >= 20 and counts.get(("steady", 200)) and counts.get(("churn", 200)) or time.time() > deadline:
+            break
+        r = s.post(m + "/models?url=mlp.onnx&model_name=churn&initial_workers=1&synchronous=true", headers=auth,
+                   timeout=60)
+        if r.status_code != 200:
+            bad.append("register churn: HTTP %d %s" % (r.status_code, r.text[:200]))
+        time.sleep(0.02)
+        r = s.delete(m + "/models/churn", headers=auth, timeout=60)
+        if r.status_code != 200:
+            bad.append("unregister churn: HTTP %d %s" % (r.status_code, r.text[:200]))
+done.set()
+for t in threads:
+    t.join()
+print("     answers: %s" % ", ".join("%s %d: %d" % (n, c, k) for (n, c), k in sorted(counts.items())))
+if counts.get(("steady", 200), 0) == 0 or counts.get(("churn", 200), 0) == 0:
+    bad.append("no 200 from steady or churn: the clients did not overlap the changes")
+for b in bad[:10]:
+    print("     " + b)
+print("%s  %d register/unregister cycles of churn beside infer on it and on steady" % ("FAIL" if bad else "ok  ", k))
+sys.exit(1 if bad else 0)
+PY
 
 serve_finish serve_management "$WORK"
