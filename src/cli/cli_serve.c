@@ -207,6 +207,8 @@ static atomic_bool pid_file_written; /* --start: removed again on every way out 
 static sigset_t stop_signals;        /* the signal thread's set (it outlives cli_serve's frame) */
 static char key_file[PATH_MAX];      /* token auth's key file, absolute; "" when none */
 static atomic_bool key_file_written; /* the server has written it; a forced exit removes it */
+static pthread_mutex_t serving_lock = PTHREAD_MUTEX_INITIALIZER;
+static http_server *serving;         /* under serving_lock: the server, while it exists */
 
 static const char *signal_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM"; }
 
@@ -220,6 +222,10 @@ static void *signal_thread(void *arg) {
     if (sigwait(set, &sig) != 0) continue;
     if (count == 0) {
       atomic_store(&stop_signal, sig);
+      /* New requests and /ping get 503 from now on, also while models still load. */
+      pthread_mutex_lock(&serving_lock);
+      if (serving) http_server_drain(serving, 0);
+      pthread_mutex_unlock(&serving_lock);
       sem_post(&stop_requested);
       continue;
     }
@@ -309,6 +315,10 @@ int cli_serve(int argc, char **argv) {
   int exit_status = 0;
   code = http_server_new(&params, &server, &st);
   atomic_store(&key_file_written, code == INFERD_OK && key_file[0]);
+  pthread_mutex_lock(&serving_lock);
+  serving = server;
+  if (server && atomic_load(&stop_signal)) http_server_drain(server, 0); /* a stop already came */
+  pthread_mutex_unlock(&serving_lock);
   if (code == INFERD_OK) code = http_server_start(server, &st);
   if (code == INFERD_OK && cfg.start) {
     FILE *f = fopen(pid_file(), "w");
@@ -323,15 +333,19 @@ int cli_serve(int argc, char **argv) {
   if (code != INFERD_OK) {
     exit_status = fail(&st);
   } else {
-    core_log(CORE_LOG_INFO, "inferd is ready: inference port %d, management port %d, metrics port %d",
-             http_server_port(server, HTTP_API_INFERENCE), http_server_port(server, HTTP_API_MANAGEMENT),
-             http_server_port(server, HTTP_API_METRICS));
+    if (!atomic_load(&stop_signal)) /* else a stop came while the models loaded: never ready */
+      core_log(CORE_LOG_INFO, "inferd is ready: inference port %d, management port %d, metrics port %d",
+               http_server_port(server, HTTP_API_INFERENCE), http_server_port(server, HTTP_API_MANAGEMENT),
+               http_server_port(server, HTTP_API_METRICS));
     while (sem_wait(&stop_requested) != 0 && errno == EINTR) {
     }
     core_log(CORE_LOG_INFO, "%s: draining (new requests get 503, queued ones are answered; a second signal exits now)",
              signal_name(atomic_load(&stop_signal)));
     http_server_drain(server, (cfg.default_response_timeout + 5) * 1000);
   }
+  pthread_mutex_lock(&serving_lock);
+  serving = NULL;
+  pthread_mutex_unlock(&serving_lock);
   http_server_free(server); /* removes the key file */
   atomic_store(&key_file_written, false);
   topo_free(machine);
