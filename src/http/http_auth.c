@@ -27,9 +27,10 @@
  * 400. The key file is removed when the server stops, as TorchServe does.
  *
  * Threading: the current keys are one immutable key set behind an atomic pointer.
- * Checks (any HTTP thread) load the pointer and compare; /token builds a new set under
- * a mutex and publishes it. Old sets are kept until http__auth_free, so a check never
- * reads freed memory (a few hundred bytes per regeneration; regenerations are rare).
+ * Checks (the server's HTTP threads) load the pointer and compare inside a read section
+ * (http__read_begin); /token builds a new set under a mutex, publishes it, waits out the
+ * sections that may still read the old one (http__read_synchronize) and frees it. A
+ * check on any other thread (a test, the fuzzer) must not race a regeneration.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -52,11 +53,11 @@ enum {
 typedef struct key_set {
   char keys[HTTP__KEY_COUNT][KEY_CHARS + 1];
   time_t expires[HTTP__KEY_COUNT]; /* wall clock; 0: never (the API key) */
-  struct key_set *older;           /* kept until http__auth_free */
 } key_set;
 
 struct http__auth {
   bool enabled;
+  const http_server *server; /* whose HTTP threads check keys; NULL: none do */
   char *path;
   time_t lifetime;      /* seconds an inference or management key lives; under lock */
   _Atomic(key_set *) current;
@@ -143,10 +144,12 @@ static inferd_code write_key_file(const char *path, const key_set *ks, inferd_st
   return INFERD_OK;
 }
 
-inferd_code http__auth_new(bool enabled, const char *key_file, http__auth **out, inferd_status *st) {
+inferd_code http__auth_new(bool enabled, const char *key_file, const http_server *server, http__auth **out,
+                          inferd_status *st) {
   http__auth *auth = calloc(1, sizeof *auth);
   if (!auth) return core_fail(st, INFERD_NO_MEMORY, "token auth: out of memory");
   auth->enabled = enabled;
+  auth->server = server;
   auth->lifetime = KEY_LIFETIME_SECONDS;
   pthread_mutex_init(&auth->lock, NULL);
   if (!enabled) {
@@ -185,12 +188,7 @@ inferd_code http__auth_new(bool enabled, const char *key_file, http__auth **out,
 
 void http__auth_free(http__auth *auth) {
   if (!auth) return;
-  key_set *ks = atomic_load(&auth->current);
-  while (ks) {
-    key_set *older = ks->older;
-    free(ks);
-    ks = older;
-  }
+  free(atomic_load(&auth->current));
   if (auth->path) unlink(auth->path);
   free(auth->path);
   pthread_mutex_destroy(&auth->lock);
@@ -214,9 +212,20 @@ bool http__auth_check(http__auth *auth, const h2o_req_t *req, http__key_kind kin
   v += 7, n -= 7;
   while (n && (*v == ' ' || *v == '\t')) v++, n--;
   while (n && (v[n - 1] == ' ' || v[n - 1] == '\t')) n--;
-  const key_set *ks = atomic_load_explicit(&auth->current, memory_order_acquire);
-  if (!key_equal(v, n, ks->keys[kind], KEY_CHARS)) return false;
-  return ks->expires[kind] == 0 || time(NULL) < ks->expires[kind];
+  bool opened = http__read_begin(auth->server);
+  const key_set *ks = atomic_load(&auth->current);
+  bool ok = key_equal(v, n, ks->keys[kind], KEY_CHARS);
+  time_t expires = ks->expires[kind];
+  http__read_end(opened);
+  return ok && (expires == 0 || time(NULL) < expires);
+}
+
+/* Under the lock: makes ks current, waits out the checks that may still read the old
+ * set, frees it. */
+static void publish_locked(http__auth *auth, key_set *ks) {
+  key_set *old = atomic_exchange(&auth->current, ks);
+  http__read_synchronize(auth->server);
+  free(old);
 }
 
 inferd_code http__auth_regenerate(http__auth *auth, http__key_kind kind, inferd_status *st) {
@@ -229,13 +238,12 @@ inferd_code http__auth_regenerate(http__auth *auth, http__key_kind kind, inferd_
   inferd_code code = ks ? INFERD_OK : core_fail(st, INFERD_NO_MEMORY, "token auth: out of memory");
   if (code == INFERD_OK) {
     *ks = *old;
-    ks->older = old;
     ks->expires[kind] = time(NULL) + auth->lifetime;
     code = random_key(ks->keys[kind], st);
   }
   if (code == INFERD_OK) code = write_key_file(auth->path, ks, st);
   if (code == INFERD_OK) {
-    atomic_store_explicit(&auth->current, ks, memory_order_release);
+    publish_locked(auth, ks);
     core_log(CORE_LOG_INFO, "token authorization: new %s key written to %s", kind_names[kind], auth->path);
   } else {
     free(ks);
@@ -256,12 +264,13 @@ inferd_code http__auth_set_expiration(http__auth *auth, double minutes, inferd_s
     code = ks ? INFERD_OK : core_fail(st, INFERD_NO_MEMORY, "token auth: out of memory");
     if (code == INFERD_OK) {
       *ks = *old;
-      ks->older = old;
       time_t now = time(NULL);
       ks->expires[HTTP__KEY_INFERENCE] = ks->expires[HTTP__KEY_MANAGEMENT] = now + auth->lifetime;
       code = write_key_file(auth->path, ks, st);
-      if (code == INFERD_OK) atomic_store_explicit(&auth->current, ks, memory_order_release);
-      else free(ks);
+      if (code == INFERD_OK)
+        publish_locked(auth, ks);
+      else
+        free(ks);
     }
   }
   pthread_mutex_unlock(&auth->lock);

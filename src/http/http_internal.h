@@ -116,11 +116,13 @@ typedef enum http__key_kind { HTTP__KEY_INFERENCE, HTTP__KEY_MANAGEMENT, HTTP__K
 
 typedef struct http__auth http__auth;
 /* Generates the three keys and writes the key file. enabled=false: no keys, every
- * check passes. */
-inferd_code http__auth_new(bool enabled, const char *key_file, http__auth **out, inferd_status *status);
+ * check passes. server: whose HTTP threads will check keys (NULL: no server's). */
+inferd_code http__auth_new(bool enabled, const char *key_file, const http_server *server, http__auth **out,
+                          inferd_status *status);
 void http__auth_free(http__auth *auth);
 /* True when the request's Authorization header is "Bearer <the current key of kind>"
- * and that key has not expired. Any thread. Constant time in the key's length. */
+ * and that key has not expired. On the server's HTTP threads (elsewhere, not during a
+ * regeneration). Constant time in the key's length. */
 bool http__auth_check(http__auth *auth, const h2o_req_t *req, http__key_kind kind);
 /* GET /token?type=inference|management (authorized with the API key): new key of that
  * kind, key file rewritten. Any thread. */
@@ -165,13 +167,26 @@ typedef struct http__loop {
   struct http__job *free_jobs; /* recycled prediction jobs, this thread only */
   h2o_linklist_t waiting;      /* requests waiting for the scheduler, by http__job.waiting */
   h2o_timeout_entry_t deadline_tick; /* linked while `waiting` is not empty */
-  /* Odd while this thread reads the model registry (http_models.c); written by this
-   * thread only, read by the registry's writers. */
-  atomic_uint registry_seq;
+  /* Odd inside a read section (http__read_begin); written by this thread only, read by
+   * writers waiting the sections out. */
+  atomic_uint read_seq;
 } http__loop;
 
 /* The loop of the calling HTTP thread; NULL on every other thread. */
 extern _Thread_local http__loop *http__current_loop;
+
+/* Read sections, for what HTTP threads read without a lock and a writer replaces whole
+ * (the model registry's snapshot, the token keys): the reader brackets its read with
+ * http__read_begin / http__read_end; the writer publishes the new version with a
+ * sequentially consistent store or exchange, calls http__read_synchronize, and only then
+ * frees the old one. A writer waits for as long as a section lasts: keep them short, never
+ * wait in one on anything a writer may hold (the registry's sections take a model's
+ * scheduler lock briefly and may malloc), and never nest them. http__read_begin returns
+ * false, opening nothing, on a thread that is not one of s's loops: such a reader must
+ * keep writers out some other way. http__read_synchronize(NULL) returns at once. */
+bool http__read_begin(const http_server *s);
+void http__read_end(bool opened);
+void http__read_synchronize(const http_server *s);
 
 struct http_server {
   const config_server *config;

@@ -46,7 +46,6 @@
  */
 #include <dirent.h>
 #include <errno.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,30 +197,22 @@ void http__model_release(http__model *m) {
 }
 
 /* ---- reading: no lock on the HTTP threads ---------------------------------------------------
- * An HTTP thread reads the published snapshot inside a read section: it makes its loop's
- * registry_seq odd, loads the snapshot, takes what it needs (a model reference), and
- * makes the count even again. A writer publishes a new snapshot, then waits until every
- * loop whose count was odd has moved on (a grace period of a few instructions' length:
- * sections never block), and only then frees the old snapshot or drops a removed
- * model's reference. The count, the snapshot load and the writer's exchange are
- * sequentially consistent: a section that loaded the old snapshot began before the
- * exchange, so the writer sees its odd count. Other threads (the management thread, the
- * main thread) read under the writers' lock instead. */
+ * An HTTP thread of this server reads the published snapshot inside a read section
+ * (http__read_begin, http_server.c); a writer publishes a new snapshot under the writers'
+ * lock, waits out the sections that may still read the old one (http__read_synchronize),
+ * and only then frees it or drops a removed model's reference. Other threads (the
+ * management thread, the main thread) read under the writers' lock instead. */
 
-static http__snapshot *read_begin(http__registry *r, http__loop **loop) {
-  *loop = http__current_loop;
-  if (*loop && (*loop)->server == r->server) {
-    atomic_fetch_add(&(*loop)->registry_seq, 1);
-    return atomic_load(&r->current);
-  }
-  *loop = NULL;
-  pthread_mutex_lock(&r->lock);
+/* *opened: a read section was opened; else the writers' lock is held. */
+static http__snapshot *read_begin(http__registry *r, bool *opened) {
+  *opened = http__read_begin(r->server);
+  if (!*opened) pthread_mutex_lock(&r->lock);
   return atomic_load(&r->current);
 }
 
-static void read_end(http__registry *r, http__loop *loop) {
-  if (loop)
-    atomic_fetch_add_explicit(&loop->registry_seq, 1, memory_order_release);
+static void read_end(http__registry *r, bool opened) {
+  if (opened)
+    http__read_end(true);
   else
     pthread_mutex_unlock(&r->lock);
 }
@@ -230,12 +221,7 @@ static void read_end(http__registry *r, http__loop *loop) {
  * read the old one, frees it. */
 static void publish_locked(http__registry *r, http__snapshot *next) {
   http__snapshot *old = atomic_exchange(&r->current, next);
-  http_server *s = r->server;
-  for (int t = 0; t < s->thread_count; t++) {
-    unsigned seq = atomic_load(&s->loops[t].registry_seq);
-    if (!(seq & 1)) continue;
-    while (atomic_load(&s->loops[t].registry_seq) == seq) sched_yield();
-  }
+  http__read_synchronize(r->server);
   free(old);
 }
 
@@ -282,15 +268,15 @@ static inferd_code not_found(const http__snapshot *snap, const char *name, size_
 
 http__model *http__model_acquire(http__registry *r, const char *name, size_t name_len, const char *version,
                                  size_t version_len, inferd_status *st) {
-  http__loop *loop;
-  const http__snapshot *snap = read_begin(r, &loop);
+  bool opened;
+  const http__snapshot *snap = read_begin(r, &opened);
   const http__entry *e = find(snap, name, name_len, version, version_len);
   http__model *m = e ? e->model : NULL;
   if (m)
     atomic_fetch_add(&m->refs, 1);
   else
     not_found(snap, name, name_len, version, version_len, st);
-  read_end(r, loop);
+  read_end(r, opened);
   return m;
 }
 
@@ -305,11 +291,11 @@ http__model *http__model_acquire_or_reply(http_server *s, h2o_req_t *req, const 
 bool http__registry_ready(http__registry *r) {
   if (!atomic_load(&r->startup_done)) return false;
   bool ready = true;
-  http__loop *loop;
-  const http__snapshot *snap = read_begin(r, &loop);
+  bool opened;
+  const http__snapshot *snap = read_begin(r, &opened);
   for (int i = 0; i < snap->count && ready; i++)
     if (snap->entries[i].model->loaded_at_startup) ready = sched_model_ready(snap->entries[i].model->sched);
-  read_end(r, loop);
+  read_end(r, opened);
   return ready;
 }
 
@@ -318,8 +304,8 @@ void http__registry_startup_done(http__registry *r) { atomic_store(&r->startup_d
 bool http__registry_startup_over(http__registry *r) { return atomic_load(&r->startup_done); }
 
 int http__registry_list(http__registry *r, const char *name, bool all, http__model ***out) {
-  http__loop *loop;
-  const http__snapshot *snap = read_begin(r, &loop);
+  bool opened;
+  const http__snapshot *snap = read_begin(r, &opened);
   http__model **list = malloc((size_t)(snap->count ? snap->count : 1) * sizeof *list);
   int n = 0;
   for (int i = 0; list && i < snap->count; i++) {
@@ -329,7 +315,7 @@ int http__registry_list(http__registry *r, const char *name, bool all, http__mod
     atomic_fetch_add(&e->model->refs, 1);
     list[n++] = e->model;
   }
-  read_end(r, loop);
+  read_end(r, opened);
   *out = list;
   return list ? n : 0;
 }
@@ -527,11 +513,11 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
     code = core_fail(st, INFERD_UNSUPPORTED,
                      "model %s: handler '%s' is not built in (inferd has: image_classifier, tensor)", m->name, handler);
   if (code == INFERD_OK) {
-    http__loop *loop;
-    if (find(read_begin(r, &loop), m->name, strlen(m->name), m->version, strlen(m->version)))
+    bool opened;
+    if (find(read_begin(r, &opened), m->name, strlen(m->name), m->version, strlen(m->version)))
       code = core_fail(st, INFERD_ALREADY_EXISTS, "Model version %s is already registered for model %s", m->version,
                        m->name);
-    read_end(r, loop);
+    read_end(r, opened);
   }
 
   const config_model *cm = code == INFERD_OK ? config_find_model(cfg, m->name, m->version) : NULL;

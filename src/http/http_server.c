@@ -38,6 +38,7 @@
  * Config keys: inference_address, management_address, metrics_address,
  * number_of_netty_threads, max_request_size.
  */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -83,6 +84,31 @@ static bool connections_closed(http__loop *loop) {
 }
 
 _Thread_local http__loop *http__current_loop;
+
+/* A loop's read_seq is odd inside a section. The seq_cst increment, the reader's
+ * load of what it reads and the writer's exchange of it are one total order: a section
+ * that can still see the old version began before the exchange, so the writer, reading
+ * the counts after it, sees that section's odd count and waits for it to move on. */
+bool http__read_begin(const http_server *s) {
+  http__loop *loop = http__current_loop;
+  if (!loop || loop->server != s) return false;
+  unsigned before = atomic_fetch_add(&loop->read_seq, 1);
+  assert(!(before & 1) && "read sections do not nest");
+  (void)before;
+  return true;
+}
+
+void http__read_end(bool opened) {
+  if (opened) atomic_fetch_add_explicit(&http__current_loop->read_seq, 1, memory_order_release);
+}
+
+void http__read_synchronize(const http_server *s) {
+  for (int t = 0; s && t < s->thread_count; t++) {
+    unsigned seq = atomic_load(&s->loops[t].read_seq);
+    if (!(seq & 1)) continue;
+    while (atomic_load(&s->loops[t].read_seq) == seq) sched_yield();
+  }
+}
 
 static void *loop_main(void *arg) {
   http__loop *loop = arg;
@@ -308,7 +334,7 @@ inferd_code http_server_new(const http_server_params *params, http_server **out,
   }
   /* The handler reads `apis` at request time; set them now that all are known. */
   for (int i = 0; i < s->listener_count && code == INFERD_OK; i++) s->listeners[i].handler->apis = s->listeners[i].apis;
-  if (code == INFERD_OK) code = http__auth_new(!cfg->disable_token_authorization, params->key_file, &s->auth, st);
+  if (code == INFERD_OK) code = http__auth_new(!cfg->disable_token_authorization, params->key_file, s, &s->auth, st);
   if (code == INFERD_OK && !(s->metrics = metrics_registry_new(NULL)))
     code = core_fail(st, INFERD_NO_MEMORY, "http: out of memory");
   if (code == INFERD_OK) code = http__registry_new(s, &s->registry, st);

@@ -117,7 +117,7 @@ static void check_auth(h2o_req_t *req, const char *value, size_t len) {
     inferd_status st;
     if (!mkdtemp(auth_dir)) fail("mkdtemp");
     snprintf(key_file, sizeof key_file, "%s/key_file.json", auth_dir);
-    if (http__auth_new(true, key_file, &auth, &st) != INFERD_OK) fail(st.message);
+    if (http__auth_new(true, key_file, NULL, &auth, &st) != INFERD_OK) fail(st.message);
     atexit(auth_free);
     json_t *file = json_load_file(key_file, 0, NULL);
     static const char *const sections[HTTP__KEY_COUNT] = {[HTTP__KEY_INFERENCE] = "inference",

@@ -737,6 +737,52 @@ static void test_key_file_private(void **state) {
   unlink(victim);
 }
 
+/* Key checks stay right while /token replaces the key set again and again: a thread
+ * asks GET /models with the management key while the test renews the inference key 100
+ * times. Each renewal builds a new set from the current one and frees the old one once
+ * no HTTP thread can be reading it; the management key is the same in every set, so
+ * never a 401. (A read of a freed set would take a race of a few instructions: the
+ * sanitizer build is not expected to catch one here.) */
+typedef struct checker {
+  server_fixture *f;
+  const char *key;
+  atomic_bool stop;
+  int sent, bad;
+  char last_bad[256];
+} checker;
+
+static void *check_models(void *arg) {
+  checker *c = arg;
+  char request[512], response[8192];
+  snprintf(request, sizeof request, "GET /models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+           "Connection: close\r\n\r\n", c->key);
+  for (int i = 0; i < 5000 && !atomic_load(&c->stop); i++, c->sent++) {
+    int got = 0;
+    if (exchange(c->f, HTTP_API_MANAGEMENT, request, response, sizeof response) <= 0 ||
+        sscanf(response, "HTTP/1.%*d %d", &got) != 1 || got != 200) {
+      c->bad++;
+      snprintf(c->last_bad, sizeof c->last_bad, "%.200s", response);
+    }
+  }
+  return NULL;
+}
+
+static void test_checks_during_renewals(void **state) {
+  server_fixture *f = *state;
+  char management[64], api[64];
+  time_t expires;
+  read_key(f, "management", management, sizeof management, &expires);
+  read_key(f, "API", api, sizeof api, &expires);
+  checker c = {.f = f, .key = management};
+  pthread_t thread;
+  assert_int_equal(pthread_create(&thread, NULL, check_models, &c), 0);
+  for (int i = 0; i < 100; i++) expect_with_key(f, HTTP_API_MANAGEMENT, "GET /token?type=inference", api, 200);
+  atomic_store(&c.stop, true);
+  assert_int_equal(pthread_join(thread, NULL), 0);
+  if (c.bad) fail_msg("%d of %d checks with the management key failed; last: %s", c.bad, c.sent, c.last_bad);
+  assert_true(c.sent > 0);
+}
+
 static void test_server_drain(void **state) {
   server_fixture *f = *state;
   http_server_drain(f->server, 1000);
@@ -757,6 +803,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_server_routes, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_server_drain, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_key_file_private, server_setup, server_teardown),
+      cmocka_unit_test_setup_teardown(test_checks_during_renewals, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_keys_live_token_expiration_min, server_setup_half_minute_keys,
                                       server_teardown),
       cmocka_unit_test_setup_teardown(test_expired_keys_refused, server_setup_expired_keys, server_teardown),
