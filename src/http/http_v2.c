@@ -20,8 +20,9 @@
  * is {"model_name", "model_version", "id", "outputs": [{"name", "datatype": "FP32",
  * "shape": [n, ...], "data": [...]}, ...]}: the outputs "outputs" names, in its order,
  * else all of the model's, in the model's order. Each is inline as JSON numbers, or as
- * binary tensor data after the JSON ("binary_data" per output, else the request's
- * "binary_data_output"), the binary ones back to back in the order of the JSON; then the
+ * binary tensor data after the JSON (a named output's own "binary_data"; all outputs,
+ * when none is named, with the request's "binary_data_output", as Triton reads them),
+ * the binary ones back to back in the order of the JSON; then the
  * answer has Inference-Header-Content-Length and is application/octet-stream. An answer
  * larger than max_response_size is not sent: 500 naming its size and the limit.
  *
@@ -239,9 +240,10 @@ static void output_list(const http_v2_spec *spec, char *out, size_t cap) {
     len += (size_t)snprintf(out + len, cap - len, "%s'%.60s'", k ? ", " : "", spec->output_names[k]);
 }
 
-/* The outputs to answer: those "outputs" names, in its order, else (absent or empty) all
- * of the model's; each as binary tensor data when its "binary_data" says so, else as the
- * request's "binary_data_output" says. */
+/* The outputs to answer: those "outputs" names, in its order, each as binary tensor data
+ * when its own "binary_data" is true; else (absent or empty) all of the model's, as
+ * binary tensor data when the request's "binary_data_output" is true. As Triton reads
+ * them (its CheckBinaryOutputData): the request-wide flag is only for outputs not named. */
 static inferd_code parse_outputs(v2_parse *p, const json_t *outputs, bool binary_default, http_v2_request *out) {
   const http_v2_spec *spec = p->spec;
   if (outputs && !json_is_array(outputs)) return bad(p->st, "\"outputs\" must be an array");
@@ -259,7 +261,7 @@ static inferd_code parse_outputs(v2_parse *p, const json_t *outputs, bool binary
   if (!index || !binary) return core_fail(p->st, INFERD_NO_MEMORY, "out of memory");
   for (size_t i = 0; i < n; i++) {
     index[i] = (int)i;
-    binary[i] = binary_default;
+    binary[i] = all && binary_default;
     if (all) continue;
     const json_t *o = json_array_get(outputs, i);
     if (!json_is_object(o)) return bad(p->st, "outputs[%zu] must be an object", i);
@@ -507,16 +509,35 @@ static void answer(http__job *first) {
     }
   }
   int rows = parsed->rows;
-  size_t json_bytes = 0, binary_bytes = 0;
+  /* The answer's size: at least `lower` (a float takes 3 bytes or more inline: "0, "),
+   * at most `upper` (17: "-1.23456789e-38, "; a name 6 per byte escaped). A response
+   * whose lower bound is above max_response_size is refused before any is built. */
+  size_t lower = 0, upper = 256 + 6 * strlen(m->name) + 6 * strlen(m->version) + 6 * parsed->id_len,
+         binary_bytes = 0;
   for (int j = 0; j < parsed->output_count; j++) {
-    size_t bytes = (size_t)rows * sched_model_output_item(m->sched, parsed->outputs[j]) * sizeof(float);
-    if (parsed->output_binary[j])
-      binary_bytes += bytes;
-    else
-      json_bytes += bytes * 5; /* "%.9g, " */
+    inferd_tensor_info t;
+    size_t floats = (size_t)rows * sched_model_output_item(m->sched, parsed->outputs[j]);
+    bool described = inferd_model_output(m->engine, parsed->outputs[j], &t) == INFERD_OK && t.name;
+    upper += 128 + (described ? 6 * strlen(t.name) + 24 * (size_t)t.rank : 0);
+    if (parsed->output_binary[j]) {
+      binary_bytes += floats * sizeof(float);
+      lower += floats * sizeof(float);
+      upper += floats * sizeof(float);
+    } else {
+      lower += 3 * floats;
+      upper += 17 * floats;
+    }
+  }
+  int64_t limit = http__loop_of(req)->server->config->max_response_size;
+  if ((uint64_t)lower > (uint64_t)limit) {
+    http__send_error(req, HTTP__E_INTERNAL,
+                     "Model \"%s\": the response is at least %zu bytes, more than max_response_size (%lld bytes)",
+                     m->name, lower, (long long)limit);
+    metrics_model_response(m->metrics, 500);
+    return;
   }
   http__buf b;
-  http__buf_init(&b, &req->pool, 256 + strlen(m->name) + parsed->id_len * 6 + json_bytes + binary_bytes);
+  http__buf_init(&b, &req->pool, upper);
   http__buf_append(&b, "{\"model_name\": ", 15);
   http__buf_json_string(&b, m->name, strlen(m->name));
   http__buf_append(&b, ", \"model_version\": ", 19);
@@ -611,7 +632,8 @@ static bool model_spec(h2o_req_t *req, const http__model *m, http_v2_spec *spec)
   int count = 0;
   for (int i = 0; i < outputs; i++) {
     inferd_tensor_info t;
-    if (inferd_model_output(m->engine, i, &t) == INFERD_OK) names[count++] = t.name;
+    if (inferd_model_output(m->engine, i, &t) != INFERD_OK) return false; /* indexes must stay the model's */
+    names[count++] = t.name;
   }
   *spec = (http_v2_spec){.model_name = m->name,
                          .input_name = in.name,

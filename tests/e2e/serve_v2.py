@@ -256,10 +256,10 @@ want = {"a": np.load(os.path.join(WORK, "t5.a.npy")), "b": np.load(os.path.join(
 TWO = BASE + "/v2/models/two/infer"
 
 
-def two_infer(name, outputs, names, binary=()):
+def two_infer(name, outputs, names, binary=(), **extra):
     """5 rows; the answer must list `names` in that order, equal to PyTorch's; the ones
     in `binary` as binary tensor data after the JSON, in the order of the JSON."""
-    body = request(t5)
+    body = request(t5, **extra)
     if outputs is not None:
         body["outputs"] = outputs
     r = post(body, url=TWO)
@@ -298,6 +298,11 @@ two_infer("two-output model: b binary, a inline", [{"name": "b", "parameters": {
           ["b", "a"], binary=("b",))
 two_infer("two-output model: both binary, b first", [{"name": n, "parameters": {"binary_data": True}} for n in "ba"],
           ["b", "a"], binary=("a", "b"))
+# binary_data_output is for outputs not named, as Triton reads it
+two_infer("two-output model: binary_data_output, none named: both binary", None, ["a", "b"], binary=("a", "b"),
+          parameters={"binary_data_output": True})
+two_infer("two-output model: binary_data_output does not make a named output binary", [{"name": "b"}], ["b"],
+          parameters={"binary_data_output": True})
 expect_error("two-output model: an output asked for twice", 400,
              post(request(t5, outputs=[{"name": "a"}, {"name": "a"}]), url=TWO), ["twice"])
 expect_error("two-output model: an unknown output names both", 400,

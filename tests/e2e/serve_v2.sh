@@ -196,6 +196,9 @@ for limit in 250 100; do
   else
     icall "limit 100: /predictions" 500 "$(too_large 100)" -T "$WORK/chelsea.jpg" "$I:$INFERENCE_PORT/predictions/small"
     icall "limit 100: v2 JSON, 1 row" 500 "$(too_large_v2 100)" -d "$(mlp_rows 1)" "$V2"
+    # 8 x 4 floats binary are 128 bytes: refused before the answer is built
+    icall "limit 100: v2 binary, 8 rows (at least 128 bytes)" 500 \
+      "$(too_large_v2 100) and 'at least 128 bytes' in r['error']" -d "$(mlp_rows 8 binary)" "$V2"
   fi
   icall "limit $limit: still healthy" 200 'r["status"] == "Healthy"' "$I:$INFERENCE_PORT/ping"
   serve_stop 60

@@ -275,6 +275,55 @@ static void test_log_one_line(void **state) {
   assert_string_equal(msg, "loading a.onnx?2026-01-01T00:00:00.000Z info  forged??[2Jx?\n");
 }
 
+/* Which outputs a v2 infer answers, and how: every output in the model's order when the
+ * request names none (binary_data_output for all), else those named, in that order, each
+ * binary only by its own binary_data (as Triton reads them); an output named twice, an
+ * unknown one, or more than the model has are 400s that say so. */
+static void test_v2_outputs(void **state) {
+  (void)state;
+  static const int64_t dims[1] = {2};
+  static const char *const names[3] = {"a", "b", "c"};
+  const http_v2_spec spec = {.model_name = "m", .input_name = "x", .item_rank = 1, .item_dims = dims,
+                             .output_names = names, .output_count = 3, .max_rows = 4};
+  static const struct {
+    const char *tail; /* after the input, inside the request object */
+    const char *want; /* the outputs answered ("c0 a1": c inline, a binary), or what the error says */
+  } cases[] = {
+      {"", "a0 b0 c0"},
+      {", \"outputs\": []", "a0 b0 c0"},
+      {", \"parameters\": {\"binary_data_output\": true}", "a1 b1 c1"},
+      {", \"outputs\": [{\"name\": \"c\"}, {\"name\": \"a\"}]", "c0 a0"},
+      {", \"parameters\": {\"binary_data_output\": true}, \"outputs\": [{\"name\": \"b\"}]", "b0"},
+      {", \"outputs\": [{\"name\": \"b\", \"parameters\": {\"binary_data\": true}}, {\"name\": \"a\"}]", "b1 a0"},
+      {", \"outputs\": [{\"name\": \"a\"}, {\"name\": \"a\"}]", "error: output 'a' is asked for twice"},
+      {", \"outputs\": [{\"name\": \"d\"}]", "error: unknown output 'd': model m has 'a', 'b', 'c'"},
+      {", \"outputs\": [{\"name\": \"a\"}, {\"name\": \"b\"}, {\"name\": \"c\"}, {\"name\": \"a\"}]",
+       "error: \"outputs\" names 4 outputs; model m has 3"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char body[512];
+    int len = snprintf(body, sizeof body,
+                       "{\"inputs\": [{\"name\": \"x\", \"shape\": [1, 2], \"datatype\": \"FP32\", \"data\": [1, 2]}]%s}",
+                       cases[i].tail);
+    h2o_mem_pool_t pool;
+    h2o_mem_init_pool(&pool);
+    http_v2_request r;
+    inferd_status st = {0};
+    char got[INFERD_STATUS_MESSAGE_MAX + 16] = "";
+    if (http_v2_parse(body, (size_t)len, NULL, 0, &spec, (http_v2_alloc_fn)h2o_mem_alloc_pool, &pool, &r, &st) ==
+        INFERD_OK) {
+      for (int k = 0; k < r.output_count; k++)
+        snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s%d", k ? " " : "", names[r.outputs[k]],
+                 r.output_binary[k]);
+    } else {
+      snprintf(got, sizeof got, "error: %s", st.message);
+    }
+    h2o_mem_clear_pool(&pool);
+    if (strncmp(got, cases[i].want, strlen(cases[i].want)) != 0)
+      fail_msg("request tail <<%s>>: got <<%s>>, want <<%s>>", cases[i].tail, got, cases[i].want);
+  }
+}
+
 /* ==== the JSON arena of the v2 infer parse ================================================== */
 
 /* A [1,3,224,224] FP32 request as a client sends it: 150,528 numbers in "data". */
@@ -797,6 +846,7 @@ int main(void) {
       cmocka_unit_test(test_error_body_utf8),
       cmocka_unit_test(test_buf_json_string_utf8),
       cmocka_unit_test(test_log_one_line),
+      cmocka_unit_test(test_v2_outputs),
       cmocka_unit_test(test_json_arena_steady_state),
       cmocka_unit_test(test_json_arena_keep_limit),
       cmocka_unit_test(test_json_arena_outside_objects),
