@@ -434,10 +434,13 @@ static int compare_models(const void *a, const void *b) {
 }
 
 /* Publishes the registry with m added (sorted), making it the default when it is its
- * name's first version or the config says so, and takes a reference for the caller
- * before (an unregister may run as soon as the lock is released). ALREADY_EXISTS when
- * the name/version is taken. */
-static inferd_code insert(http__registry *r, http__model *m, bool config_default, inferd_status *st) {
+ * name's first version or the config says so (*was_default: the version that was the
+ * default before, or NULL), and takes a reference for the caller before (an unregister
+ * may run as soon as the lock is released). ALREADY_EXISTS when the name/version is
+ * taken. */
+static inferd_code insert(http__registry *r, http__model *m, bool config_default, http__model **was_default,
+                          inferd_status *st) {
+  *was_default = NULL;
   pthread_mutex_lock(&r->lock);
   const http__snapshot *cur = atomic_load(&r->current);
   size_t name_len = strlen(m->name);
@@ -459,6 +462,7 @@ static inferd_code insert(http__registry *r, http__model *m, bool config_default
       }
       next->entries[i] = cur->entries[j++];
       if (is_default && !first && strcmp(next->entries[i].model->name, m->name) == 0) {
+        if (next->entries[i].is_default) *was_default = next->entries[i].model;
         next->entries[i].is_default = false;
         atomic_store(&next->entries[i].model->is_default, false);
       }
@@ -470,6 +474,9 @@ static inferd_code insert(http__registry *r, http__model *m, bool config_default
   pthread_mutex_unlock(&r->lock);
   return code;
 }
+
+static inferd_code unregister(http__registry *r, const char *name, const char *version, bool rollback,
+                              http__model *restore, inferd_status *st);
 
 inferd_code http__registry_register(http__registry *r, const http__register_params *p, http__model **out,
                                     inferd_status *st) {
@@ -487,7 +494,7 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
   code = archive_open(path, NULL, &ar, st);
   if (code != INFERD_OK) return code;
 
-  http__model *m = calloc(1, sizeof *m);
+  http__model *m = calloc(1, sizeof *m), *was_default = NULL;
   http__placement *placement = calloc(1, sizeof *placement);
   const char *name = p->name ? p->name : archive_model_name(ar);
   const char *handler = archive_handler(ar) ? archive_handler(ar) : IMAGE_CLASSIFIER;
@@ -605,7 +612,7 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
     metrics_model_set_workers(m->metrics, sched_workers);
     metrics_model_set_memory(m->metrics, inferd_model_weights_bytes(m->engine));
     metrics_model_set_queue_depth_source(r->server->metrics, m->metrics, queue_depth, m);
-    code = insert(r, m, cm && cm->default_version, st);
+    code = insert(r, m, cm && cm->default_version, &was_default, st);
   }
   if (code != INFERD_OK) {
     http__model_destroy(m);
@@ -620,7 +627,7 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
     if (code != INFERD_OK) {
       core_status_prefix(st, "model %s", m->name);
       inferd_status ignored;
-      http__registry_unregister(r, m->name, m->version, &ignored);
+      unregister(r, m->name, m->version, true, was_default, &ignored);
       http__model_release(m);
       return code;
     }
@@ -634,7 +641,10 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
 
 /* ---- unregister, default version, scale ----------------------------------------------------- */
 
-inferd_code http__registry_unregister(http__registry *r, const char *name, const char *version, inferd_status *st) {
+/* rollback: the register of this version failed after insert; it goes even when it is the
+ * default while other versions exist, and the default goes back to restore (if any). */
+static inferd_code unregister(http__registry *r, const char *name, const char *version, bool rollback,
+                              http__model *restore, inferd_status *st) {
   size_t name_len = strlen(name), version_len = version ? strlen(version) : 0;
   pthread_mutex_lock(&r->lock);
   const http__snapshot *cur = atomic_load(&r->current);
@@ -647,7 +657,7 @@ inferd_code http__registry_unregister(http__registry *r, const char *name, const
   } else {
     int versions = 0;
     for (int i = 0; i < cur->count; i++) versions += strcmp(cur->entries[i].model->name, name) == 0;
-    if (e->is_default && versions > 1)
+    if (e->is_default && versions > 1 && !rollback)
       code = core_fail(st, INFERD_INVALID_ARG,
                        "Cannot remove default version %s of model %s while other versions exist: set another "
                        "default version first",
@@ -656,8 +666,15 @@ inferd_code http__registry_unregister(http__registry *r, const char *name, const
       code = core_fail(st, INFERD_NO_MEMORY, "model registry: out of memory");
   }
   if (code == INFERD_OK) {
-    for (int i = 0, j = 0; i < cur->count; i++)
-      if (cur->entries[i].model != m) next->entries[j++] = cur->entries[i];
+    for (int i = 0, j = 0; i < cur->count; i++) {
+      if (cur->entries[i].model == m) continue;
+      next->entries[j] = cur->entries[i];
+      if (rollback && e->is_default && cur->entries[i].model == restore) {
+        next->entries[j].is_default = true;
+        atomic_store(&restore->is_default, true);
+      }
+      j++;
+    }
     publish_locked(r, next); /* no HTTP thread can find m from here on */
   }
   pthread_mutex_unlock(&r->lock);
@@ -670,6 +687,10 @@ inferd_code http__registry_unregister(http__registry *r, const char *name, const
   if (m->metrics) metrics_model_detach(m->server->metrics, m->metrics);
   http__model_release(m);
   return INFERD_OK;
+}
+
+inferd_code http__registry_unregister(http__registry *r, const char *name, const char *version, inferd_status *st) {
+  return unregister(r, name, version, false, NULL, st);
 }
 
 inferd_code http__registry_set_default(http__registry *r, const char *name, const char *version, inferd_status *st) {

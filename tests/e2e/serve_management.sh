@@ -18,7 +18,8 @@
 #   above 100 or below 0 is 100, limit=0 lists none, a page token below 0 is 0, a page
 #   that ends exactly at the end still has a nextPageToken (to an empty page); v2 infer on
 #   one model while another is registered and unregistered 20 times: 200 with the right
-#   answer, or 404/503 for the one that comes and goes.
+#   answer, or 404/503 for the one that comes and goes; a configured default version whose
+#   synchronous register fails goes, and the default before is the default again.
 # The server is stopped in every path, and must exit 0 on SIGTERM.
 #
 #   serve_management.sh INFERD SOURCE_DIR WORK_DIR
@@ -42,7 +43,8 @@ mv "$WORK/v2/mnet.mar" "$WORK/store/mnet-v2.mar"
 serve_ports
 serve_config "$WORK/config.properties" \
   "model_store=$WORK/store" \
-  "enable_model_api=true"
+  "enable_model_api=true" \
+  'models={"dv": {"2.0": {"defaultVersion": true, "batchSize": 8}}}'
 serve_start "$WORK" --ts-config "$WORK/config.properties" --foreground
 serve_wait_ready 60
 serve_keys "$WORK"
@@ -157,6 +159,42 @@ mcall "from 101, an empty page" 200 "r['models'] == [] and 'nextPageToken' not i
 mcall "limit=3, a token below 0 is 0" 200 "[m['modelName'] for m in r['models']] == $(names 0 3) and r['nextPageToken'] == '3'" \
   "${MA[@]}" "$M/models?limit=3&next_page_token=-5"
 mcall "limit not a number" 400 '' "${MA[@]}" "$M/models?limit=x"
+
+# ---- a configured default version whose register fails ------------------------------------
+# dv 2.0 is the default by models={...} and loads at its batchSize 8, but its Reshape to
+# [8, 4] cannot run a batch of 1, so its workers fail to start: the synchronous register
+# fails, 2.0 is gone and 1.0, the default before, is the default again.
+"${INFERD_PYTHON:-/usr/bin/python3}" - "$WORK/only8.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+nodes = [helper.make_node("Reshape", ["input", "shape"], ["r"], name="reshape"),
+         helper.make_node("Relu", ["r"], ["output"], name="relu")]
+graph = helper.make_graph(nodes, "only8", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 4])],
+                          [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", 4])],
+                          initializer=[numpy_helper.from_array(np.array([8, 4], np.int64), "shape")])
+onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), sys.argv[1])
+PY
+for v in 1.0 2.0; do
+  model=$WORK/store/mlp.onnx
+  [ $v = 1.0 ] || model=$WORK/only8.onnx
+  "$INFERD" archive --model-name dv --version $v --serialized-file "$model" --handler tensor \
+    --export-path "$WORK/v2" --force >/dev/null
+  mv "$WORK/v2/dv.mar" "$WORK/store/dv-$v.mar"
+done
+mcall "register dv 1.0" 200 '' "${MA[@]}" -X POST "$M/models?url=dv-1.0.mar&initial_workers=1&synchronous=true"
+code=$(curl -s -o "$WORK/body" -w '%{http_code}' "${MA[@]}" -X POST \
+  "$M/models?url=dv-2.0.mar&initial_workers=1&synchronous=true") || code=000
+case $code in
+  4* | 5*) echo "ok   register dv 2.0 (the configured default) fails: HTTP $code $(head -c 200 "$WORK/body")" ;;
+  *) fail "register dv 2.0 should fail: HTTP $code $(head -c 300 "$WORK/body")" ;;
+esac
+mcall "dv: only 1.0 is left, the default again" 200 \
+  '[(m["modelVersion"], m["isDefault"]) for m in r] == [("1.0", True)]' "${MA[@]}" "$M/models/dv/all"
+call "dv answers with 1.0" 200 'r["model_version"] == "1.0"' "${IA[@]}" -H 'Content-Type: application/json' \
+  -d '{"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]}' "$I/v2/models/dv/infer"
+mcall "unregister dv" 200 '' "${MA[@]}" -X DELETE "$M/models/dv"
 
 # ---- lookups while the registry changes ------------------------------------------------------
 # Two clients send v2 infer to "steady" (always registered) and to "churn", which is
