@@ -20,10 +20,14 @@ void core_log(core_log_level level, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(line, sizeof line, fmt, ap);
   va_end(ap);
-  /* One message, one line: a control byte from a name or a url (a newline that would
-   * start a forged line, an escape sequence for a terminal) is written as '?'. */
-  for (char *c = line; *c; c++)
-    if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
+  /* One message, one line: a control character from a name or a url (a newline that
+   * would start a forged line, an escape sequence for a terminal; also the C1 controls
+   * U+0080..U+009F in UTF-8, such as NEL and CSI) is written as '?' per byte. */
+  for (unsigned char *c = (unsigned char *)line; *c; c++)
+    if (*c < 0x20 || *c == 0x7f)
+      *c = '?';
+    else if (*c == 0xc2 && c[1] >= 0x80 && c[1] <= 0x9f)
+      c[0] = c[1] = '?';
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   struct tm tm;
