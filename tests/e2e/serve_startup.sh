@@ -10,6 +10,8 @@
 # 409), while GET /models answers 200 and /ping 503 "Unhealthy". Then /ping turns 200, both models are listed and
 # answer v2 infer, and the changes refused before are accepted. While a register runs,
 # 100 asynchronous scales: 63 wait behind it, the rest are 503. SIGTERM must exit 0.
+# First, with its own server: SIGTERM while load_models still loads; /ping is never 200
+# and the server never says it is ready, then exits 0.
 #
 #   serve_startup.sh INFERD SOURCE_DIR WORK_DIR
 set -euo pipefail
@@ -40,6 +42,79 @@ graph = helper.make_graph(nodes, "slow", [helper.make_tensor_value_info("input",
                           [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", 16])], initializer=weights)
 onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), sys.argv[1])
 PY
+
+# ---- first, its own server: a stop while load_models still loads ----
+# Eight copies of the slow model; SIGTERM once the second starts loading. Until the
+# server exits, /ping must never say 200, and it must never log "inferd is ready"; it
+# exits 0. The attempt counts when the load ended after the signal (the log's "models
+# ready" line, in the server's clock); else it is made again, at most 3 times.
+mkdir -p "$WORK/stop/store"
+for k in 1 2 3 4 5 6 7 8; do ln -s ../../store/slow.onnx "$WORK/stop/store/s$k.onnx"; done
+serve_ports
+serve_config "$WORK/stop/config.properties" \
+  "model_store=$WORK/stop/store" \
+  "load_models=$(printf 's%d=s%d.onnx,' 1 1 2 2 3 3 4 4 5 5 6 6 7 7 8 8 | sed 's/,$//')" \
+  "disable_token_authorization=true"
+for attempt in 1 2 3; do
+  serve_start "$WORK/stop" --ts-config "$WORK/stop/config.properties" --foreground
+  verdict=0
+  "$PY" - "$WORK/stop/server.log" "$SERVER_PID" "$INFERENCE_PORT" <<'PY' || verdict=$?
+import calendar, os, re, signal, sys, time
+import requests
+
+log, pid, port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+
+
+def lines():
+    with open(log, encoding="utf-8", errors="replace") as f:
+        return f.read().splitlines()
+
+
+def stamp(line):
+    t = line.split()[0]
+    return calendar.timegm(time.strptime(t[:19], "%Y-%m-%dT%H:%M:%S")) + int(t[20:23]) / 1000
+
+
+def alive():
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except OSError:
+        return False
+
+
+deadline = time.time() + 60
+while not any("loading s2.onnx" in l for l in lines()):
+    if time.time() > deadline or not alive():
+        sys.exit("the server never started to load s2")
+    time.sleep(0.005)
+killed = time.time()
+os.kill(pid, signal.SIGTERM)
+codes = []
+deadline = time.time() + 120
+while alive() and time.time() < deadline:
+    try:
+        codes.append(requests.get("http://127.0.0.1:%d/ping" % port, timeout=10).status_code)
+    except requests.RequestException:
+        pass
+    time.sleep(0.02)
+ready = [l for l in lines() if re.search(r"\d+ models ready in", l)]
+if ready and stamp(ready[0]) <= killed:
+    print("     attempt does not count: the models were loaded before the signal")
+    sys.exit(3)
+said_ready = [l for l in lines() if "inferd is ready" in l]
+print("%s  SIGTERM while load_models loads: /ping %s, %s" % (
+    "ok  " if 200 not in codes and not said_ready and 503 in codes else "FAIL",
+    " ".join("%dx%d" % (codes.count(c), c) for c in sorted(set(codes))), said_ready or "never logged ready"))
+sys.exit(1 if 200 in codes or said_ready or 503 not in codes else 0)
+PY
+  serve_wait_exit 120 "SIGTERM during the load"
+  [ "$verdict" = 3 ] && continue
+  [ "$verdict" = 0 ] || fail "a stop while load_models loads"
+  [ "$SERVER_STATUS" = 0 ] && echo "ok   SIGTERM during the load: exit 0" || fail "SIGTERM during the load: exit $SERVER_STATUS"
+  break
+done
+[ "$verdict" != 3 ] || fail "a stop while load_models loads: 3 attempts, every load ended before its signal"
 
 serve_ports
 serve_config "$WORK/config.properties" \
