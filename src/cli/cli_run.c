@@ -95,10 +95,9 @@ static int parse_options(int argc, char **argv, run_options *o) {
       return 2;
     }
   }
-  if (optind != argc - 1) {
-    run_usage(stderr);
-    return 2;
-  }
+  if (optind == argc) return fprintf(stderr, "inferd: run needs a MODEL.onnx (inferd run --help)\n"), 2;
+  if (optind < argc - 1)
+    return fprintf(stderr, "inferd: run: unexpected argument: %s (inferd run --help)\n", argv[optind + 1]), 2;
   o->model = argv[optind];
   if (!o->bench && (!o->input || !o->output)) {
     fprintf(stderr, "inferd: run needs --input and --output (or --bench)\n");
