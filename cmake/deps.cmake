@@ -34,3 +34,7 @@ if(TARGET inferd_http)
     endif()
   endforeach()
 endif()
+# bench's local-mode job classifies with the handler's code.
+if(TARGET inferd_bench AND TARGET inferd_handler)
+  target_link_libraries(inferd_bench PUBLIC inferd_handler)
+endif()

@@ -15,6 +15,15 @@ int cli_serve(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 
 /* Exit status for a failed call: 2 when the input was at fault, 1 otherwise. */
-int cli_exit_status(inferd_code code);
+static inline int cli_exit_status(inferd_code code) {
+  switch (code) {
+  case INFERD_OK: return 0;
+  case INFERD_INVALID_ARG:
+  case INFERD_NOT_FOUND:
+  case INFERD_UNSUPPORTED:
+  case INFERD_TOO_LARGE: return 2;
+  default: return 1;
+  }
+}
 
 #endif /* INFERD_CLI_H */

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "archive/archive.h"
-#include "cli/cli.h"
+#include "cli/cli_internal.h"
 
 static void archive_usage(FILE *f) {
   fprintf(f,
@@ -40,13 +40,6 @@ static void archive_usage(FILE *f) {
           "  -f, --force              replace an existing archive\n");
 }
 
-static int usage_error(const char *fmt, const char *arg) {
-  fprintf(stderr, "inferd archive: ");
-  fprintf(stderr, fmt, arg);
-  fprintf(stderr, " (see inferd archive --help)\n");
-  return 2;
-}
-
 /* Splits "a,b,,c" into its non-empty items (pointers into `list`, which is modified). */
 static int split_commas(char *list, const char **items, int max) {
   int n = 0;
@@ -59,7 +52,21 @@ static int split_commas(char *list, const char **items, int max) {
   return n;
 }
 
-int cli_archive(int argc, char **argv) {
+/* A refusal: one line that ends by pointing at --help. */
+static inferd_code refuse(inferd_status *st, const char *fmt, const char *arg) {
+  char what[INFERD_STATUS_MESSAGE_MAX];
+  snprintf(what, sizeof what, fmt, arg);
+  return core_fail(st, INFERD_INVALID_ARG, "%s (see inferd archive --help)", what);
+}
+
+void cli__archive_options_free(cli__archive_options *o) {
+  free(o->extra_copy);
+  o->extra_copy = NULL;
+  o->write.extra_files = NULL;
+  o->write.extra_file_count = 0;
+}
+
+inferd_code cli__archive_parse(int argc, char **argv, cli__archive_options *o, inferd_status *st) {
   static const struct option longs[] = {
       {"model-name", required_argument, 0, 'n'},      {"serialized-file", required_argument, 0, 's'},
       {"handler", required_argument, 0, 'H'},         {"version", required_argument, 0, 'v'},
@@ -67,53 +74,59 @@ int cli_archive(int argc, char **argv) {
       {"archive-format", required_argument, 0, 'a'},  {"force", no_argument, 0, 'f'},
       {"help", no_argument, 0, 'h'},                  {0, 0, 0, 0},
   };
-  archive_write_params w = {0};
-  char *extra_list = NULL;
+  memset(o, 0, sizeof *o);
+  archive_write_params *w = &o->write;
   optind = 1;
   opterr = 0; /* our own one-line messages */
   int ch;
   while ((ch = getopt_long(argc, argv, ":v:fh", longs, NULL)) != -1) {
     switch (ch) {
-    case 'n': w.model_name = optarg; break;
-    case 's': w.serialized_file = optarg; break;
-    case 'H': w.handler = optarg; break;
-    case 'v': w.version = optarg; break;
-    case 'e': w.export_path = optarg; break;
-    case 'x': extra_list = optarg; break;
-    case 'f': w.force = true; break;
+    case 'n': w->model_name = optarg; break;
+    case 's': w->serialized_file = optarg; break;
+    case 'H': w->handler = optarg; break;
+    case 'v': w->version = optarg; break;
+    case 'e': w->export_path = optarg; break;
+    case 'x': o->extra_list = optarg; break;
+    case 'f': w->force = true; break;
     case 'a':
-      if (strcmp(optarg, "default") == 0) w.format = ARCHIVE_FORMAT_DEFAULT;
-      else if (strcmp(optarg, "zip-store") == 0) w.format = ARCHIVE_FORMAT_ZIP_STORE;
-      else if (strcmp(optarg, "no-archive") == 0) w.format = ARCHIVE_FORMAT_NO_ARCHIVE;
-      else if (strcmp(optarg, "tgz") == 0) return usage_error("--archive-format %s is not supported", optarg);
-      else return usage_error("unknown --archive-format '%s'", optarg);
+      if (strcmp(optarg, "default") == 0) w->format = ARCHIVE_FORMAT_DEFAULT;
+      else if (strcmp(optarg, "zip-store") == 0) w->format = ARCHIVE_FORMAT_ZIP_STORE;
+      else if (strcmp(optarg, "no-archive") == 0) w->format = ARCHIVE_FORMAT_NO_ARCHIVE;
+      else if (strcmp(optarg, "tgz") == 0) return refuse(st, "--archive-format %s is not supported", optarg);
+      else return refuse(st, "unknown --archive-format '%s'", optarg);
       break;
-    case 'h': archive_usage(stdout); return 0;
-    case ':': return usage_error("%s needs a value", argv[optind - 1]);
-    default: return usage_error("unknown option '%s'", argv[optind - 1]);
+    case 'h': o->help = true; return INFERD_OK;
+    case ':': return refuse(st, "%s needs a value", argv[optind - 1]);
+    default: return refuse(st, "unknown option '%s'", argv[optind - 1]);
     }
   }
-  if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
-  if (!w.model_name) return usage_error("%s is required", "--model-name");
-  if (!w.serialized_file) return usage_error("%s is required", "--serialized-file");
-  if (!w.handler) return usage_error("%s is required", "--handler");
+  if (optind < argc) return refuse(st, "unexpected argument '%s'", argv[optind]);
+  if (!w->model_name) return refuse(st, "%s is required", "--model-name");
+  if (!w->serialized_file) return refuse(st, "%s is required", "--serialized-file");
+  if (!w->handler) return refuse(st, "%s is required", "--handler");
+  if (o->extra_list) {
+    if (!(o->extra_copy = strdup(o->extra_list))) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
+    int n = split_commas(o->extra_copy, o->extras, CLI__MAX_EXTRA_FILES);
+    if (n < 0) return refuse(st, "%s: too many files (256 at most)", "--extra-files");
+    w->extra_files = o->extras;
+    w->extra_file_count = n;
+  }
+  return INFERD_OK;
+}
 
-  const char *extras[256];
-  char *extra_copy = NULL; /* extras[] point into it */
-  if (extra_list) {
-    if (!(extra_copy = strdup(extra_list))) return fprintf(stderr, "inferd archive: out of memory\n"), 1;
-    int n = split_commas(extra_copy, extras, (int)(sizeof extras / sizeof *extras));
-    if (n < 0) {
-      free(extra_copy);
-      return usage_error("%s: too many files (256 at most)", "--extra-files");
-    }
-    w.extra_files = extras;
-    w.extra_file_count = n;
+int cli_archive(int argc, char **argv) {
+  cli__archive_options o;
+  inferd_status st = {0};
+  inferd_code rc = cli__archive_parse(argc, argv, &o, &st);
+  if (rc != INFERD_OK || o.help) {
+    cli__archive_options_free(&o);
+    if (rc == INFERD_OK) archive_usage(stdout);
+    else fprintf(stderr, "inferd archive: %s\n", st.message);
+    return rc == INFERD_OK ? 0 : rc == INFERD_NO_MEMORY ? 1 : 2;
   }
   char written[4096];
-  inferd_status st = {0};
-  inferd_code rc = archive_write(&w, written, sizeof written, &st);
-  free(extra_copy);
+  rc = archive_write(&o.write, written, sizeof written, &st);
+  cli__archive_options_free(&o);
   if (rc != INFERD_OK) {
     fprintf(stderr, "inferd archive: %s\n", st.message);
     /* whatever archive_write refuses comes from the command line or its files */

@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "bench/bench.h"
-#include "cli/cli.h"
+#include "cli/cli_internal.h"
 
 static void bench_usage(FILE *f) {
   fprintf(f,
@@ -48,6 +48,12 @@ static int bad(const char *msg, const char *arg) {
   if (arg) fprintf(stderr, "inferd bench: %s: '%s'\n", msg, arg);
   else fprintf(stderr, "inferd bench: %s\n", msg);
   return 2;
+}
+
+/* The parser's refusals: bad()'s message, into the status. */
+static inferd_code refuse(inferd_status *st, const char *msg, const char *arg) {
+  if (arg) return core_fail(st, INFERD_INVALID_ARG, "%s: '%s'", msg, arg);
+  return core_fail(st, INFERD_INVALID_ARG, "%s", msg);
 }
 
 /* A regular file this process may read: a directory fails only late, in every job, and
@@ -145,7 +151,7 @@ static int run_sweep(const bench_params *base, const int range[3], int json) {
   return rc;
 }
 
-int cli_bench(int argc, char **argv) {
+inferd_code cli__bench_parse(int argc, char **argv, cli__bench_options *o, inferd_status *st) {
   static const struct option longs[] = {
       {"mode", required_argument, 0, 'm'},     {"url", required_argument, 0, 'u'},
       {"file", required_argument, 0, 'f'},     {"model", required_argument, 0, 'M'},
@@ -156,9 +162,11 @@ int cli_bench(int argc, char **argv) {
       {"json", no_argument, 0, 'j'},           {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0},
   };
-  bench_params p = {.processes = 1, .timeout_seconds = 60, .self_exe = "/proc/self/exe"};
+  *o = (cli__bench_options){.params = {.processes = 1, .timeout_seconds = 60, .self_exe = "/proc/self/exe"}};
+  bench_params *p = &o->params;
+  int *range = o->range;
   const char *mode = NULL;
-  int json = 0, have_requests = 0, have_concurrency = 0, range[3] = {0, 0, 0};
+  int have_requests = 0, have_concurrency = 0;
   long long v;
   optind = 1;
   opterr = 0;
@@ -166,75 +174,95 @@ int cli_bench(int argc, char **argv) {
   while ((ch = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {
     switch (ch) {
     case 'm': mode = optarg; break;
-    case 'u': p.url = optarg; break;
-    case 'f': p.file = optarg; break;
-    case 'M': p.model = optarg; break;
-    case 'l': p.labels = optarg; break;
+    case 'u': p->url = optarg; break;
+    case 'f': p->file = optarg; break;
+    case 'M': p->model = optarg; break;
+    case 'l': p->labels = optarg; break;
     case 'n':
-      if (parse_count(optarg, 1, 100000000, &v)) return bad("--requests wants 1..100000000", optarg);
-      p.requests = v, have_requests = 1;
+      if (parse_count(optarg, 1, 100000000, &v)) return refuse(st, "--requests wants 1..100000000", optarg);
+      p->requests = v, have_requests = 1;
       break;
     case 'c':
-      if (parse_count(optarg, 1, 10000, &v)) return bad("--concurrency wants 1..10000", optarg);
-      p.concurrency = (int)v, have_concurrency = 1;
+      if (parse_count(optarg, 1, 10000, &v)) return refuse(st, "--concurrency wants 1..10000", optarg);
+      p->concurrency = (int)v, have_concurrency = 1;
       break;
     case 'p':
-      if (parse_count(optarg, 1, 1024, &v)) return bad("--processes wants 1..1024", optarg);
-      p.processes = (int)v;
+      if (parse_count(optarg, 1, 1024, &v)) return refuse(st, "--processes wants 1..1024", optarg);
+      p->processes = (int)v;
       break;
     case 'H':
-      if (p.header_count == BENCH_MAX_HEADERS) return bad("too many --header (at most 16)", NULL);
-      if (!strchr(optarg, ':')) return bad("--header wants 'Name: value'", optarg);
-      p.headers[p.header_count++] = optarg;
+      if (p->header_count == BENCH_MAX_HEADERS) return refuse(st, "too many --header (at most 16)", NULL);
+      if (!strchr(optarg, ':')) return refuse(st, "--header wants 'Name: value'", optarg);
+      p->headers[p->header_count++] = optarg;
       break;
     case 't':
-      if (parse_positive(optarg, 86400, &p.timeout_seconds))
-        return bad("--timeout wants seconds in (0, 86400]", optarg);
+      if (parse_positive(optarg, 86400, &p->timeout_seconds))
+        return refuse(st, "--timeout wants seconds in (0, 86400]", optarg);
       break;
     case 'r':
-      if (parse_positive(optarg, 1e6, &p.request_rate))
-        return bad("--request-rate wants requests/s in (0, 1000000]", optarg);
+      if (parse_positive(optarg, 1e6, &p->request_rate))
+        return refuse(st, "--request-rate wants requests/s in (0, 1000000]", optarg);
       break;
     case 'C':
       if (parse_range(optarg, range))
-        return bad("--concurrency-range wants START:END[:STEP], 1 <= START <= END <= 10000", optarg);
+        return refuse(st, "--concurrency-range wants START:END[:STEP], 1 <= START <= END <= 10000", optarg);
       break;
-    case 'j': json = 1; break;
-    case 'h': bench_usage(stdout); return 0;
-    case ':': return bad("missing value for", argv[optind - 1]);
-    default: return bad("unknown option", argv[optind - 1]);
+    case 'j': o->json = 1; break;
+    case 'h': o->help = true; return INFERD_OK;
+    case ':': return refuse(st, "missing value for", argv[optind - 1]);
+    default: return refuse(st, "unknown option", argv[optind - 1]);
     }
   }
-  if (optind < argc) return bad("unexpected argument", argv[optind]);
-  if (!mode) return bad("--mode server or --mode local is required", NULL);
+  if (optind < argc) return refuse(st, "unexpected argument", argv[optind]);
+  if (!mode) return refuse(st, "--mode server or --mode local is required", NULL);
   if (strcmp(mode, "job") == 0) { /* hidden: one job of local mode */
-    if (!p.model || !p.file) return bad("--mode job wants --model and --file", NULL);
-    return bench_job_main(p.model, p.file, p.labels);
+    if (!p->model || !p->file) return refuse(st, "--mode job wants --model and --file", NULL);
+    o->job = true;
+    return INFERD_OK;
   }
   if (strcmp(mode, "server") == 0) {
-    p.mode = BENCH_MODE_SERVER;
-    if (!p.url) return bad("--mode server wants --url", NULL);
-    if (p.model || p.labels) return bad("--model and --labels are for --mode local", NULL);
-    if (range[0] && have_concurrency) return bad("--concurrency and --concurrency-range exclude each other", NULL);
-    if (range[0] && p.request_rate > 0) return bad("--concurrency-range is closed loop: drop --request-rate", NULL);
+    p->mode = BENCH_MODE_SERVER;
+    if (!p->url) return refuse(st, "--mode server wants --url", NULL);
+    if (p->model || p->labels) return refuse(st, "--model and --labels are for --mode local", NULL);
+    if (range[0] && have_concurrency) return refuse(st, "--concurrency and --concurrency-range exclude each other", NULL);
+    if (range[0] && p->request_rate > 0) return refuse(st, "--concurrency-range is closed loop: drop --request-rate", NULL);
     if (range[0]) have_concurrency = 1;
   } else if (strcmp(mode, "local") == 0) {
-    p.mode = BENCH_MODE_LOCAL;
-    if (!p.model) return bad("--mode local wants --model", NULL);
-    if (p.url || p.header_count || p.processes != 1 || p.request_rate > 0 || range[0])
-      return bad("--url, --header, --processes, --request-rate and --concurrency-range are for --mode server", NULL);
+    p->mode = BENCH_MODE_LOCAL;
+    if (!p->model) return refuse(st, "--mode local wants --model", NULL);
+    if (p->url || p->header_count || p->processes != 1 || p->request_rate > 0 || range[0])
+      return refuse(st, "--url, --header, --processes, --request-rate and --concurrency-range are for --mode server",
+                    NULL);
   } else {
-    return bad("--mode wants server or local", mode);
+    return refuse(st, "--mode wants server or local", mode);
   }
-  if (!p.file) return bad("--file is required", NULL);
-  if (!have_requests) return bad("--requests is required", NULL);
-  if (!have_concurrency) return bad("--concurrency is required", NULL);
+  if (!p->file) return refuse(st, "--file is required", NULL);
+  if (!have_requests) return refuse(st, "--requests is required", NULL);
+  if (!have_concurrency) return refuse(st, "--concurrency is required", NULL);
+  if (p->url && !http_url(p->url)) return refuse(st, "--url wants an http:// or https:// URL", p->url);
+  if (p->request_rate > 0 && (double)(p->requests - 1) / p->request_rate > 86400)
+    return refuse(st, "--request-rate is so low that the last request would be due after a day", NULL);
+  return INFERD_OK;
+}
+
+int cli_bench(int argc, char **argv) {
+  cli__bench_options o;
+  inferd_status st;
+  if (cli__bench_parse(argc, argv, &o, &st) != INFERD_OK) {
+    fprintf(stderr, "inferd bench: %s\n", st.message);
+    return 2;
+  }
+  if (o.help) {
+    bench_usage(stdout);
+    return 0;
+  }
+  bench_params p = o.params;
+  const int *range = o.range;
+  int json = o.json;
+  if (o.job) return bench_job_main(p.model, p.file, p.labels);
   if (!readable_file(p.file)) return bad("--file is not a readable regular file", p.file);
   if (p.model && !readable_file(p.model)) return bad("--model is not a readable regular file", p.model);
   if (p.labels && !readable_file(p.labels)) return bad("--labels is not a readable regular file", p.labels);
-  if (p.url && !http_url(p.url)) return bad("--url wants an http:// or https:// URL", p.url);
-  if (p.request_rate > 0 && (double)(p.requests - 1) / p.request_rate > 86400)
-    return bad("--request-rate is so low that the last request would be due after a day", NULL);
   if (raise_fd_limit(2L * (range[0] ? range[1] : p.concurrency) + 64) != 0)
     return bad("--concurrency needs more open files than this process may have (ulimit -n)", NULL);
 

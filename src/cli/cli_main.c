@@ -24,17 +24,6 @@ static void usage(FILE *f) {
   fprintf(f, "\n`inferd <command> --help` describes a command.\n");
 }
 
-int cli_exit_status(inferd_code code) {
-  switch (code) {
-  case INFERD_OK: return 0;
-  case INFERD_INVALID_ARG:
-  case INFERD_NOT_FOUND:
-  case INFERD_UNSUPPORTED:
-  case INFERD_TOO_LARGE: return 2;
-  default: return 1;
-  }
-}
-
 int main(int argc, char **argv) {
   if (argc < 2) {
     usage(stderr);

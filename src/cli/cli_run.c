@@ -23,15 +23,9 @@
 #include <jansson.h>
 
 #include "bench/bench.h"
-#include "cli/cli.h"
+#include "cli/cli_internal.h"
 
 enum { PROFILE_STEPS = 20 };
-
-typedef struct run_options {
-  const char *model, *input, *output;
-  int threads, batch, bench, json, profile, no_winograd;
-  double seconds;
-} run_options;
 
 static void run_usage(FILE *f) {
   fprintf(f,
@@ -53,7 +47,7 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
   return 0;
 }
 
-static int parse_options(int argc, char **argv, run_options *o) {
+inferd_code cli__run_parse(int argc, char **argv, cli__run_options *o, inferd_status *st) {
   static const struct option longs[] = {
       {"input", required_argument, 0, 'i'},  {"output", required_argument, 0, 'o'},
       {"threads", required_argument, 0, 't'}, {"batch", required_argument, 0, 'b'},
@@ -62,7 +56,7 @@ static int parse_options(int argc, char **argv, run_options *o) {
       {"no-winograd", no_argument, 0, 'W'},   {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0},
   };
-  *o = (run_options){.batch = 1, .seconds = 5.0};
+  *o = (cli__run_options){.batch = 1, .seconds = 5.0};
   optind = 1;
   opterr = 0; /* one line of our own below */
   bool bench_only = false; /* --batch or --seconds given */
@@ -72,46 +66,42 @@ static int parse_options(int argc, char **argv, run_options *o) {
     case 'i': o->input = optarg; break;
     case 'o': o->output = optarg; break;
     case 't':
-      if (parse_int(optarg, 1, 1024, &o->threads)) return fprintf(stderr, "inferd: --threads wants 1..1024\n"), 2;
+      if (parse_int(optarg, 1, 1024, &o->threads)) return core_fail(st, INFERD_INVALID_ARG, "--threads wants 1..1024");
       break;
     case 'b':
-      if (parse_int(optarg, 1, 1024, &o->batch)) return fprintf(stderr, "inferd: --batch wants 1..1024\n"), 2;
+      if (parse_int(optarg, 1, 1024, &o->batch)) return core_fail(st, INFERD_INVALID_ARG, "--batch wants 1..1024");
       bench_only = true;
       break;
     case 's': {
       bench_only = true;
       char *end;
       o->seconds = strtod(optarg, &end);
-      if (*end || !(o->seconds > 0 && o->seconds <= 86400)) return fprintf(stderr, "inferd: --seconds wants a positive number\n"), 2;
+      if (*end || !(o->seconds > 0 && o->seconds <= 86400))
+        return core_fail(st, INFERD_INVALID_ARG, "--seconds wants a positive number");
       break;
     }
     case 'B': o->bench = 1; break;
     case 'j': o->json = 1; break;
     case 'p': o->profile = 1; break;
     case 'W': o->no_winograd = 1; break;
-    case 'h': run_usage(stdout); return 0;
+    case 'h': o->help = true; return INFERD_OK;
     default:
-      fprintf(stderr, "inferd: run: unknown option or missing value: %s (inferd run --help)\n", argv[optind - 1]);
-      return 2;
+      return core_fail(st, INFERD_INVALID_ARG, "run: unknown option or missing value: %s (inferd run --help)",
+                       argv[optind - 1]);
     }
   }
-  if (optind == argc) return fprintf(stderr, "inferd: run needs a MODEL.onnx (inferd run --help)\n"), 2;
+  if (optind == argc) return core_fail(st, INFERD_INVALID_ARG, "run needs a MODEL.onnx (inferd run --help)");
   if (optind < argc - 1)
-    return fprintf(stderr, "inferd: run: unexpected argument: %s (inferd run --help)\n", argv[optind + 1]), 2;
+    return core_fail(st, INFERD_INVALID_ARG, "run: unexpected argument: %s (inferd run --help)", argv[optind + 1]);
   o->model = argv[optind];
-  if (!o->bench && (!o->input || !o->output)) {
-    fprintf(stderr, "inferd: run needs --input and --output (or --bench)\n");
-    return 2;
-  }
-  if (!o->bench && (bench_only || o->json)) {
-    fprintf(stderr, "inferd: --batch, --seconds and --json go with --bench (the batch of --input is its own)\n");
-    return 2;
-  }
-  if (o->bench && (o->input || o->output)) {
-    fprintf(stderr, "inferd: --bench runs a batch of its own; --input and --output go without it\n");
-    return 2;
-  }
-  return -1;
+  if (!o->bench && (!o->input || !o->output))
+    return core_fail(st, INFERD_INVALID_ARG, "run needs --input and --output (or --bench)");
+  if (!o->bench && (bench_only || o->json))
+    return core_fail(st, INFERD_INVALID_ARG,
+                     "--batch, --seconds and --json go with --bench (the batch of --input is its own)");
+  if (o->bench && (o->input || o->output))
+    return core_fail(st, INFERD_INVALID_ARG, "--bench runs a batch of its own; --input and --output go without it");
+  return INFERD_OK;
 }
 
 /* Checks that a .npy batch fits the model's first input; returns the batch size. */
@@ -137,7 +127,7 @@ static inferd_code check_input(const inferd_model *m, const core_npy *x, int *ba
   return INFERD_OK;
 }
 
-static int run_once(inferd_model *m, inferd_session *s, run_options *o, const core_npy *x) {
+static int run_once(inferd_model *m, inferd_session *s, cli__run_options *o, const core_npy *x) {
   inferd_status st = {0};
   int batch = 0, rank = 0;
   int64_t dims[INFERD_MAX_RANK];
@@ -175,7 +165,7 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static int run_bench(inferd_model *m, inferd_session *s, const run_options *o) {
+static int run_bench(inferd_model *m, inferd_session *s, const cli__run_options *o) {
   inferd_status st = {0};
   inferd_tensor_info in;
   inferd_model_input(m, 0, &in);
@@ -265,10 +255,13 @@ out:
 }
 
 int cli_run(int argc, char **argv) {
-  run_options o;
-  int rc = parse_options(argc, argv, &o);
-  if (rc >= 0) return rc;
+  cli__run_options o;
   inferd_status st = {0};
+  if (cli__run_parse(argc, argv, &o, &st) != INFERD_OK) return fail(&st);
+  if (o.help) {
+    run_usage(stdout);
+    return 0;
+  }
   /* the input first: the model is tuned for its batch size (inferd_model_params.opt_batch) */
   core_npy x = {0};
   if (!o.bench && core_npy_read(o.input, &x, &st) != INFERD_OK) return fail(&st);
@@ -286,7 +279,7 @@ int cli_run(int argc, char **argv) {
     core_npy_free(&x);
     return fail(&st);
   }
-  rc = o.bench ? run_bench(m, s, &o) : run_once(m, s, &o, &x);
+  int rc = o.bench ? run_bench(m, s, &o) : run_once(m, s, &o, &x);
   core_npy_free(&x);
   if (o.profile && rc == 0) {
     char buf[8192];

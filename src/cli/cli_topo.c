@@ -17,17 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
+#include "cli/cli_internal.h"
 #include "topo/topo.h"
 
 static const char topo_usage_text[] =
     "usage: inferd topo [--workers N] [--threads-per-worker T] [--use-logical-core] [--node-id N]\n"
     "                   [--synthetic DESC | --xml FILE] [--cpus LIST] [--cpu-quota CPUS]\n";
-
-static int bad(const char *msg, const char *arg) {
-  fprintf(stderr, "inferd topo: %s%s%s (try inferd topo --help)\n", msg, arg ? ": " : "", arg ? arg : "");
-  return 2;
-}
 
 static int parse_count(const char *s, int lo, int hi, int *out) {
   char *end;
@@ -37,7 +32,12 @@ static int parse_count(const char *s, int lo, int hi, int *out) {
   return 0;
 }
 
-int cli_topo(int argc, char **argv) {
+/* A refusal: bad()'s line, into the status. */
+static inferd_code refuse(inferd_status *st, const char *msg, const char *arg) {
+  return core_fail(st, INFERD_INVALID_ARG, "%s%s%s (try inferd topo --help)", msg, arg ? ": " : "", arg ? arg : "");
+}
+
+inferd_code cli__topo_parse(int argc, char **argv, cli__topo_options *o, inferd_status *st) {
   static const struct option longs[] = {
       {"workers", required_argument, 0, 'w'},  {"threads-per-worker", required_argument, 0, 't'},
       {"use-logical-core", no_argument, 0, 'l'}, {"node-id", required_argument, 0, 'n'},
@@ -45,51 +45,66 @@ int cli_topo(int argc, char **argv) {
       {"cpus", required_argument, 0, 'c'},     {"cpu-quota", required_argument, 0, 'q'},
       {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
   };
-  topo_params tp = {0};
-  topo_plan_params pp = TOPO_PLAN_PARAMS_DEFAULT;
+  *o = (cli__topo_options){.plan = TOPO_PLAN_PARAMS_DEFAULT};
+  topo_params *tp = &o->topo;
+  topo_plan_params *pp = &o->plan;
   optind = 1;
   opterr = 0; /* one line of our own instead of getopt's */
   int ch;
   while ((ch = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {
     switch (ch) {
     case 'w':
-      if (parse_count(optarg, 0, 4096, &pp.workers)) return bad("--workers wants 0..4096", optarg);
+      if (parse_count(optarg, 0, 4096, &pp->workers)) return refuse(st, "--workers wants 0..4096", optarg);
       break;
     case 't':
-      if (parse_count(optarg, 0, 4096, &pp.threads_per_worker)) return bad("--threads-per-worker wants 0..4096", optarg);
+      if (parse_count(optarg, 0, 4096, &pp->threads_per_worker))
+        return refuse(st, "--threads-per-worker wants 0..4096", optarg);
       break;
-    case 'l': pp.use_logical_core = true; break;
+    case 'l': pp->use_logical_core = true; break;
     case 'n':
-      if (parse_count(optarg, 0, 1 << 20, &pp.node_id)) return bad("--node-id wants a NUMA node number", optarg);
+      if (parse_count(optarg, 0, 1 << 20, &pp->node_id)) return refuse(st, "--node-id wants a NUMA node number", optarg);
       break;
-    case 's': tp.synthetic = optarg; break;
-    case 'x': tp.xml_path = optarg; break;
-    case 'c': tp.allowed_cpus = optarg; break;
+    case 's': tp->synthetic = optarg; break;
+    case 'x': tp->xml_path = optarg; break;
+    case 'c': tp->allowed_cpus = optarg; break;
     case 'q': {
       char *end;
       double q = strtod(optarg, &end);
-      if (*optarg == '\0' || *end != '\0' || !(q >= 0 && q <= 1e6)) return bad("--cpu-quota wants a number of CPUs", optarg);
-      tp.cpu_quota = q > 0 ? q : -1; /* 0 on the command line: no quota */
+      if (*optarg == '\0' || *end != '\0' || !(q >= 0 && q <= 1e6))
+        return refuse(st, "--cpu-quota wants a number of CPUs", optarg);
+      tp->cpu_quota = q > 0 ? q : -1; /* 0 on the command line: no quota */
       break;
     }
-    case 'h': fputs(topo_usage_text, stdout); return 0;
-    case ':': return bad("missing value for", argv[optind - 1]);
+    case 'h': o->help = true; return INFERD_OK;
+    case ':': return refuse(st, "missing value for", argv[optind - 1]);
     default: {
       char name[3] = {'-', (char)optopt, '\0'};
-      return bad("unknown option", optopt ? name : argv[optind - 1]);
+      return refuse(st, "unknown option", optopt ? name : argv[optind - 1]);
     }
     }
   }
-  if (optind != argc) return bad("unexpected argument", argv[optind]);
+  if (optind != argc) return refuse(st, "unexpected argument", argv[optind]);
+  return INFERD_OK;
+}
 
+int cli_topo(int argc, char **argv) {
+  cli__topo_options o;
   inferd_status st = {0};
+  if (cli__topo_parse(argc, argv, &o, &st) != INFERD_OK) {
+    fprintf(stderr, "inferd topo: %s\n", st.message);
+    return 2;
+  }
+  if (o.help) {
+    fputs(topo_usage_text, stdout);
+    return 0;
+  }
   topo *t = NULL;
-  if (topo_new(&tp, &t, &st) != INFERD_OK) {
+  if (topo_new(&o.topo, &t, &st) != INFERD_OK) {
     fprintf(stderr, "inferd topo: %s\n", st.message);
     return cli_exit_status(st.code);
   }
   topo_plan *plan = NULL;
-  if (topo_plan_new(t, &pp, &plan, &st) != INFERD_OK) {
+  if (topo_plan_new(t, &o.plan, &plan, &st) != INFERD_OK) {
     fprintf(stderr, "inferd topo: %s\n", st.message);
     topo_free(t);
     return cli_exit_status(st.code);
