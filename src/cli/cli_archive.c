@@ -76,7 +76,7 @@ inferd_code cli__archive_parse(int argc, char **argv, cli__archive_options *o, i
   };
   memset(o, 0, sizeof *o);
   archive_write_params *w = &o->write;
-  optind = 1;
+  optind = 0; /* glibc: start afresh; 1 would go on inside an option cluster an earlier parse left */
   opterr = 0; /* our own one-line messages */
   int ch;
   while ((ch = getopt_long(argc, argv, ":v:fh", longs, NULL)) != -1) {

@@ -168,7 +168,7 @@ inferd_code cli__bench_parse(int argc, char **argv, cli__bench_options *o, infer
   const char *mode = NULL;
   int have_requests = 0, have_concurrency = 0;
   long long v;
-  optind = 1;
+  optind = 0; /* glibc: start afresh; 1 would go on inside an option cluster an earlier parse left */
   opterr = 0;
   int ch;
   while ((ch = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {

@@ -57,7 +57,7 @@ inferd_code cli__run_parse(int argc, char **argv, cli__run_options *o, inferd_st
       {0, 0, 0, 0},
   };
   *o = (cli__run_options){.batch = 1, .seconds = 5.0};
-  optind = 1;
+  optind = 0; /* glibc: start afresh; 1 would go on inside an option cluster an earlier parse left */
   opterr = 0; /* one line of our own below */
   bool bench_only = false; /* --batch or --seconds given */
   int ch;

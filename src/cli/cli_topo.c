@@ -48,7 +48,7 @@ inferd_code cli__topo_parse(int argc, char **argv, cli__topo_options *o, inferd_
   *o = (cli__topo_options){.plan = TOPO_PLAN_PARAMS_DEFAULT};
   topo_params *tp = &o->topo;
   topo_plan_params *pp = &o->plan;
-  optind = 1;
+  optind = 0; /* glibc: start afresh; 1 would go on inside an option cluster an earlier parse left */
   opterr = 0; /* one line of our own instead of getopt's */
   int ch;
   while ((ch = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {
