@@ -67,28 +67,30 @@ void cli__archive_options_free(cli__archive_options *o) {
 }
 
 inferd_code cli__archive_parse(int argc, char **argv, cli__archive_options *o, inferd_status *st) {
+  enum { OPT_NAME = CLI__LONG_ONLY, OPT_SERIALIZED, OPT_HANDLER, OPT_EXPORT, OPT_EXTRA, OPT_FORMAT };
+  static const char shorts[] = ":v:fh";
   static const struct option longs[] = {
-      {"model-name", required_argument, 0, 'n'},      {"serialized-file", required_argument, 0, 's'},
-      {"handler", required_argument, 0, 'H'},         {"version", required_argument, 0, 'v'},
-      {"export-path", required_argument, 0, 'e'},     {"extra-files", required_argument, 0, 'x'},
-      {"archive-format", required_argument, 0, 'a'},  {"force", no_argument, 0, 'f'},
-      {"help", no_argument, 0, 'h'},                  {0, 0, 0, 0},
+      {"model-name", required_argument, 0, OPT_NAME},     {"serialized-file", required_argument, 0, OPT_SERIALIZED},
+      {"handler", required_argument, 0, OPT_HANDLER},     {"version", required_argument, 0, 'v'},
+      {"export-path", required_argument, 0, OPT_EXPORT},  {"extra-files", required_argument, 0, OPT_EXTRA},
+      {"archive-format", required_argument, 0, OPT_FORMAT}, {"force", no_argument, 0, 'f'},
+      {"help", no_argument, 0, 'h'},                      {0, 0, 0, 0},
   };
   memset(o, 0, sizeof *o);
   archive_write_params *w = &o->write;
   optind = 0; /* glibc: start afresh; 1 would go on inside an option cluster an earlier parse left */
   opterr = 0; /* our own one-line messages */
   int ch;
-  while ((ch = getopt_long(argc, argv, ":v:fh", longs, NULL)) != -1) {
+  while ((ch = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
     switch (ch) {
-    case 'n': w->model_name = optarg; break;
-    case 's': w->serialized_file = optarg; break;
-    case 'H': w->handler = optarg; break;
+    case OPT_NAME: w->model_name = optarg; break;
+    case OPT_SERIALIZED: w->serialized_file = optarg; break;
+    case OPT_HANDLER: w->handler = optarg; break;
     case 'v': w->version = optarg; break;
-    case 'e': w->export_path = optarg; break;
-    case 'x': o->extra_list = optarg; break;
+    case OPT_EXPORT: w->export_path = optarg; break;
+    case OPT_EXTRA: o->extra_list = optarg; break;
     case 'f': w->force = true; break;
-    case 'a':
+    case OPT_FORMAT:
       if (strcmp(optarg, "default") == 0) w->format = ARCHIVE_FORMAT_DEFAULT;
       else if (strcmp(optarg, "zip-store") == 0) w->format = ARCHIVE_FORMAT_ZIP_STORE;
       else if (strcmp(optarg, "no-archive") == 0) w->format = ARCHIVE_FORMAT_NO_ARCHIVE;
@@ -97,7 +99,10 @@ inferd_code cli__archive_parse(int argc, char **argv, cli__archive_options *o, i
       break;
     case 'h': o->help = true; return INFERD_OK;
     case ':': return refuse(st, "%s needs a value", argv[optind - 1]);
-    default: return refuse(st, "unknown option '%s'", argv[optind - 1]);
+    default: {
+      char letter[3];
+      return refuse(st, "unknown option '%s'", cli__refused_option(ch, argv, shorts, letter));
+    }
     }
   }
   if (optind < argc) return refuse(st, "unexpected argument '%s'", argv[optind]);

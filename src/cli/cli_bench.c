@@ -152,14 +152,19 @@ static int run_sweep(const bench_params *base, const int range[3], int json) {
 }
 
 inferd_code cli__bench_parse(int argc, char **argv, cli__bench_options *o, inferd_status *st) {
+  enum {
+    OPT_MODE = CLI__LONG_ONLY, OPT_URL, OPT_FILE, OPT_MODEL, OPT_LABELS, OPT_REQUESTS, OPT_CONCURRENCY,
+    OPT_PROCESSES, OPT_HEADER, OPT_TIMEOUT, OPT_RATE, OPT_RANGE, OPT_JSON,
+  };
+  static const char shorts[] = ":h";
   static const struct option longs[] = {
-      {"mode", required_argument, 0, 'm'},     {"url", required_argument, 0, 'u'},
-      {"file", required_argument, 0, 'f'},     {"model", required_argument, 0, 'M'},
-      {"labels", required_argument, 0, 'l'},   {"requests", required_argument, 0, 'n'},
-      {"concurrency", required_argument, 0, 'c'}, {"processes", required_argument, 0, 'p'},
-      {"header", required_argument, 0, 'H'},   {"timeout", required_argument, 0, 't'},
-      {"request-rate", required_argument, 0, 'r'}, {"concurrency-range", required_argument, 0, 'C'},
-      {"json", no_argument, 0, 'j'},           {"help", no_argument, 0, 'h'},
+      {"mode", required_argument, 0, OPT_MODE},         {"url", required_argument, 0, OPT_URL},
+      {"file", required_argument, 0, OPT_FILE},         {"model", required_argument, 0, OPT_MODEL},
+      {"labels", required_argument, 0, OPT_LABELS},     {"requests", required_argument, 0, OPT_REQUESTS},
+      {"concurrency", required_argument, 0, OPT_CONCURRENCY}, {"processes", required_argument, 0, OPT_PROCESSES},
+      {"header", required_argument, 0, OPT_HEADER},     {"timeout", required_argument, 0, OPT_TIMEOUT},
+      {"request-rate", required_argument, 0, OPT_RATE}, {"concurrency-range", required_argument, 0, OPT_RANGE},
+      {"json", no_argument, 0, OPT_JSON},               {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0},
   };
   *o = (cli__bench_options){.params = {.processes = 1, .timeout_seconds = 60, .self_exe = "/proc/self/exe"}};
@@ -171,46 +176,49 @@ inferd_code cli__bench_parse(int argc, char **argv, cli__bench_options *o, infer
   optind = 0; /* glibc: start afresh; 1 would go on inside an option cluster an earlier parse left */
   opterr = 0;
   int ch;
-  while ((ch = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {
+  while ((ch = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
     switch (ch) {
-    case 'm': mode = optarg; break;
-    case 'u': p->url = optarg; break;
-    case 'f': p->file = optarg; break;
-    case 'M': p->model = optarg; break;
-    case 'l': p->labels = optarg; break;
-    case 'n':
+    case OPT_MODE: mode = optarg; break;
+    case OPT_URL: p->url = optarg; break;
+    case OPT_FILE: p->file = optarg; break;
+    case OPT_MODEL: p->model = optarg; break;
+    case OPT_LABELS: p->labels = optarg; break;
+    case OPT_REQUESTS:
       if (parse_count(optarg, 1, 100000000, &v)) return refuse(st, "--requests wants 1..100000000", optarg);
       p->requests = v, have_requests = 1;
       break;
-    case 'c':
+    case OPT_CONCURRENCY:
       if (parse_count(optarg, 1, 10000, &v)) return refuse(st, "--concurrency wants 1..10000", optarg);
       p->concurrency = (int)v, have_concurrency = 1;
       break;
-    case 'p':
+    case OPT_PROCESSES:
       if (parse_count(optarg, 1, 1024, &v)) return refuse(st, "--processes wants 1..1024", optarg);
       p->processes = (int)v;
       break;
-    case 'H':
+    case OPT_HEADER:
       if (p->header_count == BENCH_MAX_HEADERS) return refuse(st, "too many --header (at most 16)", NULL);
       if (!strchr(optarg, ':')) return refuse(st, "--header wants 'Name: value'", optarg);
       p->headers[p->header_count++] = optarg;
       break;
-    case 't':
+    case OPT_TIMEOUT:
       if (parse_positive(optarg, 86400, &p->timeout_seconds))
         return refuse(st, "--timeout wants seconds in (0, 86400]", optarg);
       break;
-    case 'r':
+    case OPT_RATE:
       if (parse_positive(optarg, 1e6, &p->request_rate))
         return refuse(st, "--request-rate wants requests/s in (0, 1000000]", optarg);
       break;
-    case 'C':
+    case OPT_RANGE:
       if (parse_range(optarg, range))
         return refuse(st, "--concurrency-range wants START:END[:STEP], 1 <= START <= END <= 10000", optarg);
       break;
-    case 'j': o->json = 1; break;
+    case OPT_JSON: o->json = 1; break;
     case 'h': o->help = true; return INFERD_OK;
     case ':': return refuse(st, "missing value for", argv[optind - 1]);
-    default: return refuse(st, "unknown option", argv[optind - 1]);
+    default: {
+      char letter[3];
+      return refuse(st, "unknown option", cli__refused_option(ch, argv, shorts, letter));
+    }
     }
   }
   if (optind < argc) return refuse(st, "unexpected argument", argv[optind]);

@@ -18,12 +18,35 @@
 #ifndef INFERD_CLI_INTERNAL_H
 #define INFERD_CLI_INTERNAL_H
 
+#include <getopt.h>
 #include <stdbool.h>
+#include <string.h>
 
 #include "archive/archive.h"
 #include "bench/bench.h"
 #include "cli/cli.h"
 #include "topo/topo.h"
+
+/* ---- getopt_long's refusals ----------------------------------------------------------- */
+
+/* Long options without a letter of their own have `val`s from here up, above any char:
+ * getopt_long sets optopt to an option's val when it refuses a value given to a long
+ * option that takes none, and to the letter when it refuses a letter. */
+enum { CLI__LONG_ONLY = 256 };
+
+/* The argument to name after getopt_long returned `ch` ('?' or, with an optstring that
+ * starts with ':', ':' for a missing value), as typed: "-x" (in `letter`) for a letter
+ * that is not one of `shorts`, which may sit inside a cluster ("-bx") where optind still
+ * points at the cluster (argv[optind - 1] is then the argument before it, or the
+ * subcommand's name); else the whole argument getopt_long just passed. */
+static inline const char *cli__refused_option(int ch, char **argv, const char *shorts, char letter[3]) {
+  bool is_letter = optopt != 0 && optopt < CLI__LONG_ONLY; /* negative: a byte above 127 */
+  if (ch == '?' && is_letter && (optopt == ':' || !strchr(shorts, optopt))) {
+    letter[0] = '-', letter[1] = (char)optopt, letter[2] = '\0';
+    return letter;
+  }
+  return argv[optind - 1];
+}
 
 /* ---- inferd run ------------------------------------------------------------------- */
 

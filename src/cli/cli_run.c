@@ -47,13 +47,16 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
   return 0;
 }
 
+enum { OPT_BENCH = CLI__LONG_ONLY, OPT_JSON, OPT_PROFILE, OPT_NO_WINOGRAD };
+
 inferd_code cli__run_parse(int argc, char **argv, cli__run_options *o, inferd_status *st) {
+  static const char shorts[] = "i:o:t:b:s:h";
   static const struct option longs[] = {
-      {"input", required_argument, 0, 'i'},  {"output", required_argument, 0, 'o'},
-      {"threads", required_argument, 0, 't'}, {"batch", required_argument, 0, 'b'},
-      {"seconds", required_argument, 0, 's'}, {"bench", no_argument, 0, 'B'},
-      {"json", no_argument, 0, 'j'},          {"profile", no_argument, 0, 'p'},
-      {"no-winograd", no_argument, 0, 'W'},   {"help", no_argument, 0, 'h'},
+      {"input", required_argument, 0, 'i'},        {"output", required_argument, 0, 'o'},
+      {"threads", required_argument, 0, 't'},      {"batch", required_argument, 0, 'b'},
+      {"seconds", required_argument, 0, 's'},      {"bench", no_argument, 0, OPT_BENCH},
+      {"json", no_argument, 0, OPT_JSON},          {"profile", no_argument, 0, OPT_PROFILE},
+      {"no-winograd", no_argument, 0, OPT_NO_WINOGRAD}, {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0},
   };
   *o = (cli__run_options){.batch = 1, .seconds = 5.0};
@@ -61,7 +64,7 @@ inferd_code cli__run_parse(int argc, char **argv, cli__run_options *o, inferd_st
   opterr = 0; /* one line of our own below */
   bool bench_only = false; /* --batch or --seconds given */
   int ch;
-  while ((ch = getopt_long(argc, argv, "i:o:t:b:s:h", longs, NULL)) != -1) {
+  while ((ch = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
     switch (ch) {
     case 'i': o->input = optarg; break;
     case 'o': o->output = optarg; break;
@@ -80,14 +83,16 @@ inferd_code cli__run_parse(int argc, char **argv, cli__run_options *o, inferd_st
         return core_fail(st, INFERD_INVALID_ARG, "--seconds wants a positive number");
       break;
     }
-    case 'B': o->bench = 1; break;
-    case 'j': o->json = 1; break;
-    case 'p': o->profile = 1; break;
-    case 'W': o->no_winograd = 1; break;
+    case OPT_BENCH: o->bench = 1; break;
+    case OPT_JSON: o->json = 1; break;
+    case OPT_PROFILE: o->profile = 1; break;
+    case OPT_NO_WINOGRAD: o->no_winograd = 1; break;
     case 'h': o->help = true; return INFERD_OK;
-    default:
+    default: {
+      char letter[3];
       return core_fail(st, INFERD_INVALID_ARG, "run: unknown option or missing value: %s (inferd run --help)",
-                       argv[optind - 1]);
+                       cli__refused_option(ch, argv, shorts, letter));
+    }
     }
   }
   if (optind == argc) return core_fail(st, INFERD_INVALID_ARG, "run needs a MODEL.onnx (inferd run --help)");

@@ -38,12 +38,16 @@ static inferd_code refuse(inferd_status *st, const char *msg, const char *arg) {
 }
 
 inferd_code cli__topo_parse(int argc, char **argv, cli__topo_options *o, inferd_status *st) {
+  enum {
+    OPT_WORKERS = CLI__LONG_ONLY, OPT_THREADS, OPT_LOGICAL, OPT_NODE, OPT_SYNTHETIC, OPT_XML, OPT_CPUS, OPT_QUOTA,
+  };
+  static const char shorts[] = ":h";
   static const struct option longs[] = {
-      {"workers", required_argument, 0, 'w'},  {"threads-per-worker", required_argument, 0, 't'},
-      {"use-logical-core", no_argument, 0, 'l'}, {"node-id", required_argument, 0, 'n'},
-      {"synthetic", required_argument, 0, 's'}, {"xml", required_argument, 0, 'x'},
-      {"cpus", required_argument, 0, 'c'},     {"cpu-quota", required_argument, 0, 'q'},
-      {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
+      {"workers", required_argument, 0, OPT_WORKERS},     {"threads-per-worker", required_argument, 0, OPT_THREADS},
+      {"use-logical-core", no_argument, 0, OPT_LOGICAL},  {"node-id", required_argument, 0, OPT_NODE},
+      {"synthetic", required_argument, 0, OPT_SYNTHETIC}, {"xml", required_argument, 0, OPT_XML},
+      {"cpus", required_argument, 0, OPT_CPUS},           {"cpu-quota", required_argument, 0, OPT_QUOTA},
+      {"help", no_argument, 0, 'h'},                      {0, 0, 0, 0},
   };
   *o = (cli__topo_options){.plan = TOPO_PLAN_PARAMS_DEFAULT};
   topo_params *tp = &o->topo;
@@ -51,23 +55,23 @@ inferd_code cli__topo_parse(int argc, char **argv, cli__topo_options *o, inferd_
   optind = 0; /* glibc: start afresh; 1 would go on inside an option cluster an earlier parse left */
   opterr = 0; /* one line of our own instead of getopt's */
   int ch;
-  while ((ch = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {
+  while ((ch = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
     switch (ch) {
-    case 'w':
+    case OPT_WORKERS:
       if (parse_count(optarg, 0, 4096, &pp->workers)) return refuse(st, "--workers wants 0..4096", optarg);
       break;
-    case 't':
+    case OPT_THREADS:
       if (parse_count(optarg, 0, 4096, &pp->threads_per_worker))
         return refuse(st, "--threads-per-worker wants 0..4096", optarg);
       break;
-    case 'l': pp->use_logical_core = true; break;
-    case 'n':
+    case OPT_LOGICAL: pp->use_logical_core = true; break;
+    case OPT_NODE:
       if (parse_count(optarg, 0, 1 << 20, &pp->node_id)) return refuse(st, "--node-id wants a NUMA node number", optarg);
       break;
-    case 's': tp->synthetic = optarg; break;
-    case 'x': tp->xml_path = optarg; break;
-    case 'c': tp->allowed_cpus = optarg; break;
-    case 'q': {
+    case OPT_SYNTHETIC: tp->synthetic = optarg; break;
+    case OPT_XML: tp->xml_path = optarg; break;
+    case OPT_CPUS: tp->allowed_cpus = optarg; break;
+    case OPT_QUOTA: {
       char *end;
       double q = strtod(optarg, &end);
       if (*optarg == '\0' || *end != '\0' || !(q >= 0 && q <= 1e6))
@@ -78,8 +82,8 @@ inferd_code cli__topo_parse(int argc, char **argv, cli__topo_options *o, inferd_
     case 'h': o->help = true; return INFERD_OK;
     case ':': return refuse(st, "missing value for", argv[optind - 1]);
     default: {
-      char name[3] = {'-', (char)optopt, '\0'};
-      return refuse(st, "unknown option", optopt ? name : argv[optind - 1]);
+      char letter[3];
+      return refuse(st, "unknown option", cli__refused_option(ch, argv, shorts, letter));
     }
     }
   }
