@@ -32,9 +32,12 @@
 
 typedef struct topo topo;
 
+enum { TOPO_MAX_SYNTHETIC_PUS = 4096, TOPO_MAX_SYNTHETIC_OBJECTS = 16384 };
+
 typedef struct topo_params {
   /* Where the machine description comes from. Both NULL (the default): this machine.
-   * `synthetic` is an hwloc synthetic description ("pack:2 numa:1 core:4 pu:2");
+   * `synthetic` is an hwloc synthetic description ("pack:2 numa:1 core:4 pu:2") of at
+   * most TOPO_MAX_SYNTHETIC_PUS PUs and TOPO_MAX_SYNTHETIC_OBJECTS objects in all;
    * `xml_path` an hwloc XML export (lstopo --of xml) of another machine. Neither can
    * be bound to (topo_bind_current_thread fails with UNSUPPORTED). */
   const char *synthetic;

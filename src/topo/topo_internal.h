@@ -28,6 +28,12 @@ struct topo {
   char quota_source[512];
 };
 
+/* Upper bounds on the PUs and on all objects (packages, NUMA nodes, caches, cores, PUs:
+ * all but the machine) of the hwloc synthetic description `desc`; topo_new refuses more
+ * than TOPO_MAX_SYNTHETIC_PUS or TOPO_MAX_SYNTHETIC_OBJECTS before hwloc builds them.
+ * Any thread. */
+void topo__synthetic_size(const char *desc, uint64_t *pus, uint64_t *objects);
+
 /* Index into t->nodes of the node with this OS index, or -1. */
 int topo__node_slot(const topo *t, int os_index);
 

@@ -35,9 +35,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "topo/topo.h"
+#include "topo/topo_internal.h"
 
 #define SYNTH_2x4x2 "pack:2 numa:1 core:4 pu:2"
 
@@ -210,6 +212,37 @@ static void test_bad_params(void **state) {
   assert_int_equal(topo_bind_current_thread(&plan->workers[0], &st), INFERD_UNSUPPORTED);
   assert_non_null(strstr(st.message, "cannot bind threads on synthetic"));
   topo_plan_free(plan);
+  topo_free(t);
+}
+
+/* A synthetic machine above TOPO_MAX_SYNTHETIC_PUS PUs or TOPO_MAX_SYNTHETIC_OBJECTS objects
+ * is refused before hwloc builds it: hwloc takes time quadratic in a level's width
+ * ("01111111", octal for 299593 PUs, ran for minutes; fuzz_topo). */
+static void test_synthetic_size_limit(void **state) {
+  (void)state;
+  static const char *const refused[] = {"01111111", "pu:4097", "pack:16 core:1024 pu:4", "pack:2 core:4096 pu:2",
+                                        "core:5000 pu:1", "pack:99999999999999999999999 pu:1",
+                                        "core:4096 [numa] [numa] [numa] pu:1"};
+  for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+    topo *t = NULL;
+    inferd_status st = {0};
+    double start = (double)clock() / CLOCKS_PER_SEC;
+    if (topo_new(&(topo_params){.synthetic = refused[i]}, &t, &st) != INFERD_INVALID_ARG)
+      fail_msg("synthetic '%s' was not refused", refused[i]);
+    assert_null(t);
+    assert_non_null(strstr(st.message, "more than 4096 PUs or 16384 objects"));
+    assert_true((double)clock() / CLOCKS_PER_SEC - start < 1.0);
+  }
+  uint64_t pus, objects;
+  topo__synthetic_size("pack:2 numa:1 core:4 pu:2", &pus, &objects);
+  assert_int_equal(pus, 16);
+  assert_int_equal(objects, 2 + 2 + 8 + 16);
+  topo__synthetic_size("(memory=1GB) pack:0x2(memory=1GB) [numa] [numa] core:010 pu:2(indexes=0,1)", &pus, &objects);
+  assert_int_equal(pus, 32);
+  assert_int_equal(objects, 2 + 4 + 16 + 32);
+  /* the largest ones still load */
+  topo *t = make_topo(&(topo_params){.synthetic = "pack:2 numa:2 core:512 pu:2"});
+  assert_int_equal(topo_get_machine(t)->pu_count, 4096);
   topo_free(t);
 }
 
@@ -707,6 +740,7 @@ static void test_real_machine_binding(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_synthetic_machine),
+      cmocka_unit_test(test_synthetic_size_limit),
       cmocka_unit_test(test_affinity_mask_is_honoured),
       cmocka_unit_test(test_bad_params),
       cmocka_unit_test(test_default_plan_one_worker_per_node),
