@@ -32,7 +32,7 @@
 
 typedef struct topo topo;
 
-enum { TOPO_MAX_SYNTHETIC_PUS = 4096, TOPO_MAX_SYNTHETIC_OBJECTS = 16384 };
+enum { TOPO_MAX_SYNTHETIC_PUS = 4096, TOPO_MAX_SYNTHETIC_OBJECTS = 16384, TOPO_MAX_CPU_NUMBER = (1 << 20) - 1 };
 
 typedef struct topo_params {
   /* Where the machine description comes from. Both NULL (the default): this machine.
@@ -42,7 +42,8 @@ typedef struct topo_params {
    * be bound to (topo_bind_current_thread fails with UNSUPPORTED). */
   const char *synthetic;
   const char *xml_path;
-  /* Logical CPUs the process may use, as a list "0-3,8". NULL (the default): the
+  /* Logical CPUs the process may use, as a list "0-3,8" of CPU numbers up to
+   * TOPO_MAX_CPU_NUMBER (Linux has at most 8192 CPUs). NULL (the default): the
    * process's affinity mask on this machine, every PU of a synthetic or XML one. */
   const char *allowed_cpus;
   /* CPUs granted by a CPU quota. 0 (the default): read the cgroup's quota on this

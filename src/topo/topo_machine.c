@@ -121,15 +121,26 @@ static inferd_code load_hwloc(topo *t, const topo_params *p, inferd_status *st) 
 }
 
 /* "0-3,8": numbers and ranges separated by commas, nothing else (hwloc's own parser
- * skips what it does not understand: "1x,0" would mean CPU 0). */
-static bool cpu_list_syntax(const char *s) {
+ * skips what it does not understand: "1x,0" would mean CPU 0), each number at most
+ * TOPO_MAX_CPU_NUMBER and a range's first at most its last. hwloc reads the numbers with
+ * strtoul into an unsigned: 4294967296 was CPU 0, and 4294967295 made it allocate a
+ * bitmap of 512 MB, taking 5-10 s. */
+static bool cpu_list_valid(const char *s) {
   for (;;) {
-    if (!isdigit((unsigned char)*s)) return false;
-    while (isdigit((unsigned char)*s)) s++;
-    if (*s == '-') {
-      if (!isdigit((unsigned char)*++s)) return false;
-      while (isdigit((unsigned char)*s)) s++;
+    unsigned long first = 0, last = 0;
+    for (int range = 0; range < 2; range++) {
+      if (!isdigit((unsigned char)*s)) return false;
+      unsigned long n = 0;
+      for (; isdigit((unsigned char)*s); s++) {
+        n = n * 10 + (unsigned long)(*s - '0');
+        if (n > TOPO_MAX_CPU_NUMBER) return false;
+      }
+      if (range == 0) first = n;
+      last = n;
+      if (range == 1 || *s != '-') break;
+      s++;
     }
+    if (last < first) return false;
     if (*s == '\0') return true;
     if (*s++ != ',') return false;
   }
@@ -142,11 +153,13 @@ static inferd_code usable_set(topo *t, const topo_params *p, inferd_status *st) 
   if (p->allowed_cpus) {
     hwloc_bitmap_t given = hwloc_bitmap_alloc();
     if (!given) return core_fail(st, INFERD_NO_MEMORY, "topology: out of memory");
-    int bad = !cpu_list_syntax(p->allowed_cpus) || hwloc_bitmap_list_sscanf(given, p->allowed_cpus) != 0 ||
+    int bad = !cpu_list_valid(p->allowed_cpus) || hwloc_bitmap_list_sscanf(given, p->allowed_cpus) != 0 ||
               hwloc_bitmap_iszero(given) || hwloc_bitmap_weight(given) < 0;
     if (!bad) hwloc_bitmap_and(t->usable, t->usable, given);
     hwloc_bitmap_free(given);
-    if (bad) return core_fail(st, INFERD_INVALID_ARG, "topology: bad CPU list '%s' (want e.g. 0-3,8)", p->allowed_cpus);
+    if (bad)
+      return core_fail(st, INFERD_INVALID_ARG, "topology: bad CPU list '%s' (want e.g. 0-3,8; CPUs 0 to %d)",
+                       p->allowed_cpus, TOPO_MAX_CPU_NUMBER);
   } else if (t->this_system) {
     hwloc_bitmap_t bound = hwloc_bitmap_alloc();
     if (!bound) return core_fail(st, INFERD_NO_MEMORY, "topology: out of memory");

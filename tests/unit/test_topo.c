@@ -246,6 +246,27 @@ static void test_synthetic_size_limit(void **state) {
   topo_free(t);
 }
 
+/* CPU numbers are read whole: hwloc's reader truncated them to an unsigned (4294967296
+ * was CPU 0) and allocated a bitmap up to the largest (4294967295: 512 MB, 5-10 s). */
+static void test_cpu_list_numbers(void **state) {
+  (void)state;
+  static const char *const refused[] = {"4294967296", "1,4294967295", "0-1048576", "99999999999999999999", "3-2",
+                                        "0-", "-1", "1,,2", "1-2-3"};
+  for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+    topo *t = NULL;
+    inferd_status st = {0};
+    double start = (double)clock() / CLOCKS_PER_SEC;
+    if (topo_new(&(topo_params){.synthetic = SYNTH_2x4x2, .allowed_cpus = refused[i]}, &t, &st) != INFERD_INVALID_ARG)
+      fail_msg("CPU list '%s' was not refused", refused[i]);
+    assert_null(t);
+    if (!strstr(st.message, "bad CPU list")) fail_msg("CPU list '%s': %s", refused[i], st.message);
+    assert_true((double)clock() / CLOCKS_PER_SEC - start < 1.0);
+  }
+  topo *t = make_topo(&(topo_params){.synthetic = SYNTH_2x4x2, .allowed_cpus = "15,0-1,1048575"});
+  assert_string_equal(topo_get_machine(t)->usable_cpus, "0-1,15");
+  topo_free(t);
+}
+
 /* ==== plans ============================================================================== */
 
 static void test_default_plan_one_worker_per_node(void **state) {
@@ -741,6 +762,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_synthetic_machine),
       cmocka_unit_test(test_synthetic_size_limit),
+      cmocka_unit_test(test_cpu_list_numbers),
       cmocka_unit_test(test_affinity_mask_is_honoured),
       cmocka_unit_test(test_bad_params),
       cmocka_unit_test(test_default_plan_one_worker_per_node),
