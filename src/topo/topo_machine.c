@@ -41,11 +41,12 @@ static char *dup_printf(const char *fmt, const char *arg) {
 }
 
 /* hwloc's synthetic grammar, as far as sizes go: an optional "(attributes)" for the
- * machine, then levels separated by spaces, each "type:arity" or a bare arity (strtoul
- * base 0: "010" is 8) with optional "(attributes)", and memory children in "[...]"
- * after a level, one each per object of that level. Each level has arity times more
- * objects than the one above; the last one's are the PUs. Text hwloc would refuse may
- * be overcounted, never a description it takes undercounted. Saturates at UINT64_MAX. */
+ * machine, then levels separated by blanks (hwloc takes newlines and tabs too), each
+ * "type:arity" or a bare arity (strtoul base 0: "010" is 8) with optional
+ * "(attributes)", and memory children in "[...]" after a level, one each per object of
+ * that level. Each level has arity times more objects than the one above; the last
+ * one's are the PUs. Text hwloc would refuse may be overcounted, never a description it
+ * takes undercounted. Saturates at UINT64_MAX. */
 static uint64_t saturating_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 static uint64_t saturating_mul(uint64_t a, uint64_t b) { return b && a > UINT64_MAX / b ? UINT64_MAX : a * b; }
 
@@ -59,7 +60,7 @@ void topo__synthetic_size(const char *desc, uint64_t *pus, uint64_t *objects) {
     p = close + 1;
   }
   for (;;) {
-    while (*p == ' ') p++;
+    while (isspace((unsigned char)*p)) p++; /* hwloc 2.9 takes any blank between levels */
     if (!*p) break;
     if (*p == '[') { /* a memory child of every object of the level above */
       const char *close = strchr(p, ']');
@@ -78,6 +79,7 @@ void topo__synthetic_size(const char *desc, uint64_t *pus, uint64_t *objects) {
     unsigned long long arity = strtoull(p, &end, 0);
     if (end == p) break;
     if (errno == ERANGE) arity = UINT64_MAX;
+    if (arity == 0) arity = 1; /* hwloc refuses it; a bound must not drop to 0 */
     width = saturating_mul(width, arity);
     *objects = saturating_add(*objects, width);
     *pus = width;
