@@ -109,7 +109,9 @@ const topo_machine *topo_get_machine(const topo *t);
  * when quota_us < 0 (v1 writes -1 for "max") or period_us <= 0. */
 double topo_quota_cpus(long long quota_us, long long period_us);
 /* Parses the text of a cgroup v2 cpu.max file ("max 100000" or "150000 100000\n") into
- * CPUs (0: no quota). Returns 0, or -1 when the text is malformed. */
+ * CPUs (0: no quota): two blank-separated words, "max" or the quota, then the period,
+ * each decimal digits of a value from 1 to LLONG_MAX. Returns 0, or -1 when the text is
+ * malformed. */
 int topo_quota_parse_cpu_max(const char *text, double *cpus);
 /* How many threads a quota lets compute at once without being throttled: floor(cpus),
  * at least 1; 0 (no cap) when cpus <= 0. A 1.5-CPU container gets one compute core. */

@@ -24,9 +24,11 @@
  * topo_quota_core_cap) so that tests give it numbers; topo_quota_read takes a root
  * directory so that tests give it a fake /proc and /sys.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,21 +40,41 @@ double topo_quota_cpus(long long quota_us, long long period_us) {
   return (double)quota_us / (double)period_us;
 }
 
+/* Decimal digits of a value from 1 to LLONG_MAX; false for anything else. */
+static bool positive_number(const char *s, size_t n, long long *out) {
+  if (n == 0) return false;
+  long long v = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (s[i] < '0' || s[i] > '9' || v > (LLONG_MAX - (s[i] - '0')) / 10) return false;
+    v = v * 10 + (s[i] - '0');
+  }
+  *out = v;
+  return v > 0;
+}
+
 int topo_quota_parse_cpu_max(const char *text, double *cpus) {
-  char quota[32];
-  long long period;
+  /* exactly two words: sscanf's "%31s %lld" cut a longer quota word in two and took an
+   * overflowing period as LLONG_MAX, both silently */
+  const char *word[2];
+  size_t len[2];
   int n = 0;
-  if (sscanf(text, " %31s %lld %n", quota, &period, &n) != 2) return -1;
-  if (text[n] != '\0' || period <= 0) return -1;
-  if (strcmp(quota, "max") == 0) {
+  for (const char *p = text;;) {
+    while (isspace((unsigned char)*p)) p++;
+    if (!*p) break;
+    if (n == 2) return -1;
+    word[n] = p;
+    while (*p && !isspace((unsigned char)*p)) p++;
+    len[n] = (size_t)(p - word[n]);
+    n++;
+  }
+  long long quota, period;
+  if (n != 2 || !positive_number(word[1], len[1], &period)) return -1;
+  if (len[0] == 3 && memcmp(word[0], "max", 3) == 0) {
     *cpus = 0.0;
     return 0;
   }
-  char *end;
-  errno = 0;
-  long long q = strtoll(quota, &end, 10);
-  if (*end != '\0' || errno != 0 || q <= 0) return -1;
-  *cpus = topo_quota_cpus(q, period);
+  if (!positive_number(word[0], len[0], &quota)) return -1;
+  *cpus = topo_quota_cpus(quota, period);
   return 0;
 }
 

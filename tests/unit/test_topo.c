@@ -513,9 +513,14 @@ static void test_quota_arithmetic(void **state) {
   assert_true(cpus == 1.5);
   assert_int_equal(topo_quota_parse_cpu_max("200000 50000", &cpus), 0);
   assert_true(cpus == 4.0);
-  static const char *const malformed[] = {"", "max", "100000", "abc 100000", "-5 100000", "100 0", "100 100 100", "1e5 100000"};
+  static const char *const malformed[] = {"", "max", "100000", "abc 100000", "-5 100000", "100 0", "100 100 100", "1e5 100000",
+                                          /* fuzz_quota: an overflowing period, a long quota word cut in two */
+                                          "150 99999999999999999999", "99999999999999999999 100000",
+                                          "0000000000000000000000000150000100000", "+5 100000", "max -1"};
   for (size_t i = 0; i < sizeof malformed / sizeof malformed[0]; i++)
     if (topo_quota_parse_cpu_max(malformed[i], &cpus) != -1) fail_msg("accepted cpu.max '%s'", malformed[i]);
+  assert_int_equal(topo_quota_parse_cpu_max(" 150000\t100000 \n", &cpus), 0);
+  assert_true(cpus == 1.5);
 
   assert_int_equal(topo_quota_core_cap(0), 0);
   assert_int_equal(topo_quota_core_cap(-1), 0);
