@@ -87,21 +87,28 @@ int topo_quota_core_cap(double cpus) {
 
 /* ---- reading the files -------------------------------------------------------------- */
 
-/* Reads a small file whole into buf (NUL-terminated). Returns 0, or -1. */
-static int read_small_file(const char *path, char *buf, size_t size) {
+/* Reads a small file into buf (NUL-terminated). One that does not fit is refused when
+ * `whole` (a quota file cut short could read as another number: "100000   ...   7" as
+ * 100000), else cut after its last whole line (a cgroup path or mount line cut short
+ * could name another directory or controller). Returns 0, or -1. */
+static int read_small_file(const char *path, char *buf, size_t size, bool whole) {
   FILE *f = fopen(path, "r");
   if (!f) return -1;
   size_t n = fread(buf, 1, size - 1, f);
+  char more;
+  bool cut = n == size - 1 && fread(&more, 1, 1, f) == 1;
   int bad = ferror(f);
   fclose(f);
-  if (bad) return -1;
+  if (bad || (cut && whole)) return -1;
+  if (cut)
+    while (n > 0 && buf[n - 1] != '\n') n--;
   buf[n] = '\0';
   return 0;
 }
 
 static int read_long_long(const char *path, long long *out) {
   char buf[64], *end;
-  if (read_small_file(path, buf, sizeof buf)) return -1;
+  if (read_small_file(path, buf, sizeof buf, true)) return -1;
   errno = 0;
   *out = strtoll(buf, &end, 10);
   if (end == buf || errno != 0) return -1;
@@ -171,7 +178,7 @@ static void walk_up(quota_best *best, const char *mount_dir, const char *dir, in
       char text[128];
       double cpus;
       snprintf(file, sizeof file, "%s/cpu.max", path);
-      if (read_small_file(file, text, sizeof text) == 0 && topo_quota_parse_cpu_max(text, &cpus) == 0)
+      if (read_small_file(file, text, sizeof text, true) == 0 && topo_quota_parse_cpu_max(text, &cpus) == 0)
         consider(best, cpus, file);
     } else {
       long long quota, period;
@@ -244,9 +251,9 @@ void topo_quota_read(const char *root, double *cpus, char *source, size_t source
   char *cg = malloc(CGROUP_TEXT_MAX), *mi = malloc(MOUNTINFO_MAX);
   if (!cg || !mi) goto done;
   snprintf(path, sizeof path, "%s/proc/self/cgroup", root);
-  if (read_small_file(path, cg, CGROUP_TEXT_MAX)) goto done;
+  if (read_small_file(path, cg, CGROUP_TEXT_MAX, false)) goto done;
   snprintf(path, sizeof path, "%s/proc/self/mountinfo", root);
-  if (read_small_file(path, mi, MOUNTINFO_MAX)) goto done;
+  if (read_small_file(path, mi, MOUNTINFO_MAX, false)) goto done;
 
   char v2_path[PATH_MAX] = "", v1_path[PATH_MAX] = "";
   if (cgroup_path(cg, 1, v2_path, sizeof v2_path)) v2_path[0] = '\0';

@@ -595,6 +595,35 @@ static void test_quota_files_cgroup_v2(void **state) {
   assert_true(cpus == 0);
 }
 
+/* A quota file that does not fit the reader's buffer is no quota: cut short, it read as
+ * another one (fuzz_quota). A mountinfo too long for its buffer still counts up to its
+ * last whole line. */
+static void test_quota_files_too_long(void **state) {
+  (void)state;
+  char *root = make_root();
+  write_file(root, "proc/self/cgroup", "4:cpu,cpuacct:/a\n0::/b\n");
+  char mountinfo[300000] = "";
+  strcat(mountinfo, "30 22 0:27 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n"
+                    "36 22 0:32 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu,cpuacct\n");
+  while (strlen(mountinfo) < 280000) strcat(mountinfo, "99 22 0:99 / /mnt/x rw - tmpfs tmpfs rw\n");
+  write_file(root, "proc/self/mountinfo", mountinfo);
+  char cpu_max[200];
+  snprintf(cpu_max, sizeof cpu_max, "150000 100000%*s7\n", 150, "");
+  write_file(root, "sys/fs/cgroup/unified/b/cpu.max", cpu_max);
+  char period[100];
+  snprintf(period, sizeof period, "100000%*s7\n", 70, "");
+  write_file(root, "sys/fs/cgroup/cpu/a/cpu.cfs_quota_us", "300000\n");
+  write_file(root, "sys/fs/cgroup/cpu/a/cpu.cfs_period_us", period);
+  double cpus = -1;
+  char source[512];
+  topo_quota_read(root, &cpus, source, sizeof source);
+  if (cpus != 0) fail_msg("quota %g from %s, expected none", cpus, source);
+  write_file(root, "sys/fs/cgroup/cpu/a/cpu.cfs_period_us", "100000\n");
+  topo_quota_read(root, &cpus, source, sizeof source);
+  if (cpus != 3) fail_msg("quota %g, expected 3 (a long mountinfo is read up to its last line)", cpus);
+  remove_root(root);
+}
+
 static void test_quota_files_cgroup_v1_container(void **state) {
   (void)state;
   /* A container without a cgroup namespace: /proc/self/cgroup names the host's path,
@@ -778,6 +807,7 @@ int main(void) {
       cmocka_unit_test(test_quota_arithmetic),
       cmocka_unit_test(test_quota_files_cgroup_v2),
       cmocka_unit_test(test_quota_files_cgroup_v1_container),
+      cmocka_unit_test(test_quota_files_too_long),
       cmocka_unit_test(test_cpu_list),
       cmocka_unit_test(test_print),
       cmocka_unit_test(test_real_machine_plan_is_sane),
