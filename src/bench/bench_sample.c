@@ -2,7 +2,9 @@
  * bench_sample.c - the sampling thread of `inferd bench`: every 100 ms it reads the
  * machine's CPU time from /proc/stat (busy = everything but idle and iowait, over the
  * last interval) and its memory from /proc/meminfo (used = MemTotal - MemAvailable),
- * keeps the peaks, and redraws a progress bar on stderr when stderr is a terminal.
+ * keeps the peaks, and redraws a progress bar on stderr when stderr is a terminal. The
+ * texts are read by pure functions (bench__parse_proc_stat, bench__parse_meminfo,
+ * bench__cpu_percent), which tests/fuzz/fuzz_proc.c runs on any text.
  *
  * Invariants: one sampler per run, started and stopped by the benchmark's thread. The
  * progress counter may be written by other threads or processes (shared mapping); it
@@ -34,13 +36,12 @@ double bench__now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int read_cpu(unsigned long long *busy, unsigned long long *total) {
-  FILE *f = fopen("/proc/stat", "r");
-  if (!f) return -1;
+/* ---- the /proc texts (pure, for tests/fuzz/fuzz_proc.c) ----------------------------- */
+
+int bench__parse_proc_stat(const char *text, unsigned long long *busy, unsigned long long *total) {
   unsigned long long v[10] = {0};
-  int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
-                 &v[4], &v[5], &v[6], &v[7], &v[8], &v[9]);
-  fclose(f);
+  int n = sscanf(text, "cpu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
+                 &v[5], &v[6], &v[7], &v[8], &v[9]);
   if (n < 4) return -1;
   /* guest and guest_nice (v[8], v[9]) are already counted in user and nice */
   unsigned long long all = 0;
@@ -50,26 +51,53 @@ static int read_cpu(unsigned long long *busy, unsigned long long *total) {
   return 0;
 }
 
-static double read_memory_percent(void) {
-  FILE *f = fopen("/proc/meminfo", "r");
-  if (!f) return 0;
-  char line[256];
+double bench__parse_meminfo(const char *text) {
   unsigned long long total = 0, available = 0, v;
-  while (fgets(line, sizeof line, f)) {
+  for (const char *line = text; *line;) {
     if (sscanf(line, "MemTotal: %llu", &v) == 1) total = v;
     else if (sscanf(line, "MemAvailable: %llu", &v) == 1) available = v;
+    const char *eol = strchr(line, '\n');
+    if (!eol) break;
+    line = eol + 1;
   }
-  fclose(f);
   return total ? 100.0 * (double)(total - available) / (double)total : 0;
+}
+
+double bench__cpu_percent(unsigned long long last_busy, unsigned long long last_total, unsigned long long busy,
+                          unsigned long long total) {
+  if (total <= last_total) return -1;
+  return 100.0 * (double)(busy - last_busy) / (double)(total - last_total);
+}
+
+/* ---- sampling ------------------------------------------------------------------------ */
+
+/* Reads a /proc file into buf (NUL-terminated, cut to fit); 0, or -1. */
+static int read_proc(const char *path, char *buf, size_t size) {
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  size_t n = fread(buf, 1, size - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  return 0;
+}
+
+static int read_cpu(unsigned long long *busy, unsigned long long *total) {
+  char text[512]; /* the first line is all that is read */
+  if (read_proc("/proc/stat", text, sizeof text)) return -1;
+  return bench__parse_proc_stat(text, busy, total);
+}
+
+static double read_memory_percent(void) {
+  char text[8192]; /* MemTotal and MemAvailable are its first and third lines */
+  if (read_proc("/proc/meminfo", text, sizeof text)) return 0;
+  return bench__parse_meminfo(text);
 }
 
 static void sample(bench__sampler *s) {
   unsigned long long busy, total;
   if (read_cpu(&busy, &total) == 0) {
-    if (s->last_total && total > s->last_total) {
-      double cpu = 100.0 * (double)(busy - s->last_busy) / (double)(total - s->last_total);
-      if (cpu > s->peak_cpu) s->peak_cpu = cpu;
-    }
+    double cpu = s->last_total ? bench__cpu_percent(s->last_busy, s->last_total, busy, total) : -1;
+    if (cpu > s->peak_cpu) s->peak_cpu = cpu;
     s->last_busy = busy;
     s->last_total = total;
   }
