@@ -106,13 +106,13 @@ double bench__now(void); /* seconds, CLOCK_MONOTONIC */
 /* The sampler's readings of /proc texts (pure functions; tests/fuzz/fuzz_proc.c).
  * /proc/stat: its first line, "cpu" then user nice system idle iowait irq softirq steal
  * (at least the first four) in jiffies; busy is all but idle and iowait. Returns 0, or -1
- * when the line has fewer than four numbers. */
+ * when the line is not that or a number or the sum passes ULLONG_MAX. */
 int bench__parse_proc_stat(const char *text, unsigned long long *busy, unsigned long long *total);
-/* /proc/meminfo: used memory in % of MemTotal (MemTotal - MemAvailable); 0 without a
- * MemTotal. */
+/* /proc/meminfo: used memory in % of MemTotal (MemTotal - MemAvailable), in [0, 100);
+ * 0 when either line is missing. */
 double bench__parse_meminfo(const char *text);
-/* The busy % of the CPUs between two /proc/stat readings; -1 when total did not grow
- * (nothing to measure). */
+/* The busy % of the CPUs between two /proc/stat readings, in [0, 100]; -1 when total did
+ * not grow (nothing to measure). */
 double bench__cpu_percent(unsigned long long last_busy, unsigned long long last_total, unsigned long long busy,
                           unsigned long long total);
 /* A sample for bench_result.latency_ms: `ms`, negated (and never 0) when it failed. */

@@ -10,7 +10,9 @@
  * progress counter may be written by other threads or processes (shared mapping); it
  * is only read here, atomically.
  */
+#include <limits.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,35 +40,73 @@ double bench__now(void) {
 
 /* ---- the /proc texts (pure, for tests/fuzz/fuzz_proc.c) ----------------------------- */
 
+/* Decimal digits at *p into *out, advancing *p; false for none, or past ULLONG_MAX. */
+static bool read_count(const char **p, unsigned long long *out) {
+  const char *s = *p;
+  unsigned long long v = 0;
+  if (*s < '0' || *s > '9') return false;
+  for (; *s >= '0' && *s <= '9'; s++) {
+    if (v > (ULLONG_MAX - (unsigned long long)(*s - '0')) / 10) return false;
+    v = v * 10 + (unsigned long long)(*s - '0');
+  }
+  *out = v;
+  *p = s;
+  return true;
+}
+
 int bench__parse_proc_stat(const char *text, unsigned long long *busy, unsigned long long *total) {
-  unsigned long long v[10] = {0};
-  int n = sscanf(text, "cpu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
-                 &v[5], &v[6], &v[7], &v[8], &v[9]);
+  if (strncmp(text, "cpu", 3) != 0 || (text[3] != ' ' && text[3] != '\t')) return -1;
+  const char *p = text + 3;
+  unsigned long long v[8] = {0}, all = 0;
+  int n = 0;
+  /* user nice system idle iowait irq softirq steal; guest and guest_nice, which follow,
+   * are already counted in user and nice */
+  while (n < 8) {
+    while (*p == ' ' || *p == '\t') p++;
+    if (!read_count(&p, &v[n])) break;
+    if (v[n] > ULLONG_MAX - all) return -1;
+    all += v[n++];
+  }
   if (n < 4) return -1;
-  /* guest and guest_nice (v[8], v[9]) are already counted in user and nice */
-  unsigned long long all = 0;
-  for (int i = 0; i < 8; i++) all += v[i];
   *total = all;
-  *busy = all - v[3] - v[4]; /* minus idle and iowait */
+  *busy = all - v[3] - v[4]; /* minus idle and iowait, which all includes */
   return 0;
 }
 
 double bench__parse_meminfo(const char *text) {
-  unsigned long long total = 0, available = 0, v;
+  unsigned long long total = 0, available = 0;
+  bool have_total = false, have_available = false;
   for (const char *line = text; *line;) {
-    if (sscanf(line, "MemTotal: %llu", &v) == 1) total = v;
-    else if (sscanf(line, "MemAvailable: %llu", &v) == 1) available = v;
+    static const char TOTAL[] = "MemTotal:", AVAILABLE[] = "MemAvailable:";
+    bool is_total = strncmp(line, TOTAL, sizeof TOTAL - 1) == 0;
+    bool is_available = strncmp(line, AVAILABLE, sizeof AVAILABLE - 1) == 0;
+    if (is_total || is_available) {
+      const char *p = line + (is_total ? sizeof TOTAL : sizeof AVAILABLE) - 1;
+      while (*p == ' ' || *p == '\t') p++;
+      unsigned long long v;
+      if (read_count(&p, &v)) {
+        if (is_total) total = v, have_total = true;
+        else available = v, have_available = true;
+      }
+    }
     const char *eol = strchr(line, '\n');
     if (!eol) break;
     line = eol + 1;
   }
-  return total ? 100.0 * (double)(total - available) / (double)total : 0;
+  /* no MemAvailable (kernels before 3.14): unknown, not 100 % */
+  if (!have_total || !have_available || total == 0) return 0;
+  if (available >= total) return 0;
+  return 100.0 * (double)(total - available) / (double)total;
 }
 
 double bench__cpu_percent(unsigned long long last_busy, unsigned long long last_total, unsigned long long busy,
                           unsigned long long total) {
   if (total <= last_total) return -1;
-  return 100.0 * (double)(busy - last_busy) / (double)(total - last_total);
+  /* the kernel's idle and iowait counters can step back (proc(5)), so busy may grow by
+   * more than total, or even shrink: clamp to 0..100 rather than report 180 % or 1e19 % */
+  if (busy <= last_busy) return 0;
+  double cpu = 100.0 * (double)(busy - last_busy) / (double)(total - last_total);
+  return cpu < 100.0 ? cpu : 100.0;
 }
 
 /* ---- sampling ------------------------------------------------------------------------ */
