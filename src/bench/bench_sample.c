@@ -96,7 +96,9 @@ double bench__parse_meminfo(const char *text) {
   /* no MemAvailable (kernels before 3.14): unknown, not 100 % */
   if (!have_total || !have_available || total == 0) return 0;
   if (available >= total) return 0;
-  return 100.0 * (double)(total - available) / (double)total;
+  /* near 2^64 kB both round to the same double, or the quotient to just above 1 */
+  double used = 100.0 * (double)(total - available) / (double)total;
+  return used < 100.0 ? used : 100.0;
 }
 
 double bench__cpu_percent(unsigned long long last_busy, unsigned long long last_total, unsigned long long busy,
