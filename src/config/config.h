@@ -159,7 +159,9 @@ inferd_code config_load(const char *file, int argc, char **argv, config_server *
 
 /* Writes every key with its flag, default and meaning (the table, as `--help`). */
 void config_help(FILE *out);
-/* Writes cfg as a config.properties that config_parse_text reads back to the same. */
+/* Writes cfg as a config.properties that config_parse_text reads back to the same, but
+ * for a value holding $$NAME$$ (from a flag): a file's $$NAME$$ is the environment
+ * variable NAME, as in TorchServe, which has no escape for it. */
 void config_write(const config_server *cfg, FILE *out);
 
 /* The entry of models={...} for name/version, or NULL. version NULL: the entry marked
