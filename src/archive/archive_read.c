@@ -45,7 +45,7 @@
 
 #define MANIFEST_PATH "MAR-INF/MANIFEST.json"
 
-enum { MAX_MANIFEST_BYTES = 1 << 20, MAX_NAME_BYTES = 4096, MAX_DIRECTORY_DEPTH = 16 };
+enum { MAX_MANIFEST_BYTES = 1 << 20, MAX_NAME_BYTES = 4096 };
 
 typedef struct extra_file {
   char *name;
@@ -93,7 +93,9 @@ bool archive_valid_model_name(const char *name) {
 bool archive__valid_entry_name(const char *name, bool directory_ok) {
   size_t n = strlen(name);
   if (n == 0 || n > MAX_NAME_BYTES || name[0] == '/') return false;
-  if (directory_ok && name[n - 1] == '/') n--;
+  bool directory = directory_ok && name[n - 1] == '/';
+  if (directory) n--;
+  int directories = directory; /* the entry itself, when it is one, then those it sits in */
   const char *component = name;
   for (size_t i = 0; i <= n; i++) {
     unsigned char c = i < n ? (unsigned char)name[i] : '/';
@@ -103,9 +105,10 @@ bool archive__valid_entry_name(const char *name, bool directory_ok) {
       if (len == 0 || (len == 1 && component[0] == '.') || (len == 2 && component[0] == '.' && component[1] == '.'))
         return false;
       component = name + i + 1;
+      directories += i < n;
     }
   }
-  return true;
+  return directories <= ARCHIVE__MAX_DIRECTORIES;
 }
 
 static bool ends_with_ci(const char *s, const char *suffix) {
@@ -166,8 +169,10 @@ inferd_code archive_manifest_parse(const void *json, size_t size, archive_manife
     rc = core_fail(st, INFERD_INVALID_ARG, "model.modelVersion '%s' is not a valid version ([A-Za-z0-9][A-Za-z0-9_.-]*)",
                    out->model_version);
   } else if (!archive__valid_entry_name(out->serialized_file, false)) {
-    rc = core_fail(st, INFERD_INVALID_ARG, "model.serializedFile '%s' is not a path inside the archive",
-                   out->serialized_file);
+    rc = core_fail(st, INFERD_INVALID_ARG,
+                   "model.serializedFile '%s' is not a path inside the archive (relative, no empty, '.' or '..' "
+                   "part, at most %d directories deep)",
+                   out->serialized_file, ARCHIVE__MAX_DIRECTORIES);
   } else if (!ends_with_ci(out->serialized_file, ".onnx")) {
     rc = core_fail(st, INFERD_UNSUPPORTED, "model.serializedFile '%s' is not an .onnx file (inferd runs ONNX models)",
                    out->serialized_file);
@@ -411,7 +416,10 @@ static inferd_code open_zip(zip_t *z, const char *path, const limits *lim, archi
       break;
     }
     if (!archive__valid_entry_name(sb.name, true)) {
-      rc = core_fail(st, INFERD_INVALID_ARG, "entry name '%s' is not a path inside the archive", sb.name);
+      rc = core_fail(st, INFERD_INVALID_ARG,
+                     "entry name '%s' is not a path inside the archive (relative, no empty, '.' or '..' part, at "
+                     "most %d directories deep)",
+                     sb.name, ARCHIVE__MAX_DIRECTORIES);
       break;
     }
     if ((sb.valid & ZIP_STAT_ENCRYPTION_METHOD) && sb.encryption_method != ZIP_EM_NONE) {
@@ -559,8 +567,8 @@ static inferd_code walk_directory(walk *w, const char *root, const char *rel, in
     struct stat lsb, sb;
     if (lstat(path, &lsb) != 0 || stat(path, &sb) != 0) continue; /* vanished, or a dangling link */
     if (S_ISDIR(lsb.st_mode)) {
-      if (depth + 1 >= MAX_DIRECTORY_DEPTH) {
-        rc = core_fail(st, INFERD_INVALID_ARG, "%s: directories nest deeper than %d", path, MAX_DIRECTORY_DEPTH);
+      if (depth + 1 > ARCHIVE__MAX_DIRECTORIES) {
+        rc = core_fail(st, INFERD_INVALID_ARG, "%s: directories nest deeper than %d", path, ARCHIVE__MAX_DIRECTORIES);
         break;
       }
       rc = walk_directory(w, root, name, depth + 1, st);

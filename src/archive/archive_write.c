@@ -95,8 +95,8 @@ static inferd_code add_entry(plan *p, const char *name, const char *source, infe
     char shown[256];
     return core_fail(st, INFERD_INVALID_ARG,
                      "'%s' cannot be an entry name: the archive reader refuses names with a backslash, a control "
-                     "character or an empty, '.' or '..' component (rename the file)",
-                     printable(name, shown, sizeof shown));
+                     "character or an empty, '.' or '..' component, or more than %d directories deep (rename the file)",
+                     printable(name, shown, sizeof shown), ARCHIVE__MAX_DIRECTORIES);
   }
   if (strcmp(name, MANIFEST_PATH) == 0 || strncmp(name, "MAR-INF/", 8) == 0)
     return core_fail(st, INFERD_INVALID_ARG, "'%s' would replace the archive's manifest", source);

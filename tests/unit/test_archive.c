@@ -28,6 +28,7 @@
 #include <zip.h>
 
 #include "archive/archive.h"
+#include "archive/archive_internal.h"
 #include "core/core.h"
 #include "inferd/inferd.h"
 
@@ -697,6 +698,56 @@ static void zip_bombs(void **state) {
   free(data);
 }
 
+/* Names sit at most ARCHIVE__MAX_DIRECTORIES (15) directories deep in all three forms:
+ * the directory walk stops there, and a manifest whose serializedFile lay 16 deep was
+ * accepted, then its directory refused (fuzz_manifest). */
+static void deep_names(void **state) {
+  (void)state;
+  char deep15[256] = "", deep16[256];
+  for (int i = 0; i < 15; i++) strcat(deep15, "d/");
+  snprintf(deep16, sizeof deep16, "d/%s", deep15);
+  char file15[300], file16[300], dir16[300];
+  snprintf(file15, sizeof file15, "%sm.onnx", deep15);
+  snprintf(file16, sizeof file16, "%sm.onnx", deep16);
+  snprintf(dir16, sizeof dir16, "%s", deep16);
+  assert_true(archive__valid_entry_name(file15, false));
+  assert_false(archive__valid_entry_name(file16, false));
+  assert_true(archive__valid_entry_name(deep15, true));
+  assert_false(archive__valid_entry_name(dir16, true));
+
+  char json[1024];
+  archive_manifest mf;
+  inferd_status st;
+  snprintf(json, sizeof json, "{\"model\": {\"modelName\": \"m\", \"modelVersion\": \"1\", \"serializedFile\": \"%s\"}}",
+           file16);
+  assert_int_equal(archive_manifest_parse(json, strlen(json), &mf, &st), INFERD_INVALID_ARG);
+  archive_manifest_free(&mf);
+  snprintf(json, sizeof json, "{\"model\": {\"modelName\": \"m\", \"modelVersion\": \"1\", \"serializedFile\": \"%s\"}}",
+           file15);
+  assert_int_equal(archive_manifest_parse(json, strlen(json), &mf, &st), INFERD_OK);
+  archive_manifest_free(&mf);
+
+  /* the 15-deep one opens as a directory */
+  char path[1024];
+  snprintf(path, sizeof path, "%s", tmp_path("deep"));
+  mkdir(path, 0755);
+  strcat(path, "/MAR-INF");
+  mkdir(path, 0755);
+  snprintf(path, sizeof path, "%s/MAR-INF/MANIFEST.json", tmp_path("deep"));
+  write_bytes(path, json, strlen(json));
+  snprintf(path, sizeof path, "%s", tmp_path("deep"));
+  for (int i = 0; i < 15; i++) {
+    strcat(path, "/d");
+    mkdir(path, 0755);
+  }
+  strcat(path, "/m.onnx");
+  write_bytes(path, "onnx", 4);
+  archive_model *m = NULL;
+  if (archive_open(tmp_path("deep"), NULL, &m, &st) != INFERD_OK) fail_msg("15 deep: %s", st.message);
+  assert_string_equal(archive_serialized_file(m), file15);
+  archive_close(m);
+}
+
 static void directory_errors(void **state) {
   mkdir(tmp_path("empty_dir"), 0755);
   open_fails(tmp_path("empty_dir"), NULL, INFERD_INVALID_ARG, "no MAR-INF/MANIFEST.json");
@@ -756,6 +807,7 @@ int main(void) {
       cmocka_unit_test(duplicate_entries),
       cmocka_unit_test(zip_bombs),
       cmocka_unit_test(directory_errors),
+      cmocka_unit_test(deep_names),
       cmocka_unit_test(fifos_refused),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
