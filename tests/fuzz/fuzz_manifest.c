@@ -15,13 +15,25 @@
  * libzip but mapped in place, found by its local header (map_stored_entry). The two
  * opens must agree: both refuse, or both give the same manifest, the same .onnx bytes
  * and the same extra files.
+ *
+ * The third form of the model store, a directory (an unpacked .mar, open_directory), is
+ * checked against the other two: an archive that opened is unpacked into a fresh
+ * directory under /dev/shm (when its names fit a file system: no name component over
+ * 255 bytes, no file where another needs a directory), which must open to the same
+ * manifest, .onnx bytes and extra files. A manifest that parsed is written as the
+ * MANIFEST.json of a directory holding its serializedFile, which must open with the
+ * same model name, version and handler.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "archive/archive.h"
@@ -117,14 +129,110 @@ static void check_same(const archive_model *mem, const archive_model *file) {
   }
 }
 
+/* ---- the directory form ---------------------------------------------------------------- */
+
+static char dir_base[64]; /* made once; each input's directory is removed after it */
+
+static int remove_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw) {
+  (void)sb, (void)type, (void)ftw;
+  return remove(path);
+}
+
+static void remove_base(void) { nftw(dir_base, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+/* A fresh empty directory for this input. */
+static const char *fresh_directory(void) {
+  static char dir[128];
+  if (!dir_base[0]) {
+    snprintf(dir_base, sizeof dir_base, "%s/fuzz_manifest.XXXXXX", access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
+    if (!mkdtemp(dir_base)) fail("mkdtemp");
+    atexit(remove_base);
+  }
+  snprintf(dir, sizeof dir, "%s/m", dir_base);
+  nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+  if (mkdir(dir, 0755) != 0) fail("mkdir");
+  return dir;
+}
+
+/* Writes root/name (making its directories); false when the file system refuses the
+ * name (a component over 255 bytes, a file in the way of a directory). */
+static bool put(const char *root, const char *name, const void *data, size_t size) {
+  char path[8192];
+  if (snprintf(path, sizeof path, "%s/%s", root, name) >= (int)sizeof path) return false;
+  for (char *slash = strchr(path + strlen(root) + 1, '/'); slash; slash = strchr(slash + 1, '/')) {
+    *slash = '\0';
+    bool made = mkdir(path, 0755) == 0 || errno == EEXIST;
+    *slash = '/';
+    if (!made) return false;
+  }
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  for (size_t done = 0; done < size;) {
+    ssize_t n = write(fd, (const char *)data + done, size - done);
+    if (n <= 0) fail("write");
+    done += (size_t)n;
+  }
+  close(fd);
+  return true;
+}
+
+/* The opened archive, unpacked into a directory, opens to the same model. */
+static void check_directory_of(const archive_model *a, const archive_params *params) {
+  const char *dir = fresh_directory();
+  size_t onnx_size;
+  const void *onnx = archive_onnx(a, &onnx_size);
+  const char *manifest = archive_manifest_json(a);
+  if (!put(dir, "MAR-INF/MANIFEST.json", manifest, strlen(manifest)) ||
+      !put(dir, archive_serialized_file(a), onnx, onnx_size))
+    return;
+  for (int i = 0; i < archive_file_count(a); i++) {
+    const char *name;
+    size_t n;
+    const void *bytes = archive_file_at(a, i, &name, &n);
+    if (!put(dir, name, bytes, n)) return;
+  }
+  archive_model *d = NULL;
+  inferd_status st = {0};
+  inferd_code rc = archive_open(dir, params, &d, &st);
+  if (rc != INFERD_OK) {
+    fprintf(stderr, "fuzz_manifest: %s\n", st.message);
+    fail("the archive unpacked into a directory is refused");
+  }
+  if (archive_get_kind(d) != ARCHIVE_DIRECTORY) fail("a directory that is not ARCHIVE_DIRECTORY");
+  check_same(a, d);
+  archive_close(d);
+}
+
+/* A manifest that parsed, as the MANIFEST.json of a directory with its serializedFile. */
+static void check_directory_manifest(const uint8_t *data, size_t size, const archive_manifest *m) {
+  const char *dir = fresh_directory();
+  if (!put(dir, "MAR-INF/MANIFEST.json", data, size) || !put(dir, m->serialized_file, "onnx", 4)) return;
+  archive_model *d = NULL;
+  inferd_status st = {0};
+  if (archive_open(dir, NULL, &d, &st) != INFERD_OK) {
+    fprintf(stderr, "fuzz_manifest: %s\n", st.message);
+    fail("a directory with a valid manifest is refused");
+  }
+  if (!same_text(archive_model_name(d), m->model_name) || !same_text(archive_model_version(d), m->model_version) ||
+      !same_text(archive_serialized_file(d), m->serialized_file) ||
+      (m->handler ? !same_text(archive_handler(d), m->handler) : archive_handler(d) != NULL))
+    fail("the directory's manifest differs from the parsed one");
+  size_t n;
+  const void *onnx = archive_onnx(d, &n);
+  if (n != 4 || memcmp(onnx, "onnx", 4) != 0) fail("the directory's .onnx bytes");
+  archive_close(d);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   inferd_status st = {0};
   archive_manifest m;
   inferd_code rc = archive_manifest_parse(data, size, &m, &st);
-  if (rc != INFERD_OK)
+  if (rc != INFERD_OK) {
     check_refusal(rc, &st);
-  else
+  } else {
     check_manifest(&m);
+    check_directory_manifest(data, size, &m);
+  }
   archive_manifest_free(&m);
 
   if (size >= 2 && data[0] == 'P' && data[1] == 'K') {
@@ -162,6 +270,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       touch(file, file_size);
     }
     if (f) check_same(a, f);
+    check_directory_of(a, &params);
     archive_close(f);
     archive_close(a);
   }
