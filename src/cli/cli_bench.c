@@ -17,6 +17,7 @@
  * fatal), 2 for bad flags (one line on stderr), 1 when the run could not start.
  * `--mode job` is the hidden per-job entry point that local mode re-executes.
  */
+#include <ctype.h>
 #include <curl/curl.h>
 #include <getopt.h>
 #include <stdbool.h>
@@ -85,6 +86,18 @@ static int raise_fd_limit(long needed) {
   rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= (rlim_t)needed ? (rlim_t)needed : rl.rlim_max;
   if (setrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < (rlim_t)needed) return -1;
   return 0;
+}
+
+/* "Name: value" as an HTTP header line: a name of token characters (RFC 9110), a ':',
+ * and no CR or LF anywhere. libcurl sends each --header as given and ends it with CRLF
+ * itself, so a newline inside would have added a header line of its own. */
+static bool header_line(const char *s) {
+  static const char token_punctuation[] = "!#$%&'*+-.^_`|~";
+  const char *colon = strchr(s, ':');
+  if (!colon || colon == s) return false;
+  for (const char *p = s; p < colon; p++)
+    if (!isalnum((unsigned char)*p) && !strchr(token_punctuation, *p)) return false;
+  return !strpbrk(colon, "\r\n");
 }
 
 /* "START:END" or "START:END:STEP", each in 1..10000, START <= END. */
@@ -197,7 +210,7 @@ inferd_code cli__bench_parse(int argc, char **argv, cli__bench_options *o, infer
       break;
     case OPT_HEADER:
       if (p->header_count == BENCH_MAX_HEADERS) return refuse(st, "too many --header (at most 16)", NULL);
-      if (!strchr(optarg, ':')) return refuse(st, "--header wants 'Name: value'", optarg);
+      if (!header_line(optarg)) return refuse(st, "--header wants 'Name: value' (a token name, one line)", optarg);
       p->headers[p->header_count++] = optarg;
       break;
     case OPT_TIMEOUT:

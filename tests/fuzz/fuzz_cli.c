@@ -220,9 +220,11 @@ static void bench_command(line *l, answer *out) {
        (double)(p->requests - 1) / p->request_rate > 86400))
     fail("--request-rate", out->text);
   if (p->header_count < 0 || p->header_count > BENCH_MAX_HEADERS) fail("the header count", out->text);
-  for (int i = 0; i < p->header_count; i++)
-    if (!p->headers[i] || !strchr(p->headers[i], ':') || !in_argument(l, p->headers[i]))
-      fail("a header without ':'", out->text);
+  for (int i = 0; i < p->header_count; i++) {
+    const char *h = p->headers[i], *colon = h ? strchr(h, ':') : NULL;
+    if (!colon || colon == h || !in_argument(l, h) || strpbrk(h, "\r\n") || memchr(h, ' ', (size_t)(colon - h)))
+      fail("a header that is not one 'Name: value' line", out->text);
+  }
   const int *r = o.range;
   if (r[0] || r[1] || r[2]) {
     if (!(1 <= r[0] && r[0] <= r[1] && r[1] <= 10000 && 1 <= r[2] && r[2] <= 10000))
