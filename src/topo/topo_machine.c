@@ -122,12 +122,13 @@ static inferd_code load_hwloc(topo *t, const topo_params *p, inferd_status *st) 
   return INFERD_OK;
 }
 
-/* "0-3,8": numbers and ranges separated by commas, nothing else (hwloc's own parser
- * skips what it does not understand: "1x,0" would mean CPU 0), each number at most
- * TOPO_MAX_CPU_NUMBER and a range's first at most its last. hwloc reads the numbers with
- * strtoul into an unsigned: 4294967296 was CPU 0, and 4294967295 made it allocate a
- * bitmap of 512 MB, taking 5-10 s. */
-static bool cpu_list_valid(const char *s) {
+/* "0-3,8" into `set`: decimal numbers and ranges separated by commas, nothing else,
+ * each number at most TOPO_MAX_CPU_NUMBER and a range's first at most its last; as
+ * Linux's cpulist format, "010" is CPU 10. Read here rather than by hwloc, whose parser
+ * skips what it does not understand ("1x,0" was CPU 0), reads numbers base 0 ("010"
+ * was CPU 8), truncates them to an unsigned (4294967296 was CPU 0) and allocates a
+ * bitmap up to the largest (4294967295: 512 MB, 5-10 s). */
+static bool cpu_list_read(const char *s, hwloc_bitmap_t set) {
   for (;;) {
     unsigned long first = 0, last = 0;
     for (int range = 0; range < 2; range++) {
@@ -142,7 +143,7 @@ static bool cpu_list_valid(const char *s) {
       if (range == 1 || *s != '-') break;
       s++;
     }
-    if (last < first) return false;
+    if (last < first || hwloc_bitmap_set_range(set, (unsigned)first, (int)last) != 0) return false;
     if (*s == '\0') return true;
     if (*s++ != ',') return false;
   }
@@ -155,8 +156,7 @@ static inferd_code usable_set(topo *t, const topo_params *p, inferd_status *st) 
   if (p->allowed_cpus) {
     hwloc_bitmap_t given = hwloc_bitmap_alloc();
     if (!given) return core_fail(st, INFERD_NO_MEMORY, "topology: out of memory");
-    int bad = !cpu_list_valid(p->allowed_cpus) || hwloc_bitmap_list_sscanf(given, p->allowed_cpus) != 0 ||
-              hwloc_bitmap_iszero(given) || hwloc_bitmap_weight(given) < 0;
+    int bad = !cpu_list_read(p->allowed_cpus, given) || hwloc_bitmap_iszero(given);
     if (!bad) hwloc_bitmap_and(t->usable, t->usable, given);
     hwloc_bitmap_free(given);
     if (bad)

@@ -251,7 +251,7 @@ static void test_synthetic_size_limit(void **state) {
 static void test_cpu_list_numbers(void **state) {
   (void)state;
   static const char *const refused[] = {"4294967296", "1,4294967295", "0-1048576", "99999999999999999999", "3-2",
-                                        "0-", "-1", "1,,2", "1-2-3"};
+                                        "0-", "-1", "1,,2", "1-2-3", "0x1"};
   for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
     topo *t = NULL;
     inferd_status st = {0};
@@ -264,6 +264,10 @@ static void test_cpu_list_numbers(void **state) {
   }
   topo *t = make_topo(&(topo_params){.synthetic = SYNTH_2x4x2, .allowed_cpus = "15,0-1,1048575"});
   assert_string_equal(topo_get_machine(t)->usable_cpus, "0-1,15");
+  topo_free(t);
+  /* decimal, as Linux's cpulist format: hwloc read "010" as octal, CPU 8 (fuzz_topo) */
+  t = make_topo(&(topo_params){.synthetic = SYNTH_2x4x2, .allowed_cpus = "010,09"});
+  assert_string_equal(topo_get_machine(t)->usable_cpus, "9-10");
   topo_free(t);
 }
 
