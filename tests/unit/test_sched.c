@@ -13,8 +13,17 @@
  * To make timing-dependent situations deterministic a test can "close a gate": the
  * done callback of a request that names that gate then waits (at most GATE_SECONDS)
  * until the test opens it, which keeps that worker busy while the test fills the
- * queue. There are two gates; the bind callback can be held by gate 0. Every loop in these tests is bounded in count
- * and time; a broken scheduler fails a test, it does not hang the run.
+ * queue. There are two gates; the bind callback can be held by gate 0. Every loop in
+ * these tests is bounded in time (WAIT_SECONDS, GATE_SECONDS: only a hang reaches them);
+ * a broken scheduler fails a test, it does not hang the run.
+ *
+ * No assertion depends on how fast the machine is or how it schedules threads. What
+ * must not happen (a hold that should not be, a wait for room) is given a cost that
+ * the bounded waits catch: max_batch_delay of 10 minutes, a peer held at a gate. The
+ * durations checked from above (a partial batch held past max_batch_delay, a refused
+ * submit) count only when the thread measured was not kept off the CPU meanwhile (its
+ * run-queue wait in /proc, the machine's steal time); a held batch is then measured
+ * again, at most 3 times. A gate let go by GATE_SECONDS, not by the test, fails it.
  *
  * The stats hook records batch sizes, skipped requests and queue times.
  */
@@ -32,7 +41,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/core.h"
 #include "metrics/metrics.h"
@@ -40,8 +51,9 @@
 
 enum { N_INPUTS = 32, MAX_REQS = 256, MAX_BATCHES = 1024, MAX_BINDS = 64, PLAN_CORES = 2 };
 #define TOLERANCE 1e-3 /* relative to max(1, max|ref|) */
-#define GATE_SECONDS 30.0
+#define GATE_SECONDS 120.0 /* only a test that failed with a gate closed reaches it */
 #define WAIT_SECONDS 120.0
+#define LONG_DELAY_MS 600000 /* max_batch_delay of 10 minutes: a hold outlasts WAIT_SECONDS */
 
 static inferd_model *g_model;
 static size_t g_in, g_out;              /* floats per item */
@@ -63,6 +75,7 @@ typedef struct test_req {
   float *output;   /* [g_out], NaN-filled before submit */
   int gate;        /* done waits at this gate while it is closed; -1: none */
   atomic_int done_calls;
+  pid_t worker_tid; /* the thread that called done (a worker's) */
   inferd_code code;
   harness *h;
 } test_req;
@@ -73,6 +86,8 @@ struct harness {
   int completed;
   bool gate_closed[2];
   int gate_entered[2]; /* done/bind callbacks that reached the closed gate */
+  int gate_held[2];    /* ... and are still waiting there */
+  int gate_expired;    /* callbacks let go by GATE_SECONDS, not by the test */
   /* stats */
   int n_batches;
   int batch_sizes[MAX_BATCHES];
@@ -121,9 +136,20 @@ static void sleep_ms(int ms) {
 static void gate_pass_locked(harness *h, int g) {
   if (!h->gate_closed[g]) return;
   h->gate_entered[g]++;
+  h->gate_held[g]++;
   pthread_cond_broadcast(&h->cond);
   double until = core_now_seconds() + GATE_SECONDS;
   while (h->gate_closed[g] && core_now_seconds() < until) cond_wait_seconds(&h->cond, &h->lock, 0.05);
+  if (h->gate_closed[g]) h->gate_expired++;
+  h->gate_held[g]--;
+}
+
+/* Callbacks waiting at gate g now. */
+static int gate_held(harness *h, int g) {
+  pthread_mutex_lock(&h->lock);
+  int n = h->gate_held[g];
+  pthread_mutex_unlock(&h->lock);
+  return n;
 }
 
 static void gate_close_n(harness *h, int g) {
@@ -158,6 +184,7 @@ static void on_done(sched_request *r, inferd_code code, void *user) {
   test_req *t = user; /* no cmocka asserts here: this is a worker thread */
   harness *h = t->h;
   t->code = code;
+  t->worker_tid = (pid_t)syscall(SYS_gettid);
   atomic_fetch_add(&t->done_calls, 1);
   pthread_mutex_lock(&h->lock);
   if (r != &t->req) h->bad_done = true;
@@ -262,6 +289,7 @@ static bool output_untouched(const test_req *t) {
 /* Every request of h: done exactly once (or refused at submit), OK ones correct. */
 static void check_all(harness *h) {
   assert_false(h->bad_done);
+  assert_int_equal(h->gate_expired, 0); /* the test lost its hold on a worker */
   for (int i = 0; i < h->n_reqs; i++) {
     test_req *t = &h->reqs[i];
     int calls = atomic_load(&t->done_calls);
@@ -314,6 +342,52 @@ static test_req *hold_one_worker_at(harness *h, sched_model *m, int index, int g
 }
 
 static test_req *hold_one_worker(harness *h, sched_model *m, int index) { return hold_one_worker_at(h, m, index, 0); }
+
+/* ---- how long a thread was kept off the CPU ---------------------------------------- */
+
+/* Seconds thread `tid` of this process has spent runnable but waiting for a CPU (the
+ * second field of /proc/self/task/TID/schedstat), or -1 when unknown. */
+static double run_queue_seconds(pid_t tid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", (int)tid);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  unsigned long long run_ns, wait_ns;
+  int n = fscanf(f, "%llu %llu", &run_ns, &wait_ns);
+  fclose(f);
+  return n == 2 ? (double)wait_ns * 1e-9 : -1;
+}
+
+/* Seconds the hypervisor ran something else on this machine's CPUs (the steal column of
+ * /proc/stat, all CPUs), or -1 when unknown. */
+static double steal_seconds(void) {
+  FILE *f = fopen("/proc/stat", "r");
+  if (!f) return -1;
+  unsigned long long v[8];
+  int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+                 &v[7]);
+  fclose(f);
+  long hz = sysconf(_SC_CLK_TCK);
+  return n == 8 && hz > 0 ? (double)v[7] / (double)hz : -1;
+}
+
+/* Where thread `tid` stood: its run-queue wait and the machine's steal time. */
+typedef struct cpu_mark {
+  pid_t tid;
+  double queued, stolen; /* seconds; -1: unknown */
+} cpu_mark;
+
+static cpu_mark cpu_mark_now(pid_t tid) { return (cpu_mark){tid, run_queue_seconds(tid), steal_seconds()}; }
+
+/* Seconds the thread was kept off the CPU since `mark` while it wanted to run (run-queue
+ * wait plus steal), or -1 when unknown. A duration is judged only when this is small. */
+static double off_cpu_since(cpu_mark mark) {
+  double queued = run_queue_seconds(mark.tid), stolen = steal_seconds();
+  if (mark.queued < 0 || mark.stolen < 0 || queued < 0 || stolen < 0) return -1;
+  return (queued - mark.queued) + (stolen - mark.stolen);
+}
+
+#define OFF_CPU_JUDGED 0.1 /* seconds: under this, a duration measured meanwhile counts */
 
 /* ==== setup =========================================================================== */
 
@@ -387,20 +461,17 @@ typedef struct submitter {
   test_req **reqs;
   int n;
   int refused;
-  bool retry; /* on UNAVAILABLE (queue full), sleep 2 ms and retry (bounded) */
+  bool retry; /* on UNAVAILABLE (queue full), sleep 2 ms and retry, for at most
+                 WAIT_SECONDS: the queue stays full that long only if no worker serves */
 } submitter;
 
 static void *submit_thread(void *arg) {
   submitter *s = arg;
   for (int i = 0; i < s->n; i++) {
-    inferd_code rc = INFERD_UNAVAILABLE;
-    for (int attempt = 0; attempt < 5000 && rc == INFERD_UNAVAILABLE; attempt++) {
-      rc = submit(s->m, s->reqs[i]);
-      if (rc == INFERD_UNAVAILABLE) {
-        if (!s->retry) break;
-        sleep_ms(2);
-      }
-    }
+    double until = core_now_seconds() + WAIT_SECONDS;
+    inferd_code rc;
+    while ((rc = submit(s->m, s->reqs[i])) == INFERD_UNAVAILABLE && s->retry && core_now_seconds() < until)
+      sleep_ms(2);
     if (rc != INFERD_OK) s->refused++;
   }
   return NULL;
@@ -510,9 +581,18 @@ static void test_queue_full_refuses_at_once(void **state) {
   hold_one_worker(&h, m, 0);
   for (int i = 1; i <= 4; i++) assert_int_equal(submit(m, new_req(&h, i, false)), INFERD_OK);
   test_req *over = new_req(&h, 5, false);
+  cpu_mark self = cpu_mark_now((pid_t)syscall(SYS_gettid));
   double t0 = core_now_seconds();
   assert_int_equal(submit(m, over), INFERD_UNAVAILABLE);
-  assert_true(core_now_seconds() - t0 < 0.5);
+  double took = core_now_seconds() - t0, off_cpu = off_cpu_since(self);
+  /* at once: it did not wait for room, which comes only when the held worker is let go
+   * (it is still held); nor for anything else, judged when this thread was not kept
+   * off the CPU meanwhile */
+  assert_int_equal(gate_held(&h, 0), 1);
+  if (off_cpu >= 0 && off_cpu < OFF_CPU_JUDGED && took >= 0.5) {
+    print_error("a refused submit took %.3f s (off the CPU %.3f s of it)\n", took, off_cpu);
+    fail();
+  }
   assert_int_equal(over->req.status.code, INFERD_UNAVAILABLE);
   assert_non_null(strstr(over->req.status.message, "queue is full"));
   sched_model_info info;
@@ -522,8 +602,6 @@ static void test_queue_full_refuses_at_once(void **state) {
   assert_int_equal(info.accepted, 5);
   gate_open(&h);
   assert_true(wait_completed(&h, 5));
-  sleep_ms(20);
-  assert_int_equal(atomic_load(&over->done_calls), 0); /* refused: done never called */
   check_all(&h);
   for (int i = 0; i < 5; i++) assert_int_equal(h.reqs[i].code, INFERD_OK);
   /* room again */
@@ -531,7 +609,8 @@ static void test_queue_full_refuses_at_once(void **state) {
   assert_int_equal(submit(m, again), INFERD_OK);
   assert_true(wait_completed(&h, 6));
   check_all(&h);
-  sched_model_free(m);
+  sched_model_free(m); /* every done has returned */
+  assert_int_equal(atomic_load(&over->done_calls), 0); /* refused: done never called */
   harness_free(&h);
   (void)state;
 }
@@ -547,11 +626,11 @@ static void test_deadline_expires_in_queue(void **state) {
   hold_one_worker(&h, m, 0);
   test_req *late = new_req(&h, 1, false); /* default deadline: enqueue + 100 ms */
   test_req *patient = new_req(&h, 2, false);
-  patient->req.deadline = core_now_seconds() + 60;
+  patient->req.deadline = core_now_seconds() + 10 * WAIT_SECONDS;
   assert_int_equal(submit(m, late), INFERD_OK);
   assert_int_equal(submit(m, patient), INFERD_OK);
   assert_true(late->req.deadline > late->req.enqueue_time);
-  sleep_ms(250);
+  while (core_now_seconds() <= late->req.deadline) sleep_ms(10); /* late's deadline passes while it is queued */
   gate_open(&h);
   assert_true(wait_completed(&h, 3));
   assert_int_equal(late->code, INFERD_TIMEOUT);
@@ -585,7 +664,7 @@ static void test_cancelled_is_skipped(void **state) {
   sched_request_cancel(&gone->req);
   gate_open(&h);
   assert_true(wait_completed(&h, 3));
-  sleep_ms(50);
+  sched_model_free(m); /* every done has returned: a second one would have been counted */
   assert_int_equal(atomic_load(&gone->done_calls), 1);
   assert_int_equal(gone->code, INFERD_TIMEOUT);
   assert_non_null(strstr(gone->req.status.message, "cancelled"));
@@ -594,21 +673,36 @@ static void test_cancelled_is_skipped(void **state) {
   check_all(&h);
   assert_int_equal(h.cancelled, 1);
   assert_int_equal(h.run, 2);
-  sched_model_free(m);
   harness_free(&h);
   (void)state;
 }
 
 typedef struct drain_arg {
   sched_model *m;
+  harness *h;
   atomic_bool finished;
+  int completed; /* done calls returned when drain returned */
 } drain_arg;
 
 static void *drain_thread(void *arg) {
   drain_arg *d = arg;
   sched_model_drain(d->m);
+  pthread_mutex_lock(&d->h->lock);
+  d->completed = d->h->completed;
+  pthread_mutex_unlock(&d->h->lock);
   atomic_store(&d->finished, true);
   return NULL;
+}
+
+/* Waits until the model is draining (bounded). */
+static bool wait_draining(sched_model *m) {
+  double until = core_now_seconds() + WAIT_SECONDS;
+  sched_model_info info;
+  for (;;) {
+    sched_model_describe(m, &info, NULL, 0);
+    if (info.draining || core_now_seconds() > until) return info.draining;
+    sleep_ms(1);
+  }
 }
 
 /* Drain: new submits refused at once, everything queued is answered, then it returns. */
@@ -626,12 +720,14 @@ static void test_drain_answers_queued_then_refuses(void **state) {
   int accepted = 2;
   for (int i = 2; i < 9; i++, accepted++) assert_int_equal(submit(m, new_req(&h, i, false)), INFERD_OK);
 
-  drain_arg d = {.m = m};
+  drain_arg d = {.m = m, .h = &h};
   pthread_t th;
   assert_int_equal(pthread_create(&th, NULL, drain_thread, &d), 0);
-  /* Submits race the drain's start; those accepted before it must be answered too. */
+  /* Submits race the drain's start; those accepted before it must be answered too.
+   * However long the drain thread takes to start, once it has, a submit is refused. */
   bool refused = false;
-  for (int i = 0; i < 100 && !refused; i++) {
+  for (int i = 0; !refused; i++) {
+    if (i == 100) assert_true(wait_draining(m)); /* no more room to race in */
     test_req *t = new_req(&h, 9 + i, false);
     inferd_code rc = submit(m, t);
     if (rc == INFERD_OK) {
@@ -643,13 +739,12 @@ static void test_drain_answers_queued_then_refuses(void **state) {
       refused = true;
     }
   }
-  assert_true(refused);
   assert_false(sched_model_ready(m));
-  sleep_ms(30);
   assert_false(atomic_load(&d.finished)); /* workers are held: drain must wait */
   gate_open(&h);
   pthread_join(th, NULL);
-  assert_int_equal(h.completed, accepted); /* every done returned before drain did */
+  assert_int_equal(d.completed, accepted); /* every done returned before drain did */
+  assert_int_equal(h.completed, accepted);
   check_all(&h);
   for (int i = 0; i < h.n_reqs; i++)
     if (atomic_load(&h.reqs[i].done_calls)) assert_int_equal(h.reqs[i].code, INFERD_OK);
@@ -664,7 +759,19 @@ static void test_drain_answers_queued_then_refuses(void **state) {
   (void)state;
 }
 
-/* Scale 1 -> 3 -> 1 -> 2 while a thread keeps submitting: nothing lost or doubled. */
+/* Waits until the model has accepted `n` requests (bounded). */
+static bool wait_accepted(sched_model *m, long n) {
+  double until = core_now_seconds() + WAIT_SECONDS;
+  sched_model_info info;
+  for (;;) {
+    sched_model_describe(m, &info, NULL, 0);
+    if (info.accepted >= n || core_now_seconds() > until) return info.accepted >= n;
+    sleep_ms(1);
+  }
+}
+
+/* Scale 1 -> 3 -> 1 -> 2 while a thread keeps submitting: nothing lost or doubled. Each
+ * step comes after another 20 of the 120 requests were accepted, however fast that is. */
 static void test_scale_under_load(void **state) {
   harness h;
   harness_init(&h);
@@ -686,7 +793,7 @@ static void test_scale_under_load(void **state) {
   sched_worker_info workers[8];
   const int steps[] = {3, 1, 2};
   for (size_t s = 0; s < CORE_ARRAY_LEN(steps); s++) {
-    sleep_ms(60);
+    assert_true(wait_accepted(m, 20 * (long)(s + 1)));
     assert_int_equal(sched_model_scale(m, steps[s], &st), INFERD_OK);
     assert_int_equal(sched_model_wait_ready(m, 60000, &st), INFERD_OK);
     int n = sched_model_describe(m, &info, workers, 8);
@@ -771,7 +878,7 @@ static void test_scale_to_zero_flushes_queue(void **state) {
   assert_int_equal(pthread_create(&th, NULL, scale_thread, &sa), 0);
   sched_worker_info w;
   bool stopping = false;
-  for (int i = 0; i < 500 && !stopping; i++) {
+  for (double until = core_now_seconds() + WAIT_SECONDS; !stopping && core_now_seconds() < until;) {
     sched_model_describe(m, NULL, &w, 1);
     stopping = w.state == SCHED_WORKER_STOPPING;
     if (!stopping) sleep_ms(5);
@@ -997,23 +1104,78 @@ static void test_bind_failure(void **state) {
   (void)state;
 }
 
+static int completed_now(harness *h) {
+  pthread_mutex_lock(&h->lock);
+  int n = h->completed;
+  pthread_mutex_unlock(&h->lock);
+  return n;
+}
+
+/* Waits until nothing is queued (bounded). */
+static bool wait_queue_empty(sched_model *m) {
+  double until = core_now_seconds() + WAIT_SECONDS;
+  sched_model_info info;
+  for (;;) {
+    sched_model_describe(m, &info, NULL, 0);
+    if (info.queue_depth == 0 || core_now_seconds() > until) return info.queue_depth == 0;
+    sleep_ms(1);
+  }
+}
+
+/* Waits until the model's one worker is idle: back from its batch with nothing queued
+ * (bounded). A request submitted before then finds it saturated, and may be held. */
+static bool wait_worker_idle(sched_model *m) {
+  double until = core_now_seconds() + WAIT_SECONDS;
+  sched_model_info info;
+  sched_worker_info w;
+  for (;;) {
+    bool idle = sched_model_describe(m, &info, &w, 1) == 1 && w.state == SCHED_WORKER_READY && info.queue_depth == 0;
+    if (idle || core_now_seconds() > until) return idle;
+    sleep_ms(1);
+  }
+}
+
+/* One worker held at the gate while one request queues behind it, then let go: the
+ * worker comes back saturated and holds that partial batch open for max_batch_delay
+ * (1 s). Returns how long the request waited, enqueue to batch start; *off_cpu gets
+ * how long the worker was kept off the CPU from the enqueue until it took the batch
+ * (its run-queue wait and the machine's steal time; -1: unknown). */
+static double held_partial_batch(harness *h, sched_model *m, int index, double *off_cpu) {
+  assert_true(wait_worker_idle(m));
+  gate_close(h);
+  test_req *held = hold_one_worker(h, m, index);
+  int before = completed_now(h);
+  cpu_mark worker = cpu_mark_now(held->worker_tid);
+  test_req *alone = new_req(h, index + 1, false);
+  assert_int_equal(submit(m, alone), INFERD_OK);
+  gate_open(h);
+  assert_true(wait_queue_empty(m)); /* the worker has taken it */
+  *off_cpu = off_cpu_since(worker);
+  assert_true(wait_completed(h, before + 2));
+  assert_int_equal(alone->code, INFERD_OK);
+  return alone->req.start_time - alone->req.enqueue_time;
+}
+
 /* max_batch_delay: no wait at low load; a saturated worker holds a partial batch until
- * it fills or the oldest has waited the delay; an idle peer ends the hold. */
+ * it fills or the oldest has waited the delay; an idle peer ends the hold.
+ * Where a hold must not happen or must end on an event, max_batch_delay is 10 minutes:
+ * a wrong hold outlasts wait_completed's bound instead of racing a time limit. */
 static void test_max_batch_delay(void **state) {
   harness h;
   harness_init(&h);
   sched_model_params p = base_params(&h);
   p.batch_size = 4;
-  p.max_batch_delay_ms = 1000; /* long, so a wrong hold stands out from scheduling noise */
+  p.max_batch_delay_ms = LONG_DELAY_MS;
   sched_model *m = start_model(&p);
 
-  /* low load: an idle worker runs a lone request at once */
+  /* low load: an idle worker runs a lone request at once (a hold would last 10 min) */
   test_req *lone = new_req(&h, 0, false);
   assert_int_equal(submit(m, lone), INFERD_OK);
   assert_true(wait_completed(&h, 1));
-  assert_true(lone->req.start_time - lone->req.enqueue_time < 0.5);
+  assert_int_equal(lone->code, INFERD_OK);
 
   /* saturated: the worker comes back to one queued request and holds it open... */
+  assert_true(wait_worker_idle(m));
   gate_close(&h);
   hold_one_worker(&h, m, 1);
   test_req *first = new_req(&h, 2, false);
@@ -1025,13 +1187,13 @@ static void test_max_batch_delay(void **state) {
   sched_model_info info;
   sched_worker_info w;
   bool holding = false;
-  for (int i = 0; i < 2000 && !holding; i++) {
+  for (double until = core_now_seconds() + WAIT_SECONDS; !holding && core_now_seconds() < until;) {
     sched_model_describe(m, &info, &w, 1);
     holding = w.state == SCHED_WORKER_READY && info.queue_depth == 1;
     if (!holding) sleep_ms(1);
   }
   assert_true(holding);
-  /* ...until it is full: then it goes at once, one batch of 4 */
+  /* ...until it is full: then it goes at once (else in 10 min), one batch of 4 */
   for (int i = 3; i < 6; i++) assert_int_equal(submit(m, new_req(&h, i, false)), INFERD_OK);
   assert_true(wait_completed(&h, 6));
   check_all(&h);
@@ -1039,44 +1201,60 @@ static void test_max_batch_delay(void **state) {
   assert_int_equal(h.n_batches, batches_before + 1);
   assert_int_equal(h.batch_sizes[batches_before], 4);
   pthread_mutex_unlock(&h.lock);
-  assert_true(first->req.start_time - first->req.enqueue_time < 1.0 + 0.25);
+  sched_model_free(m);
 
-  /* a partial batch leaves when its oldest has waited max_batch_delay */
-  gate_close(&h);
-  hold_one_worker(&h, m, 6);
-  test_req *alone = new_req(&h, 7, false);
-  assert_int_equal(submit(m, alone), INFERD_OK);
-  gate_open(&h);
-  assert_true(wait_completed(&h, 8));
-  double waited = alone->req.start_time - alone->req.enqueue_time;
-  if (waited < 0.99 || waited > 2.5) {
-    print_error("held %.3f s; max_batch_delay is 1 s\n", waited);
-    fail();
+  /* A partial batch leaves when its oldest has waited max_batch_delay (1 s): never
+   * before, and by itself (nothing else ends this hold); no later than 2.5 s in all.
+   * That bound is judged only when the worker was kept off the CPU for under 0.1 s
+   * while it held the batch (a loaded machine delays its wake-up, not the batcher);
+   * else the hold is measured again, at most 3 times, and a machine too busy for all
+   * 3 leaves it unjudged. */
+  p.max_batch_delay_ms = 1000;
+  m = start_model(&p);
+  bool judged = false;
+  for (int attempt = 1; attempt <= 3 && !judged; attempt++) {
+    double off_cpu, waited = held_partial_batch(&h, m, 2 * attempt, &off_cpu);
+    if (waited < 1.0 - 1e-6) {
+      print_error("held %.3f s; max_batch_delay is 1 s\n", waited);
+      fail();
+    }
+    if (off_cpu >= 0 && off_cpu < OFF_CPU_JUDGED) {
+      judged = true;
+      if (waited > 2.5) {
+        print_error("held %.3f s, the worker off the CPU for %.3f s of it; max_batch_delay is 1 s\n", waited, off_cpu);
+        fail();
+      }
+    } else {
+      print_message("attempt %d: held %.3f s with the worker off the CPU for %.3f s: not judged\n", attempt, waited,
+                    off_cpu);
+    }
   }
+  if (!judged) print_message("inconclusive: the end of a held batch was not judged (the machine was too busy)\n");
   check_all(&h);
   sched_model_free(m);
 
-  /* two workers: the hold ends as soon as the other worker is idle */
+  /* two workers: the hold ends as soon as the other worker is idle (else in 10 min) */
   p.workers = 2;
-  p.max_batch_delay_ms = 5000;
+  p.max_batch_delay_ms = LONG_DELAY_MS;
   m = start_model(&p);
+  int done = completed_now(&h);
   gate_close(&h);
   hold_one_worker(&h, m, 8);
   hold_one_worker(&h, m, 9);
   test_req *third = new_req(&h, 10, false);
   assert_int_equal(submit(m, third), INFERD_OK);
-  double opened = core_now_seconds();
   gate_open(&h);
-  assert_true(wait_completed(&h, 11));
+  assert_true(wait_completed(&h, done + 3));
   assert_int_equal(third->code, INFERD_OK);
-  assert_true(third->req.start_time - opened < 1.0);
   check_all(&h);
   sched_model_free(m);
 
   /* A worker that went idle (a peer was holding) and is woken by an arrival runs it at
-   * once, even with its peer busy: having queued before does not make it hold later. */
-  p.max_batch_delay_ms = 1000;
+   * once, even with its peer busy: having queued before does not make it hold later.
+   * Its peer stays held at gate 1 until the request is done, so no peer goes idle to
+   * end a hold, and a hold would last 10 min. */
   m = start_model(&p);
+  done = completed_now(&h);
   gate_close_n(&h, 0);
   gate_close_n(&h, 1);
   hold_one_worker(&h, m, 13);
@@ -1088,14 +1266,12 @@ static void test_max_batch_delay(void **state) {
   assert_true(gate_wait_entered_n(&h, 1, 1));
   test_req *woken = new_req(&h, 16, false); /* the idle worker is woken while its peer is busy */
   assert_int_equal(submit(m, woken), INFERD_OK);
-  assert_true(wait_completed(&h, 14));
-  double woken_wait = woken->req.start_time - woken->req.enqueue_time;
+  assert_true(wait_completed(&h, done + 3));
+  assert_int_equal(atomic_load(&woken->done_calls), 1);
+  assert_int_equal(woken->code, INFERD_OK);
+  assert_int_equal(gate_held(&h, 1), 1); /* `next` still held: its worker was never idle */
   gate_open_n(&h, 1);
-  assert_true(wait_completed(&h, 15));
-  if (woken_wait > 0.5) {
-    print_error("a request arriving to an idle worker waited %.3f s\n", woken_wait);
-    fail();
-  }
+  assert_true(wait_completed(&h, done + 4));
   check_all(&h);
   sched_model_free(m);
 
@@ -1105,8 +1281,8 @@ static void test_max_batch_delay(void **state) {
   p.batch_size = 8;
   p.job_queue_size = 4;
   p.workers = 1;
-  p.max_batch_delay_ms = 600000;
   m = start_model(&p);
+  done = completed_now(&h);
   gate_close(&h);
   hold_one_worker(&h, m, 19);
   for (int i = 0; i < 4; i++) assert_int_equal(submit(m, new_req(&h, 20 + i, false)), INFERD_OK);
@@ -1114,7 +1290,7 @@ static void test_max_batch_delay(void **state) {
   batches_before = h.n_batches;
   pthread_mutex_unlock(&h.lock);
   gate_open(&h);
-  assert_true(wait_completed(&h, 20));
+  assert_true(wait_completed(&h, done + 5));
   pthread_mutex_lock(&h.lock);
   assert_int_equal(h.n_batches, batches_before + 1);
   assert_int_equal(h.batch_sizes[batches_before], 4);
@@ -1124,18 +1300,17 @@ static void test_max_batch_delay(void **state) {
   p.batch_size = 4;
   p.job_queue_size = 64;
 
-  /* max_batch_delay 0: never holds */
-  p.workers = 1;
+  /* max_batch_delay 0: never holds (a hold with no end would outlast wait_completed) */
   p.max_batch_delay_ms = 0;
   m = start_model(&p);
+  done = completed_now(&h);
   gate_close(&h);
   hold_one_worker(&h, m, 23);
   test_req *quick = new_req(&h, 24, false);
   assert_int_equal(submit(m, quick), INFERD_OK);
-  opened = core_now_seconds();
   gate_open(&h);
-  assert_true(wait_completed(&h, 22));
-  assert_true(quick->req.start_time - opened < 0.5);
+  assert_true(wait_completed(&h, done + 2));
+  assert_int_equal(quick->code, INFERD_OK);
   check_all(&h);
   sched_model_free(m);
   harness_free(&h);
