@@ -8,11 +8,15 @@ talks to it with Python requests from many threads:
      over 12 distinct photos; every request gets exactly one response, all 200, each
      the answer for its own image (top-5 labels equal to the image's answer served
      alone, probabilities within 1e-4); the batch-size histogram in /metrics shows
-     batches larger than 1.
+     batches larger than 1: that is owed once /metrics, scraped meanwhile, saw 2 or
+     more requests queued (a worker takes what is queued, up to batchSize); a run where
+     it never did (clients slower than the server) leaves it unjudged.
   2. overload: job_queue_size=4, one worker on one core, 64 clients at once; the
      overflow gets 503 TorchServe errors with Retry-After at once, the rest 200; no
-     request hangs (each has a timeout, the whole part a deadline).
+     request hangs (each has a timeout, the whole part a deadline). A burst the server
+     kept up with (no 503) does not count: again, at most 3 times.
   3. drain: requests queued when SIGTERM arrives are answered 200, the server exits 0.
+No check depends on how fast the machine is: bounds on time are only for hangs.
 
     serve_concurrency.py INFERD SOURCE_DIR WORK_DIR
 """
@@ -176,6 +180,36 @@ def same_answer(a, b):
     return list(a) == list(b) and all(abs(a[k] - b[k]) < 1e-4 for k in a)
 
 
+def queue_depth(metrics_text):
+    for line in metrics_text.splitlines():
+        if line.startswith('inferd_queue_depth{model_name="mobilenet"'):
+            return int(float(line.split()[-1]))
+    return 0
+
+
+class DepthWatch:
+    """Scrapes /metrics until stopped; `most` is the deepest queue it saw."""
+
+    def __init__(self, url):
+        self.url, self.most, self.done = url, 0, threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        session = requests.Session()
+        while not self.done.is_set():
+            try:
+                self.most = max(self.most, queue_depth(session.get(self.url, timeout=30).text))
+            except requests.RequestException:
+                pass
+            self.done.wait(0.02)
+
+    def stop(self):
+        self.done.set()
+        self.thread.join(60)
+        return self.most
+
+
 def batch_histogram(metrics_text):
     count = le1 = None
     for line in metrics_text.splitlines():
@@ -201,8 +235,10 @@ def part_batching(inferd, src, work):
             expected.append(json.loads(r.text))
         check(len({tuple(e) for e in expected}) > 4, "the 12 photos have distinct answers served alone")
 
+        watch = DepthWatch(server.metrics)
         results, finished, seconds = run_clients(
             100, 1000, lambda s, k: server.predict(s, images[k % len(images)]), deadline_s=600)
+        deepest = watch.stop()
         check(finished, "100 clients x 1000 requests finished in %.1f s" % seconds)
         check(len(results) == 1000 and all(len(v) == 1 for v in results.values()),
               "every one of the 1000 requests got exactly one response")
@@ -215,8 +251,13 @@ def part_batching(inferd, src, work):
                  and not same_answer(json.loads(v[0].text), expected[k % len(images)])]
         check(not wrong, "each client got its own image's answer (%d mismatches)" % len(wrong))
         count, le1 = batch_histogram(requests.get(server.metrics, timeout=30).text)
-        check(count is not None and le1 is not None and count > le1,
-              "/metrics batch-size histogram shows batches larger than 1 (%s of %s batches had 1)" % (le1, count))
+        if deepest >= 2:
+            check(count is not None and le1 is not None and count > le1,
+                  "/metrics batch-size histogram shows batches larger than 1 (%s of %s batches had 1; up to %d "
+                  "requests were queued)" % (le1, count, deepest))
+        else:
+            print("     inconclusive: /metrics never saw 2 requests queued; batches of 1 are all it owes (%s of %s)"
+                  % (le1, count), flush=True)
         status = server.stop()
         check(status == 0, "SIGTERM: exit status %s" % status)
     finally:
@@ -232,28 +273,38 @@ def part_overload(inferd, src, work):
         "cpu_launcher_enable=true", "cpu_launcher_args=--ncores_per_instance 1",
     ])
     try:
-        barrier = threading.Barrier(64, timeout=60)
+        base = len(failures)
+        for attempt in range(1, 4):
+            barrier = threading.Barrier(64, timeout=120)
 
-        def burst(session, k):
-            if k < 64:
-                barrier.wait()  # the first 64 requests leave together
-            return server.predict(session, image)
+            def burst(session, k):
+                if k < 64:
+                    barrier.wait()  # the first 64 requests leave together
+                return server.predict(session, image)
 
-        results, finished, seconds = run_clients(64, 256, burst, deadline_s=300)
-        check(finished, "64 clients x 256 requests against job_queue_size=4 finished in %.1f s (no hang)" % seconds)
-        responses = [v[0] for v in results.values()]
-        check(len(results) == 256 and all(len(v) == 1 for v in results.values()),
-              "every one of the 256 requests got exactly one response")
-        codes = {}
-        for r in responses:
-            key = r.status_code if isinstance(r, requests.Response) else type(r).__name__
-            codes[key] = codes.get(key, 0) + 1
-        check(set(codes) <= {200, 503} and codes.get(200, 0) > 0 and codes.get(503, 0) > 0,
-              "the overflow got 503, the rest 200 (%s)" % codes)
-        busy = [r for r in responses if isinstance(r, requests.Response) and r.status_code == 503]
-        ok = all(r.headers.get("Retry-After") == "1" and r.json()["code"] == 503 and
-                 r.json()["type"] == "ServiceUnavailableException" for r in busy)
-        check(ok, "each 503 is a TorchServe error with Retry-After: 1")
+            results, finished, seconds = run_clients(64, 256, burst, deadline_s=300)
+            check(finished, "64 clients x 256 requests against job_queue_size=4 finished in %.1f s (no hang)" % seconds)
+            responses = [v[0] for v in results.values()]
+            check(len(results) == 256 and all(len(v) == 1 for v in results.values()),
+                  "every one of the 256 requests got exactly one response")
+            codes = {}
+            for r in responses:
+                key = r.status_code if isinstance(r, requests.Response) else type(r).__name__
+                codes[key] = codes.get(key, 0) + 1
+            check(set(codes) <= {200, 503} and codes.get(200, 0) > 0, "each answered 200 or 503 (%s)" % codes)
+            if len(failures) > base:
+                break
+            if not codes.get(503):
+                print("     attempt %d does not count: the worker kept up, the queue never overflowed" % attempt,
+                      flush=True)
+                continue
+            busy = [r for r in responses if isinstance(r, requests.Response) and r.status_code == 503]
+            ok = all(r.headers.get("Retry-After") == "1" and r.json()["code"] == 503 and
+                     r.json()["type"] == "ServiceUnavailableException" for r in busy)
+            check(ok, "the overflow got 503, each a TorchServe error with Retry-After: 1 (%s)" % codes)
+            break
+        else:
+            check(False, "3 bursts: the queue never overflowed, no 503 to check")
         check(requests.get(server.url + "/ping", timeout=30).status_code == 200, "/ping still 200 after the overload")
         status = server.stop()
         check(status == 0, "SIGTERM: exit status %s" % status)
@@ -284,7 +335,7 @@ def part_drain(inferd, src, work):
         threads = [threading.Thread(target=client, daemon=True) for _ in range(48)]
         for t in threads:
             t.start()
-        pending, deadline = 0, time.time() + 30
+        pending, deadline = 0, time.time() + 120
         while pending < 6 and time.time() < deadline:  # wait until requests are queued
             described = requests.get(server.management + "/models/mobilenet", headers=server.management_headers,
                                      timeout=30).json()
