@@ -591,7 +591,8 @@ static int server_setup_keys(void **state, double minutes) {
 }
 
 static int server_setup(void **state) { return server_setup_keys(state, 0); }
-static int server_setup_half_minute_keys(void **state) { return server_setup_keys(state, 0.5); }
+/* 10.5 minutes: a fraction, and far longer than the test takes on any machine */
+static int server_setup_fractional_minute_keys(void **state) { return server_setup_keys(state, 10.5); }
 /* 0.0001 minutes is 0 whole seconds: the keys are expired as soon as they are made. */
 static int server_setup_expired_keys(void **state) { return server_setup_keys(state, 0.0001); }
 
@@ -616,7 +617,7 @@ static int exchange(server_fixture *f, http_api api, const char *request, char *
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)http_server_port(f->server, api))};
   sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  struct timeval tv = {10, 0};
+  struct timeval tv = {120, 0}; /* only a hung server takes this long */
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   if (connect(fd, (struct sockaddr *)&sin, sizeof sin) != 0) {
     close(fd);
@@ -716,7 +717,7 @@ static void expect_with_key(server_fixture *f, http_api api, const char *method_
   expect_response(f, api, request, status, NULL);
 }
 
-/* token_expiration_min=0.5: both keys expire 30 s after they were made; they work now. */
+/* token_expiration_min=10.5: both keys expire 630 s after they were made; they work now. */
 static void test_keys_live_token_expiration_min(void **state) {
   server_fixture *f = *state;
   time_t now = time(NULL);
@@ -725,9 +726,9 @@ static void test_keys_live_token_expiration_min(void **state) {
   const char *kinds[] = {"management", "inference"};
   for (int i = 0; i < 2; i++) {
     read_key(f, kinds[i], key, sizeof key, &expires);
-    if (expires < f->started + 30 || expires > now + 30)
-      fail_msg("%s key expires at %lld, want %lld..%lld", kinds[i], (long long)expires, (long long)f->started + 30,
-               (long long)now + 30);
+    if (expires < f->started + 630 || expires > now + 630)
+      fail_msg("%s key expires at %lld, want %lld..%lld", kinds[i], (long long)expires, (long long)f->started + 630,
+               (long long)now + 630);
   }
   read_key(f, "management", key, sizeof key, &expires);
   expect_with_key(f, HTTP_API_MANAGEMENT, "GET /models", key, 200);
@@ -854,7 +855,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_server_drain, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_key_file_private, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_checks_during_renewals, server_setup, server_teardown),
-      cmocka_unit_test_setup_teardown(test_keys_live_token_expiration_min, server_setup_half_minute_keys,
+      cmocka_unit_test_setup_teardown(test_keys_live_token_expiration_min, server_setup_fractional_minute_keys,
                                       server_teardown),
       cmocka_unit_test_setup_teardown(test_expired_keys_refused, server_setup_expired_keys, server_teardown),
   };
