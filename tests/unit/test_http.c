@@ -789,7 +789,8 @@ static void test_key_file_private(void **state) {
 
 /* Key checks stay right while /token replaces the key set again and again: a thread
  * asks GET /models with the management key while the test renews the inference key 100
- * times. Each renewal builds a new set from the current one and frees the old one once
+ * times, and on until the thread has made 20 checks (however the two are scheduled, the
+ * checks overlap the renewals; 120 s bound only a hang). Each renewal builds a new set from the current one and frees the old one once
  * no HTTP thread can be reading it; the management key is the same in every set, so
  * never a 401. (A read of a freed set would take a race of a few instructions: the
  * sanitizer build is not expected to catch one here.) */
@@ -797,7 +798,8 @@ typedef struct checker {
   server_fixture *f;
   const char *key;
   atomic_bool stop;
-  int sent, bad;
+  atomic_int sent; /* read by the renewing thread */
+  int bad;
   char last_bad[256];
 } checker;
 
@@ -806,7 +808,7 @@ static void *check_models(void *arg) {
   char request[512], response[8192];
   snprintf(request, sizeof request, "GET /models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
            "Connection: close\r\n\r\n", c->key);
-  for (int i = 0; i < 5000 && !atomic_load(&c->stop); i++, c->sent++) {
+  for (int i = 0; i < 5000 && !atomic_load(&c->stop); i++, atomic_fetch_add(&c->sent, 1)) {
     int got = 0;
     if (exchange(c->f, HTTP_API_MANAGEMENT, request, response, sizeof response) <= 0 ||
         sscanf(response, "HTTP/1.%*d %d", &got) != 1 || got != 200) {
@@ -826,11 +828,15 @@ static void test_checks_during_renewals(void **state) {
   checker c = {.f = f, .key = management};
   pthread_t thread;
   assert_int_equal(pthread_create(&thread, NULL, check_models, &c), 0);
-  for (int i = 0; i < 100; i++) expect_with_key(f, HTTP_API_MANAGEMENT, "GET /token?type=inference", api, 200);
+  double until = core_now_seconds() + 120;
+  int renewals = 0;
+  for (; (renewals < 100 || atomic_load(&c.sent) < 20) && core_now_seconds() < until; renewals++)
+    expect_with_key(f, HTTP_API_MANAGEMENT, "GET /token?type=inference", api, 200);
   atomic_store(&c.stop, true);
   assert_int_equal(pthread_join(thread, NULL), 0);
-  if (c.bad) fail_msg("%d of %d checks with the management key failed; last: %s", c.bad, c.sent, c.last_bad);
-  assert_true(c.sent > 0);
+  int sent = atomic_load(&c.sent);
+  if (c.bad) fail_msg("%d of %d checks with the management key failed; last: %s", c.bad, sent, c.last_bad);
+  if (sent < 20) fail_msg("%d checks during %d renewals in 120 s", sent, renewals);
 }
 
 static void test_server_drain(void **state) {
