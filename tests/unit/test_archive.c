@@ -703,7 +703,7 @@ static void zip_bombs(void **state) {
  * accepted, then its directory refused (fuzz_manifest). */
 static void deep_names(void **state) {
   (void)state;
-  char deep15[256] = "", deep16[256];
+  char deep15[64] = "", deep16[80]; /* 30 and 32 characters */
   for (int i = 0; i < 15; i++) strcat(deep15, "d/");
   snprintf(deep16, sizeof deep16, "d/%s", deep15);
   char file15[300], file16[300], dir16[300];
