@@ -48,6 +48,7 @@
   X(METHOD, 405, "Method Not Allowed", "MethodNotAllowedException")                          \
   X(CONFLICT, 409, "Conflict", "ConflictStatusException")                                    \
   X(TOO_LARGE, 413, "Payload Too Large", "RequestEntityTooLargeException")                   \
+  X(CLIENT_GONE, 499, "Client Closed Request", "ClientClosedRequestException")                \
   X(INTERNAL, 500, "Internal Server Error", "InternalServerException")                       \
   X(UNSUPPORTED, 501, "Not Implemented", "UnsupportedOperationException")                    \
   X(UNAVAILABLE, 503, "Service Unavailable", "ServiceUnavailableException")                  \

@@ -22,18 +22,22 @@
  * Every accepted request gets exactly one response, from exactly one of steps 1-3
  * or 5.
  *
- * A client that goes away while its job is queued: h2o disposes the request, the
- * dispose hook in the request's pool clears job->req and cancels the job (the
- * scheduler skips it if it has not run); the job still comes back through step 5 and
- * is recycled there without an answer.
+ * A client that goes away while its job is queued: over HTTP/2, h2o disposes the
+ * request, and the dispose hook in the request's pool clears job->req and cancels the
+ * job (the scheduler skips it if it has not run); the job still comes back through
+ * step 5 and is recycled there without an answer. Over HTTP/1.x h2o does not read the
+ * connection while a request on it is processed, so it never sees the client leave:
+ * the tick below peeks at the socket instead.
  *
  * Response timeout: a waiting request is on its loop's `waiting` list with its
  * deadline (received + the model's response_timeout). While the list is not empty a
  * tick runs every 100 ms (h2o's hundred_ms_timeout) and answers 504 to every request
- * past its deadline, then lets it go as a client that left: req cleared, the dispose
- * hook disarmed, its jobs cancelled. So a client waits at most about response_timeout,
+ * past its deadline, and 499 to every HTTP/1 request whose client closed its
+ * connection, then lets it go as a client that left: req cleared, the dispose hook
+ * disarmed, its jobs cancelled. So a client waits at most about response_timeout,
  * even when its batch runs longer (the engine cannot stop a batch; the scheduler's own
- * deadline check happens only when a worker takes the request).
+ * deadline check happens only when a worker takes the request), and a client that
+ * left stops holding the model within about 100 ms.
  *
  * The jobs are shared with KServe v2 infer (http_v2.c): http__job_get / http__job_put
  * recycle them, http__job_submit queues one with on_done as its callback, and
@@ -52,8 +56,11 @@
  * Threading: everything here runs on the loop thread that owns the request, except
  * on_done (worker threads), which touches only the job's code and message.
  */
+#include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "http/http_internal.h"
 
@@ -117,21 +124,54 @@ static void on_request_dispose(void *p) {
   http__job_cancel(first);
 }
 
-/* ---- response timeout ------------------------------------------------------------------------- */
+/* ---- response timeout and clients that left ------------------------------------------------ */
 
+/* An HTTP/1.x client that closed its connection while its request waits. h2o 2.2 stops
+ * reading an HTTP/1 connection while a request on it is processed, so it cannot see the
+ * close and never disposes the request: peek at the socket instead. End of stream or a
+ * reset means the client left (a client that only shut down its sending side is taken as
+ * gone too, as nginx does). HTTP/2 keeps reading: a reset stream disposes the request. */
+static bool client_left(h2o_req_t *req) {
+  if (req->version >= 0x200 || !req->conn->callbacks->get_socket) return false;
+  h2o_socket_t *sock = req->conn->callbacks->get_socket(req->conn);
+  int fd = sock ? h2o_socket_get_fd(sock) : -1;
+  if (fd < 0) return false;
+  char byte;
+  ssize_t n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* Answers a waiting request now (504 at its deadline; 499, which nobody reads, when its
+ * client left, so that h2o writes, fails and closes the connection) and lets it go as a
+ * client that left: req cleared, the dispose hook disarmed, its jobs cancelled (a job
+ * the scheduler has not run is skipped; every job still comes back through
+ * on_jobs_done, which recycles it without an answer). */
+static void let_go(http__job *first, bool client_gone) {
+  h2o_linklist_unlink(&first->waiting);
+  http__model *m = first->model;
+  int status = 499;
+  if (client_gone)
+    http__send_error(first->req, HTTP__E_CLIENT_GONE, "The client closed the connection before the answer");
+  else
+    status = http__send_job_error(first->req, m, INFERD_TIMEOUT, NULL);
+  metrics_model_response(m->metrics, status);
+  *first->hook = NULL; /* answered: the dispose hook must not touch the job */
+  first->req = NULL;
+  http__job_cancel(first);
+}
+
+/* Every 100 ms while requests wait: those past their response timeout, and HTTP/1
+ * requests whose client left. */
 static void on_deadline_tick(h2o_timeout_entry_t *entry) {
   http__loop *loop = H2O_STRUCT_FROM_MEMBER(http__loop, deadline_tick, entry);
   double now = core_now_seconds();
   for (h2o_linklist_t *node = loop->waiting.next, *next; node != &loop->waiting; node = next) {
     next = node->next;
     http__job *first = H2O_STRUCT_FROM_MEMBER(http__job, waiting, node);
-    if (now < first->deadline) continue;
-    h2o_linklist_unlink(node);
-    http__model *m = first->model;
-    metrics_model_response(m->metrics, http__send_job_error(first->req, m, INFERD_TIMEOUT, NULL));
-    *first->hook = NULL; /* answered: the dispose hook must not touch the job */
-    first->req = NULL;
-    http__job_cancel(first);
+    if (now >= first->deadline)
+      let_go(first, false);
+    else if (client_left(first->req))
+      let_go(first, true);
   }
   if (!h2o_linklist_is_empty(&loop->waiting))
     h2o_timeout_link(loop->ctx.loop, &loop->ctx.hundred_ms_timeout, &loop->deadline_tick);
@@ -143,8 +183,7 @@ void http__job_wait(http__job *first, h2o_req_t *req) {
   *first->hook = first;
   http__loop *loop = first->loop;
   int timeout_s = first->model->response_timeout_s;
-  if (timeout_s <= 0) return;
-  first->deadline = first->received + timeout_s;
+  first->deadline = timeout_s > 0 ? first->received + timeout_s : INFINITY;
   h2o_linklist_insert(&loop->waiting, &first->waiting);
   if (!h2o_timeout_is_linked(&loop->deadline_tick))
     h2o_timeout_link(loop->ctx.loop, &loop->ctx.hundred_ms_timeout, &loop->deadline_tick);
