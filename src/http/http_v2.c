@@ -40,7 +40,7 @@
  * request holds at most that many jobs. Queue full part-way: 503 + Retry-After at once,
  * the rows already queued are cancelled and recycled when they come back.
  * A client that goes away, or whose response_timeout passes: http__job_wait (on the
- * first row) cancels every row; they still come back and are recycled without an
+ * first row; see http_predict.c for how a client leaving is seen) cancels every row; they still come back and are recycled without an
  * answer.
  *
  * Memory: the parsed input and the answer live in the request's h2o pool; jobs are
@@ -494,6 +494,29 @@ static void append_binary(http__buf *b, const http__job *first, size_t offset, s
   }
 }
 
+/* The answer's size: at least `lower` (a float takes 3 bytes or more inline: "0, "), at
+ * most `upper` (17: "-1.23456789e-38, "; a name 6 per byte escaped); `binary` of it
+ * binary tensor data. Known from the parsed request alone, before anything runs. */
+static void answer_bounds(const http__model *m, const http_v2_request *parsed, size_t *lower, size_t *upper,
+                          size_t *binary) {
+  *lower = *binary = 0;
+  *upper = 256 + 6 * strlen(m->name) + 6 * strlen(m->version) + 6 * parsed->id_len;
+  for (int j = 0; j < parsed->output_count; j++) {
+    inferd_tensor_info t;
+    size_t floats = (size_t)parsed->rows * sched_model_output_item(m->sched, parsed->outputs[j]);
+    bool described = inferd_model_output(m->engine, parsed->outputs[j], &t) == INFERD_OK && t.name;
+    *upper += 128 + (described ? 6 * strlen(t.name) + 24 * (size_t)t.rank : 0);
+    if (parsed->output_binary[j]) {
+      *binary += floats * sizeof(float);
+      *lower += floats * sizeof(float);
+      *upper += floats * sizeof(float);
+    } else {
+      *lower += 3 * floats;
+      *upper += 17 * floats;
+    }
+  }
+}
+
 /* All rows are back and the client is still there (loop thread). The outputs asked for,
  * in the request's order: inline as JSON numbers, or as binary tensor data after the
  * JSON in that same order (then with Inference-Header-Content-Length). */
@@ -509,35 +532,13 @@ static void answer(http__job *first) {
     }
   }
   int rows = parsed->rows;
-  /* The answer's size: at least `lower` (a float takes 3 bytes or more inline: "0, "),
-   * at most `upper` (17: "-1.23456789e-38, "; a name 6 per byte escaped). A response
-   * whose lower bound is above max_response_size is refused before any is built. */
-  size_t lower = 0, upper = 256 + 6 * strlen(m->name) + 6 * strlen(m->version) + 6 * parsed->id_len,
-         binary_bytes = 0;
-  for (int j = 0; j < parsed->output_count; j++) {
-    inferd_tensor_info t;
-    size_t floats = (size_t)rows * sched_model_output_item(m->sched, parsed->outputs[j]);
-    bool described = inferd_model_output(m->engine, parsed->outputs[j], &t) == INFERD_OK && t.name;
-    upper += 128 + (described ? 6 * strlen(t.name) + 24 * (size_t)t.rank : 0);
-    if (parsed->output_binary[j]) {
-      binary_bytes += floats * sizeof(float);
-      lower += floats * sizeof(float);
-      upper += floats * sizeof(float);
-    } else {
-      lower += 3 * floats;
-      upper += 17 * floats;
-    }
-  }
-  int64_t limit = http__loop_of(req)->server->config->max_response_size;
-  if ((uint64_t)lower > (uint64_t)limit) {
-    http__send_error(req, HTTP__E_INTERNAL,
-                     "Model \"%s\": the response is at least %zu bytes, more than max_response_size (%lld bytes)",
-                     m->name, lower, (long long)limit);
-    metrics_model_response(m->metrics, 500);
-    return;
-  }
+  size_t lower, upper, binary_bytes;
+  answer_bounds(m, parsed, &lower, &upper, &binary_bytes);
+  /* infer() refused what cannot fit before it ran anything; an answer that grows past
+   * the limit stops being formatted there and is refused below. */
+  size_t limit = (size_t)http__loop_of(req)->server->config->max_response_size;
   http__buf b;
-  http__buf_init(&b, &req->pool, upper);
+  http__buf_init(&b, &req->pool, upper < limit ? upper : limit + 1);
   http__buf_append(&b, "{\"model_name\": ", 15);
   http__buf_json_string(&b, m->name, strlen(m->name));
   http__buf_append(&b, ", \"model_version\": ", 19);
@@ -562,13 +563,14 @@ static void answer(http__job *first) {
     }
     http__buf_append(&b, ", \"data\": [", 11);
     bool comma = false;
-    for (const http__job *row = first; row; row = row->next_row)
+    for (const http__job *row = first; row && b.len <= limit; row = row->next_row)
       for (size_t k = 0; k < elems; k++) {
         if (comma) http__buf_append(&b, ", ", 2);
         json_number(&b, row->output[offset + k]);
         comma = true;
       }
     http__buf_append(&b, "]}", 2);
+    if (b.len > limit) break;
   }
   if (binary_bytes == 0) {
     http__buf_append(&b, "]}\n", 3);
@@ -692,6 +694,19 @@ static void infer(http_server *s, h2o_req_t *req, h2o_iovec_t name, h2o_iovec_t 
   if (code != INFERD_OK) {
     http__send_status(req, &st);
     metrics_model_response(m->metrics, http__error_status(http__error_from_code(code)));
+    http__model_release(m);
+    return;
+  }
+  /* An answer whose smallest possible size is above max_response_size is refused before
+   * any row runs. */
+  size_t lower, upper, binary_bytes;
+  answer_bounds(m, &call->parsed, &lower, &upper, &binary_bytes);
+  int64_t limit = s->config->max_response_size;
+  if ((uint64_t)lower > (uint64_t)limit) {
+    http__send_error(req, HTTP__E_INTERNAL,
+                     "Model \"%s\": the response is at least %zu bytes, more than max_response_size (%lld bytes)",
+                     m->name, lower, (long long)limit);
+    metrics_model_response(m->metrics, 500);
     http__model_release(m);
     return;
   }

@@ -174,6 +174,10 @@ too_large() { # LIMIT: the condition on a 500 for a body above LIMIT (TorchServe
 too_large_v2() { # LIMIT: the same under /v2 (the Open Inference Protocol's error JSON)
   echo "list(r) == ['error'] and 'bytes, more than max_response_size ($1 bytes)' in r['error']"
 }
+mlp_ran() { # rows of mlp that have run (/metrics counts a row once its batch has ended)
+  curl -s --max-time 60 "http://127.0.0.1:$METRICS_PORT/metrics" |
+    awk 'index($0, "inferd_inference_latency_milliseconds_count{model_name=\"mlp\"") == 1 { v = $NF } END { print v + 0 }'
+}
 I="http://127.0.0.1"
 for limit in 250 100; do
   serve_ports
@@ -196,9 +200,14 @@ for limit in 250 100; do
   else
     icall "limit 100: /predictions" 500 "$(too_large 100)" -T "$WORK/chelsea.jpg" "$I:$INFERENCE_PORT/predictions/small"
     icall "limit 100: v2 JSON, 1 row" 500 "$(too_large_v2 100)" -d "$(mlp_rows 1)" "$V2"
-    # 8 x 4 floats binary are 128 bytes: refused before the answer is built
+    # 8 x 4 floats binary are 128 bytes: refused before any row runs (the rows mlp has
+    # run, as /metrics counts them, do not change)
+    ran_before=$(mlp_ran)
     icall "limit 100: v2 binary, 8 rows (at least 128 bytes)" 500 \
       "$(too_large_v2 100) and 'at least 128 bytes' in r['error']" -d "$(mlp_rows 8 binary)" "$V2"
+    ran_after=$(mlp_ran)
+    [ "$ran_after" = "$ran_before" ] && echo "ok   limit 100: none of the 8 rows ran ($ran_before rows before and after)" ||
+      fail "limit 100: the refused request ran rows ($ran_before rows before, $ran_after after)"
   fi
   icall "limit $limit: still healthy" 200 'r["status"] == "Healthy"' "$I:$INFERENCE_PORT/ping"
   serve_stop 60
