@@ -196,8 +196,9 @@ size_t sched_model_output_item(const sched_model *m, int i);
 bool sched_model_ready(sched_model *m);
 /* Waits until no worker is still starting or has yet to re-bind after a scale, or
  * timeout_ms (< 0: no limit) passes.
- * OK when ready; otherwise the first start failure's code and message, UNAVAILABLE
- * (no workers, or draining) or TIMEOUT. */
+ * OK when ready and no worker failed to start; otherwise the first start failure's code
+ * and message (also when other workers keep the model ready: a scale-up whose new
+ * workers failed), UNAVAILABLE (no workers, or draining) or TIMEOUT. */
 inferd_code sched_model_wait_ready(sched_model *m, int timeout_ms, inferd_status *status);
 
 /* Queues `request`; never blocks on the engine. OK: the scheduler owns the request

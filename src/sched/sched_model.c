@@ -388,14 +388,17 @@ inferd_code sched_model_wait_ready(sched_model *m, int timeout_ms, inferd_status
       break;
     }
   }
-  if (rc == INFERD_OK && !ready_locked(m)) {
+  if (rc == INFERD_OK) {
+    /* A worker that failed to start fails the wait even when others keep the model
+     * ready: a scale-up that could not add its workers must not say it did. Failed
+     * workers stay listed until the next scale reaps them. */
     const sched_worker *failed = NULL;
     for (int i = 0; i < m->n_workers && !failed; i++)
-      if (m->workers[i]->state == SCHED_WORKER_FAILED) failed = m->workers[i];
+      if (m->workers[i]->state == SCHED_WORKER_FAILED && !m->workers[i]->stop) failed = m->workers[i];
     if (failed) {
       rc = failed->error.code;
       if (st) *st = failed->error;
-    } else {
+    } else if (!ready_locked(m)) {
       rc = core_fail(st, INFERD_UNAVAILABLE, "model '%s' %s", m->name, m->draining ? "is shutting down" : "has no workers");
     }
   }

@@ -1084,6 +1084,18 @@ static void test_bind_failure(void **state) {
   assert_int_equal(sched_model_describe(m, NULL, w, 4), 2);
   assert_int_equal(w[1].id, 2);
   assert_int_equal(w[1].slot, 1);
+  /* a scale-up whose new worker fails: the wait says so, though the model stays ready */
+  h.bind_fail_id = 3;
+  assert_int_equal(sched_model_scale(m, 3, &st), INFERD_OK); /* starts worker 3 */
+  assert_int_equal(sched_model_wait_ready(m, 60000, &st), INFERD_UNAVAILABLE);
+  assert_non_null(strstr(st.message, "test refuses to bind worker 3"));
+  assert_true(sched_model_ready(m));
+  assert_int_equal(sched_model_describe(m, NULL, w, 4), 3);
+  assert_int_equal(w[2].state, SCHED_WORKER_FAILED);
+  /* the next scale reaps it, and its wait is clean again */
+  assert_int_equal(sched_model_scale(m, 2, &st), INFERD_OK);
+  assert_int_equal(sched_model_wait_ready(m, 60000, &st), INFERD_OK);
+  assert_int_equal(sched_model_describe(m, NULL, w, 4), 2);
   sched_model_free(m);
 
   /* every worker fails while a request waits for it */
