@@ -214,13 +214,18 @@ static void *management_main(void *arg) {
   return NULL;
 }
 
-/* Queues a job; false (nothing queued) for a client change beyond MAX_PENDING. */
-static bool enqueue(http__management *g, mgmt_job *job) {
+/* Why a client's change was not queued. */
+typedef enum { QUEUED, REFUSED_BUSY, REFUSED_STOPPED } enqueue_result;
+
+/* Queues a job. A client change is refused beyond MAX_PENDING, and once the thread is
+ * gone (the server stops: nothing would run it, and its client would never be answered). */
+static enqueue_result enqueue(http__management *g, mgmt_job *job) {
   pthread_mutex_lock(&g->lock);
   if (job->op != OP_DESTROY) {
-    if (g->pending == MAX_PENDING) {
+    enqueue_result refused = g->stopped ? REFUSED_STOPPED : g->pending == MAX_PENDING ? REFUSED_BUSY : QUEUED;
+    if (refused != QUEUED) {
       pthread_mutex_unlock(&g->lock);
-      return false;
+      return refused;
     }
     g->pending++;
   }
@@ -239,13 +244,17 @@ static bool enqueue(http__management *g, mgmt_job *job) {
     http__model_destroy(job->model);
     job_free(job);
   }
-  return true;
+  return QUEUED;
 }
 
-/* The 503 for a change beyond MAX_PENDING; frees the job. */
-static void refuse_busy(h2o_req_t *req, mgmt_job *job) {
+/* The 503 for a change enqueue refused; frees the job. */
+static void refuse(h2o_req_t *req, mgmt_job *job, enqueue_result why) {
   job_free(job);
-  http__send_error(req, HTTP__E_UNAVAILABLE, "%d model changes are already queued or running; retry later", MAX_PENDING);
+  if (why == REFUSED_STOPPED)
+    http__send_error(req, HTTP__E_UNAVAILABLE, "the server is shutting down");
+  else
+    http__send_error(req, HTTP__E_UNAVAILABLE, "%d model changes are already queued or running; retry later",
+                     MAX_PENDING);
 }
 
 void http__management_destroy_later(http__management *g, http__model *model) {
@@ -339,10 +348,11 @@ static void submit(http_server *s, h2o_req_t *req, mgmt_job *job) {
   job->req = req;
   job->hook = h2o_mem_alloc_shared(&req->pool, sizeof *job->hook, on_job_dispose);
   *job->hook = job;
-  if (!enqueue(s->management, job)) {
+  enqueue_result queued = enqueue(s->management, job);
+  if (queued != QUEUED) {
     *job->hook = NULL;
     job->req = NULL;
-    refuse_busy(req, job);
+    refuse(req, job, queued);
   }
 }
 
@@ -652,8 +662,9 @@ void http__management_route(http_server *s, h2o_req_t *req, const http__path *pa
     if (!job->synchronous) {
       /* TorchServe answers 202 at once and scales in the background. */
       static const char accepted[] = "{\n  \"status\": \"Processing worker updates...\"\n}\n";
-      if (!enqueue(s->management, job)) { /* loop == NULL: no reply to send */
-        refuse_busy(req, job);
+      enqueue_result queued = enqueue(s->management, job); /* loop == NULL: no reply to send */
+      if (queued != QUEUED) {
+        refuse(req, job, queued);
         return;
       }
       http__send_json(req, 202, accepted, sizeof accepted - 1);

@@ -565,10 +565,11 @@ typedef struct server_fixture {
 } server_fixture;
 
 /* A server whose keys live `minutes` (token_expiration_min; 0: the default). */
-static int server_setup_keys(void **state, double minutes) {
+static int server_setup_keys(void **state, double minutes, bool model_api) {
   server_fixture *f = calloc(1, sizeof *f);
   config_defaults(&f->cfg);
   if (minutes > 0) f->cfg.token_expiration_min = minutes;
+  f->cfg.enable_model_api = model_api;
   f->started = time(NULL);
   const config_address any = {"http", "127.0.0.1", 0};
   f->cfg.inference_address = f->cfg.management_address = f->cfg.metrics_address = any;
@@ -590,11 +591,13 @@ static int server_setup_keys(void **state, double minutes) {
   return 0;
 }
 
-static int server_setup(void **state) { return server_setup_keys(state, 0); }
+static int server_setup(void **state) { return server_setup_keys(state, 0, false); }
+/* with enable_model_api: register and unregister over HTTP */
+static int server_setup_model_api(void **state) { return server_setup_keys(state, 0, true); }
 /* 10.5 minutes: a fraction, and far longer than the test takes on any machine */
-static int server_setup_fractional_minute_keys(void **state) { return server_setup_keys(state, 10.5); }
+static int server_setup_fractional_minute_keys(void **state) { return server_setup_keys(state, 10.5, false); }
 /* 0.0001 minutes is 0 whole seconds: the keys are expired as soon as they are made. */
-static int server_setup_expired_keys(void **state) { return server_setup_keys(state, 0.0001); }
+static int server_setup_expired_keys(void **state) { return server_setup_keys(state, 0.0001, false); }
 
 static int server_teardown(void **state) {
   server_fixture *f = *state;
@@ -846,6 +849,22 @@ static void test_server_drain(void **state) {
                   "Unhealthy");
 }
 
+/* A model change that reaches the management API after its thread has stopped (the
+ * server stops; its loops still serve open connections for a moment) gets 503 at once,
+ * instead of waiting in a queue nobody runs and never being answered. */
+static void test_management_after_stop(void **state) {
+  server_fixture *f = *state;
+  char key[128], request[512];
+  time_t expires;
+  read_key(f, "management", key, sizeof key, &expires);
+  http__management_stop(f->server->management);
+  snprintf(request, sizeof request,
+           "POST /models?url=none.onnx HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 0\r\n"
+           "Connection: close\r\n\r\n",
+           key);
+  expect_response(f, HTTP_API_MANAGEMENT, request, 503, "the server is shutting down");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_boundary),
@@ -859,6 +878,7 @@ int main(void) {
       cmocka_unit_test(test_json_arena_outside_objects),
       cmocka_unit_test_setup_teardown(test_server_routes, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_server_drain, server_setup, server_teardown),
+      cmocka_unit_test_setup_teardown(test_management_after_stop, server_setup_model_api, server_teardown),
       cmocka_unit_test_setup_teardown(test_key_file_private, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_checks_during_renewals, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_keys_live_token_expiration_min, server_setup_fractional_minute_keys,
