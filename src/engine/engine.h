@@ -32,7 +32,9 @@
 
 /* id, ONNX name, lowering function, inputs that must be present (the rest are
  * optional and may be omitted). One row per ONNX op the engine runs. */
-/* The newest default-domain opset whose op definitions the lowerings follow. */
+/* The default-domain opsets whose op definitions the lowerings follow (ONNX Runtime's
+ * oldest is 7 too). */
+#define ENGINE_MIN_OPSET 7
 #define ENGINE_MAX_OPSET 22
 
 #define ENGINE_OPS(X)                                                   \

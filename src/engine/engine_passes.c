@@ -177,6 +177,11 @@ static inferd_code lookup_ops(inferd_model *m, inferd_status *st) {
   if (g->opset > ENGINE_MAX_OPSET)
     return core_fail(st, INFERD_UNSUPPORTED, "model opset %lld is newer than the newest inferd runs (%d)",
                      (long long)g->opset, ENGINE_MAX_OPSET);
+  /* Before opset 7, Add/Mul broadcast along an `axis` attribute, Concat's axis defaulted
+   * to 1 and BatchNormalization had an is_test mode: the ops here follow opset 7 on. */
+  if (g->opset < ENGINE_MIN_OPSET)
+    return core_fail(st, INFERD_UNSUPPORTED, "model opset %lld is older than the oldest inferd runs (%d)",
+                     (long long)g->opset, ENGINE_MIN_OPSET);
   for (int i = 0; i < g->n_nodes; i++) {
     ir_node *n = &g->nodes[i];
     if (n->dead) continue;
@@ -338,10 +343,13 @@ int engine_eltwise_of(const ir_graph *g, const ir_node *n, op_kind op, fused_op 
   }
 }
 
-/* The constant scalar operand of a binary node whose other operand is `v`. */
+/* The constant scalar operand of a binary node whose other operand is `v`: rank 0 or
+ * [1], which broadcasting never adds an axis for (a [1,1,1] would make a [2,3] input's
+ * result [1,2,3]). */
 static bool scalar_operand(const ir_graph *g, const ir_node *n, int v, float *k) {
   if (n->n_inputs != 2) return false;
   int other = n->inputs[0] == v ? n->inputs[1] : n->inputs[1] == v ? n->inputs[0] : IR_NONE;
+  if (other == IR_NONE || g->values[other].rank > 1) return false;
   const float *p = const_float(g, other, 1);
   if (!p) return false;
   *k = *p;
@@ -439,6 +447,19 @@ static void absorb(ir_graph *g, ir_node *producer, int pi, ir_node *consumer, in
   consumer->dead = true;
 }
 
+/* Would one of ops[k] be a second element-wise post-op of a kind x already has?
+ * oneDNN 2.6's jit kernels keep one injector per kind (keyed by alg_kind), so the
+ * second of two same-kind post-ops runs with the first one's alpha and beta:
+ * LeakyRelu(0.5) then Relu ran as LeakyRelu twice, HardSigmoid (linear + clip) then
+ * Clip(0.2, 0.6) clipped to [0, 1]. Such a chain stops there; the rest runs as
+ * element-wise steps of its own. */
+static bool repeats_eltwise(const node_extra *x, const fused_op *ops, int k) {
+  for (int j = 0; j < k; j++)
+    for (int i = 0; i < x->n_fused; i++)
+      if (x->fused[i].kind == FUSED_ELTWISE && x->fused[i].alg == ops[j].alg) return true;
+  return false;
+}
+
 static void fuse_post_ops(inferd_model *m, uses *u) {
   ir_graph *g = m->graph;
   for (int i = 0; i < g->n_nodes; i++) {
@@ -459,7 +480,7 @@ static void fuse_post_ops(inferd_model *m, uses *u) {
       }
       fused_op ops[2];
       int k = engine_eltwise_of(g, cn, cop, ops);
-      if (k == 0 || x->n_fused + k > FUSED_MAX) break;
+      if (k == 0 || x->n_fused + k > FUSED_MAX || repeats_eltwise(x, ops, k)) break;
       for (int j = 0; j < k; j++) x->fused[x->n_fused++] = ops[j];
       absorb(g, n, i, cn, IR_NONE);
     }

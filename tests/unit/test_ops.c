@@ -1679,6 +1679,17 @@ static void test_error_opset_too_new(void **state) {
   expect_load_fails(b, INFERD_UNSUPPORTED, (const char *const[]){"opset 23", NULL});
 }
 
+/* Before opset 7, Add/Mul broadcast along an `axis` attribute and Concat's axis
+ * defaulted to 1: such a model is refused, never read with opset 7's rules. */
+static void test_error_opset_too_old(void **state) {
+  builder *b = b_new(__func__);
+  b->opset = 6;
+  b_input(b, "x", DIMS(0, 3));
+  b_node(b, "Relu", IN("x"), OUT("y"), NULL);
+  b_output(b, "y");
+  expect_load_fails(b, INFERD_UNSUPPORTED, (const char *const[]){"opset 6", "oldest", NULL});
+}
+
 /* Dropout in training mode drops at random: refused, never run as an Identity. */
 static void test_error_dropout_training_mode(void **state) {
   builder *b = b_new(__func__);
@@ -1716,6 +1727,24 @@ static void test_error_gelu_chain_div_is_output(void **state) {
   b_node(b, "Mul", IN("m", "half"), OUT("y"), NULL);
   b_output(b, "y");
   b_output(b, "d");
+  expect_load_fails(b, INFERD_UNSUPPORTED, (const char *const[]){"Erf", NULL});
+}
+
+/* The GELU chain with a one-element constant of rank 3: broadcasting makes the [N,3]
+ * input's result [1,N,3], which the fused Gelu (the input's shape) would not be. Not
+ * fused; alone, Erf is an op the engine does not run. */
+static void test_error_gelu_chain_rank3_constant(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 3));
+  b_const(b, "sqrt2", INFERD_DTYPE_FLOAT, DIMS(1, 1, 1), &(float){1.41421356f});
+  b_scalar(b, "one", 1.0f);
+  b_scalar(b, "half", 0.5f);
+  b_node(b, "Div", IN("x", "sqrt2"), OUT("d"), NULL);
+  b_node(b, "Erf", IN("d"), OUT("e"), NULL);
+  b_node(b, "Add", IN("e", "one"), OUT("a"), NULL);
+  b_node(b, "Mul", IN("x", "a"), OUT("m"), NULL);
+  b_node(b, "Mul", IN("m", "half"), OUT("y"), NULL);
+  b_output(b, "y");
   expect_load_fails(b, INFERD_UNSUPPORTED, (const char *const[]){"Erf", NULL});
 }
 
@@ -2116,6 +2145,44 @@ static void test_identity_between_conv_and_relu(void **state) {
   b_node(b, "Conv", IN("x", "w"), OUT("c"), ATTRS(A_INTS("kernel_shape", 3, 3), A_INTS("pads", 1, 1, 1, 1)));
   b_node(b, "Identity", IN("c"), OUT("i"), NULL);
   b_node(b, "Relu", IN("i"), OUT("y"), NULL);
+  b_output(b, "y");
+  check_graph(b);
+}
+
+/* Two fused element-wise ops of the same oneDNN kind (LeakyRelu and Relu are both
+ * eltwise_relu; HardSigmoid ends with a clip): oneDNN 2.6 ran the second with the
+ * first one's parameters, so these chains must stop fusing before it. */
+static void test_fuse_conv_leakyrelu_relu(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 3, 6, 6));
+  b_random(b, "w", DIMS(16, 3, 3, 3), -1.0f, 1.0f);
+  b_node(b, "Conv", IN("x", "w"), OUT("c"), ATTRS(A_INTS("kernel_shape", 3, 3), A_INTS("pads", 1, 1, 1, 1)));
+  b_node(b, "LeakyRelu", IN("c"), OUT("l"), ATTRS(A_FLOAT("alpha", 0.5f)));
+  b_node(b, "Relu", IN("l"), OUT("y"), NULL);
+  b_output(b, "y");
+  check_graph(b);
+}
+
+static void test_fuse_conv_hardsigmoid_clip(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 3, 6, 6));
+  b_random(b, "w", DIMS(16, 3, 3, 3), -1.0f, 1.0f);
+  b_scalar(b, "lo", 0.2f);
+  b_scalar(b, "hi", 0.6f);
+  b_node(b, "Conv", IN("x", "w"), OUT("c"), ATTRS(A_INTS("kernel_shape", 3, 3), A_INTS("pads", 1, 1, 1, 1)));
+  b_node(b, "HardSigmoid", IN("c"), OUT("h"), ATTRS(A_FLOAT("alpha", 0.2f), A_FLOAT("beta", 0.5f)));
+  b_node(b, "Clip", IN("h", "lo", "hi"), OUT("y"), NULL);
+  b_output(b, "y");
+  check_graph(b);
+}
+
+static void test_fuse_gemm_leakyrelu_twice(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 8));
+  b_random(b, "w", DIMS(8, 6), -1.0f, 1.0f);
+  b_node(b, "Gemm", IN("x", "w"), OUT("g"), NULL);
+  b_node(b, "LeakyRelu", IN("g"), OUT("l"), ATTRS(A_FLOAT("alpha", 0.5f)));
+  b_node(b, "LeakyRelu", IN("l"), OUT("y"), ATTRS(A_FLOAT("alpha", 0.1f)));
   b_output(b, "y");
   check_graph(b);
 }
@@ -3202,6 +3269,11 @@ int main(void) {
       cmocka_unit_test(test_reduce_mean_over_unit_axes),
       cmocka_unit_test(test_pad_opset18_axes_input),
       cmocka_unit_test(test_gelu_opset20),
+      cmocka_unit_test(test_fuse_conv_leakyrelu_relu),
+      cmocka_unit_test(test_fuse_conv_hardsigmoid_clip),
+      cmocka_unit_test(test_fuse_gemm_leakyrelu_twice),
+      cmocka_unit_test(test_error_opset_too_old),
+      cmocka_unit_test(test_error_gelu_chain_rank3_constant),
       cmocka_unit_test(test_squeeze_axes_left_out),
       cmocka_unit_test(test_error_opset_too_new),
       cmocka_unit_test(test_error_dropout_training_mode),
