@@ -3,7 +3,9 @@
  * jobs, at most C at once, each a fresh process: this same binary re-executed as the
  * hidden `inferd bench --mode job --model M --file F [--labels L]`, which loads the
  * model, preprocesses the image with the image_classifier handler, runs it on one
- * thread and prints its top-5 as TorchServe's JSON answer. That is what every job of
+ * thread (loading too: OpenMP is set to one thread before anything runs, as the
+ * PyTorch jobs of the experiment call torch.set_num_threads(1) before they load) and
+ * prints its top-5 as TorchServe's JSON answer. That is what every job of
  * the experiment does without a server: its start-up and model load are in its time.
  *
  * Design: the parent forks + execs jobs until C run, then polls with waitpid(WNOHANG)
@@ -15,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <omp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -54,6 +57,10 @@ int bench_job_main(const char *model_path, const char *file, const char *labels_
   float *input = NULL, *logits = NULL;
   char *answer = NULL;
   int rc = 0;
+  /* One thread for everything, the load's weight reorders and its plan too: with the
+   * machine's default, the load ran a team of one thread per core beside the other
+   * jobs' and compiled a second plan for the one-thread session. */
+  omp_set_num_threads(1);
 
   char default_labels[4096];
   if (!labels_path) {

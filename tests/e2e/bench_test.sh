@@ -4,7 +4,7 @@
 #   ports, the token from key_file.json): 200 requests x concurrency 16 with --json, then
 #   the same over 2 processes; all 200 OK, no errors, p50 <= p99 <= max;
 #   --mode local: 4 jobs x concurrency 2 on the chelsea photo, each top-5 starting with
-#   "Egyptian cat"; refused connections and a server that never answers are counted
+#   "Egyptian cat", each job one thread (strace sees no clone); refused connections and a server that never answers are counted
 #   (status 0), not hung on; a job past --timeout is killed (137), and jobs die with a
 #   killed run (frozen with SIGSTOP first, so that only SIGKILL can end them); keep-alive (16
 #   connections for 16 clients); bad flags exit 2 with one line (a malformed or non-http
@@ -219,6 +219,19 @@ check_json "$WORK/local.json" 'all(list(j["top5"])[0] == "Egyptian cat" and len(
   "local mode: every top-5 starts with Egyptian cat"
 check_json "$WORK/local.json" 'r["latency_ms"]["p50"] <= r["latency_ms"]["p99"] <= r["latency_ms"]["max"]' \
   "local mode: p50 <= p99 <= max"
+
+# A job runs on one thread, loading included, as the experiment's PyTorch jobs do
+# (torch.set_num_threads(1) before they load): it starts no thread (strace sees no clone;
+# with the machine's default it started an OpenMP thread for the load).
+if strace -f -o /dev/null true 2>/dev/null; then
+  strace -f -e trace=clone,clone3 -o "$WORK/job.strace" "$INFERD" bench --mode job --model "$MODEL" --file "$PHOTO" \
+    >"$WORK/job.json" || fail "bench --mode job: exit $?"
+  clones=$(grep -c 'clone' "$WORK/job.strace" || true)
+  [ "$clones" = 0 ] && echo "ok   local mode: a job starts no thread" ||
+    fail "local mode: a job started $clones thread(s): $(grep clone "$WORK/job.strace" | head -3)"
+else
+  echo "skip local mode: a job starts no thread (strace cannot trace here)"
+fi
 
 # A job that fails (not an image) is counted by its exit status, 2.
 timeout 120 "$INFERD" bench --mode local --model "$MODEL" --file "$SRC/README.md" --requests 2 --concurrency 2 --json \
