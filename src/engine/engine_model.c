@@ -118,13 +118,13 @@ static inferd_code describe_io(inferd_model *m, inferd_status *st) {
                        core_dtype_name(v->dtype));
     if (v->rank < 1)
       return core_fail(st, INFERD_UNSUPPORTED, "input '%s' has no declared shape with a batch axis", v->name);
-    int64_t item = core_shape_count(v->rank - 1, v->dims + 1);
-    if (item < 0 || item > ((int64_t)1 << 32))
-      return core_fail(st, INFERD_UNSUPPORTED, "input '%s' is too large (%lld elements per item)", v->name, (long long)item);
     for (int i = 1; i < v->rank; i++)
       if (v->dims[i] < 0)
         return core_fail(st, INFERD_UNSUPPORTED, "input '%s': dimension %d is dynamic; only the batch axis may be",
                          v->name, i);
+    int64_t item = core_shape_count(v->rank - 1, v->dims + 1);
+    if (item < 0 || item > ((int64_t)1 << 32))
+      return core_fail(st, INFERD_UNSUPPORTED, "input '%s' is too large (%lld elements per item)", v->name, (long long)item);
     /* A batch axis declared as a number (not a name) is the only batch the model runs:
      * an export without dynamic axes bakes it into constants (Reshape to [1, -1]). */
     if (v->dims[0] > 0 && m->fixed_batch > 0 && v->dims[0] != m->fixed_batch)

@@ -162,7 +162,7 @@ static void b_free(builder *b) {
 }
 
 /* A float32 graph input; dims[0] is its batch axis: 0 declares it dynamic ('N'), a
- * number declares that fixed batch size. */
+ * number declares that fixed batch size. Another dim of -1 is declared dynamic ('D'). */
 static void b_input(builder *b, const char *name, int rank, const int64_t *dims) {
   assert_true(b->n_inputs < B_MAX_IO && rank >= 1 && rank <= B_MAX_RANK && dims[0] >= 0);
   b_input_rec *r = &b->inputs[b->n_inputs++];
@@ -313,9 +313,9 @@ static void pack_value_info(pack_scratch *s, int slot, const char *name, const b
     for (int i = 0; i < shape->rank; i++) {
       Onnx__TensorShapeProto__Dimension *d = &s->dims[slot][i];
       *d = (Onnx__TensorShapeProto__Dimension)ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT;
-      if (i == 0 && shape->dims[0] == 0) {
+      if ((i == 0 && shape->dims[0] == 0) || shape->dims[i] < 0) {
         d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
-        d->dim_param = "N";
+        d->dim_param = i == 0 ? "N" : "D";
       } else {
         d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
         d->dim_value = shape->dims[i];
@@ -1677,6 +1677,16 @@ static void test_error_opset_too_new(void **state) {
   b_node(b, "Relu", IN("x"), OUT("y"), NULL);
   b_output(b, "y");
   expect_load_fails(b, INFERD_UNSUPPORTED, (const char *const[]){"opset 23", NULL});
+}
+
+/* An input whose height and width are dynamic (an export with dynamic_axes on them) is
+ * refused with that reason; it was "too large (-1 elements per item)". */
+static void test_error_dynamic_spatial_input(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 3, -1, -1));
+  b_node(b, "GlobalAveragePool", IN("x"), OUT("y"), NULL);
+  b_output(b, "y");
+  expect_load_fails(b, INFERD_UNSUPPORTED, (const char *const[]){"dimension 2 is dynamic", NULL});
 }
 
 /* Before opset 7, Add/Mul broadcast along an `axis` attribute and Concat's axis
@@ -3273,6 +3283,7 @@ int main(void) {
       cmocka_unit_test(test_fuse_conv_hardsigmoid_clip),
       cmocka_unit_test(test_fuse_gemm_leakyrelu_twice),
       cmocka_unit_test(test_error_opset_too_old),
+      cmocka_unit_test(test_error_dynamic_spatial_input),
       cmocka_unit_test(test_error_gelu_chain_rank3_constant),
       cmocka_unit_test(test_squeeze_axes_left_out),
       cmocka_unit_test(test_error_opset_too_new),
