@@ -7,11 +7,13 @@
  *     ps = softmax(logits); probs, classes = topk(ps, 5)
  *     result = {mapping[str(c)]: p for c, p in zip(classes, probs)}  # map_class_to_label
  *     body = json.dumps(result, indent=2)                             # otf_message_handler
- * and a client may depend on every byte of that, so this file reproduces it:
- *   - probabilities are float32 (softmax is computed here in double and rounded once,
- *     within an ulp of torch's float32 kernel) and printed as Python prints the double
- *     of a float32: the shortest digits that read back the same ("0.7413", "1e-05",
- *     "1.0");
+ * and a client may depend on its form, so this file reproduces it:
+ *   - probabilities are float32 (softmax is computed here in double and rounded once:
+ *     the float32 nearest the exact value; torch's float32 kernel is off by a few ulp
+ *     over 1000 classes, so the last digits printed may differ from TorchServe's, and
+ *     where its rounding makes small probabilities equal, its order of the tied classes
+ *     may differ too) and printed as Python prints the double of a float32: the
+ *     shortest digits that read back the same ("0.7413", "1e-05", "1.0");
  *   - labels are escaped as json.dumps does with ensure_ascii: \" \\ \n \r \t \b \f,
  *     other control characters and everything outside printable ASCII as \uXXXX
  *     (surrogate pairs above U+FFFF), lowercase hex;
