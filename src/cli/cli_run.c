@@ -9,8 +9,8 @@
  * with any batch size) and writes the first output as .npy. The second warms up, then
  * runs batches for S seconds and reports throughput and latency; its last line is
  * `throughput: <float> images/s`, or one JSON object with --json. --no-winograd keeps
- * every convolution direct (inferd_model_params.no_winograd). --profile then prints the
- * time per op kind and the PROFILE_STEPS slowest steps of the plan (each with its node,
+ * every convolution direct (inferd_model_params.no_winograd). --profile then prints, on
+ * stderr, the time per op kind and the PROFILE_STEPS slowest steps of the plan (each with its node,
  * oneDNN kernel, output shape and GFLOP/s); with --bench, of the timed runs only (the
  * warm-up's first touch of the scratch made some steps look 2x slower than they run).
  */
@@ -288,7 +288,7 @@ int cli_run(int argc, char **argv) {
   core_npy_free(&x);
   if (o.profile && rc == 0) {
     char buf[8192];
-    FILE *f = o.bench && !o.json ? stdout : stderr;
+    FILE *f = stderr; /* stdout ends with the throughput line or holds the JSON object */
     inferd_session_profile(s, buf, sizeof buf);
     fprintf(f, "%s", buf);
     inferd_session_profile_steps(s, o.batch, PROFILE_STEPS, buf, sizeof buf);

@@ -85,7 +85,7 @@ for c in 1 2 3 4 5 6 7 8; do
     fail "bench at concurrency $c: $(tail -n 3 "$WORK/sweep.out")"
 done
 rss_swept=$(rss_kb)
-scratch8_kb=$("$INFERD" run "$FIX/resnet152.onnx" --bench --batch 8 --seconds 0.5 --profile |
+scratch8_kb=$("$INFERD" run "$FIX/resnet152.onnx" --bench --batch 8 --seconds 0.5 --profile 2>&1 >/dev/null |
   sed -n 's/.*scratch \([0-9.]*\) MB at batch 8.*/\1/p' | awk '{printf "%d", $1 * 1024}')
 curl -s -H "Authorization: Bearer $MANAGEMENT_KEY" "http://127.0.0.1:$MANAGEMENT_PORT/models/resnet-152" >"$WORK/describe.json"
 /usr/bin/python3 - "$WORK/describe.json" <<'PY' || fail "describe does not show the config"
