@@ -87,7 +87,8 @@ BENCH_PING_TIMEOUT=60 # seconds; resnet152's server answers /ping after ~1.5 s h
 # 127.0.0.1, all bound at once so that they differ, then the LINEs), starts `inferd
 # serve` on it in $work and waits until /ping answers 200; sets pid and PORT. Dies,
 # naming WHAT, when the server exits first or does not answer within
-# BENCH_PING_TIMEOUT seconds.
+# BENCH_PING_TIMEOUT seconds. BENCH_SERVE_LAUNCHED: when the server was launched
+# (date +%s.%N), for timing its start-up.
 bench_serve_start() {
   local what=$1 p1 p2 p3 deadline
   shift
@@ -102,6 +103,7 @@ print(" ".join(str(s.getsockname()[1]) for s in socks))') || die "could not pick
     echo "metrics_address=http://127.0.0.1:$p3"
     printf '%s\n' "$@"
   } >"$work/config.properties"
+  BENCH_SERVE_LAUNCHED=$(date +%s.%N) # start-up is timed from here, not from the port picking
   (cd "$work" && exec "$INFERD" serve --ts-config config.properties --foreground --disable-token-auth) >"$work/serve.log" 2>&1 &
   pid=$!
   deadline=$((SECONDS + BENCH_PING_TIMEOUT))

@@ -11,11 +11,12 @@
 #      = physical cores, one thread each)
 # Columns: total time, images/s, ratio to row 1, p99 latency, peak CPU %, peak memory %.
 # Writes bench/results/seed-experiment.md and bench/results/seed-experiment.png (gnuplot;
-# --out FILE writes elsewhere), and prints the table. Default N=40: 3-4 minutes on 2
-# idle cores.
+# --out FILE writes elsewhere), and prints the table. Default N=100, so that rows 3-5
+# really have 100 clients at once (inferd bench runs no more clients than requests):
+# 7-8 minutes on 2 idle cores, most of it row 1.
 #
 # Usage: bench/seed-experiment.sh [--jobs N] [--out FILE]
-#   --jobs N      jobs (images) per row, a positive integer (default 40)
+#   --jobs N      jobs (images) per row, a positive integer (default 100)
 #   --out FILE    where the Markdown goes (default bench/results/seed-experiment.md, the
 #                 committed table); the plot goes beside it (FILE without .md, + .png). A smoke
 #                 run (--jobs 4 --out /tmp/seed.md) then replaces neither committed file.
@@ -30,7 +31,7 @@ NO_BUILD=0
 PY=/usr/bin/python3
 RESULTS="$ROOT/bench/results"
 TMPM="$RESULTS/tmp"
-N=40
+N=100
 OUT="$RESULTS/seed-experiment.md"
 die() { echo "seed-experiment.sh: $*" >&2; exit 1; }
 bad_usage() { echo "seed-experiment.sh: $*" >&2; exit 2; }

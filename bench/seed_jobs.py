@@ -16,6 +16,7 @@ machine's peak CPU % and memory %.
 """
 import argparse
 import json
+import math
 import os
 import signal
 import subprocess
@@ -112,7 +113,8 @@ def run(args):
 
     def summary(samples):  # zeros when there are none, as inferd bench reports them
         samples = sorted(samples)
-        pick = lambda q: samples[min(len(samples) - 1, int(q * (len(samples) - 1) + 0.5))] if samples else 0.0
+        # nearest rank, as inferd bench computes them: the ceil(q * n)-th smallest
+        pick = lambda q: samples[max(0, math.ceil(q * len(samples)) - 1)] if samples else 0.0
         return {"p50": pick(0.5), "p99": pick(0.99), "max": samples[-1] if samples else 0.0}
 
     # As `inferd bench` counts them: an image is a job that exited 0, and latency is of those

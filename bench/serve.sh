@@ -50,13 +50,12 @@ done
 /usr/bin/python3 -I -c "from PIL import Image; Image.open('/usr/lib/python3/dist-packages/skimage/data/chelsea.png').convert('RGB').save('$work/chelsea.jpg', quality=90)"
 
 serve() { # MAR NAME: start the server on a config for MAR; sets pid, PORT and START (seconds to /ping 200)
-  local mar=$1 name=$2 t0 t1
-  t0=$(date +%s.%N)
+  local mar=$1 name=$2 t1
   bench_serve_start "$name" "model_store=$work/model_store" "load_models=$mar" \
     "models={\"$name\": {\"1.0\": {\"marName\": \"$mar\", \"batchSize\": 8, \"maxBatchDelay\": 100, \"responseTimeout\": 200}}}" \
     "default_workers_per_model=${WORKERS:-2}" "job_queue_size=100" "number_of_netty_threads=4"
   t1=$(date +%s.%N)
-  START=$(printf "%.2f" "$(echo "$t1 - $t0" | bc)")
+  START=$(printf "%.2f" "$(echo "$t1 - $BENCH_SERVE_LAUNCHED" | bc)")
 }
 
 mkdir -p "$work/model_store"

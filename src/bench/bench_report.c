@@ -64,8 +64,12 @@ static latency_summary summarize(const bench_result *r, bool failures) {
 }
 
 /* A success is HTTP 200 in server mode, exit status 0 in local mode. */
+/* Answered with success: any 2xx (as the latency samples count it), or exit status 0. */
 static int64_t successes(const bench_params *p, const bench_result *r) {
-  return r->status_count[p->mode == BENCH_MODE_SERVER ? 200 : 0];
+  if (p->mode != BENCH_MODE_SERVER) return r->status_count[0];
+  int64_t ok = 0;
+  for (int status = 200; status < 300 && status < BENCH_STATUS_SLOTS; status++) ok += r->status_count[status];
+  return ok;
 }
 
 static double per_second(int64_t n, const bench_result *r) { return r->seconds > 0 ? (double)n / r->seconds : 0; }

@@ -259,6 +259,8 @@ inferd_code cli__bench_parse(int argc, char **argv, cli__bench_options *o, infer
   }
   if (!p->file) return refuse(st, "--file is required", NULL);
   if (!have_requests) return refuse(st, "--requests is required", NULL);
+  if (range[0] && range[0] + (range[1] - range[0]) / range[2] * range[2] > p->requests)
+    return refuse(st, "--concurrency-range goes above --requests: a level cannot have more clients than requests", NULL);
   if (!have_concurrency) return refuse(st, "--concurrency is required", NULL);
   if (p->url && !http_url(p->url)) return refuse(st, "--url wants an http:// or https:// URL", p->url);
   if (p->request_rate > 0 && (double)(p->requests - 1) / p->request_rate > 86400)
@@ -281,6 +283,10 @@ int cli_bench(int argc, char **argv) {
   const int *range = o.range;
   int json = o.json;
   if (o.job) return bench_job_main(p.model, p.file, p.labels);
+  /* What runs, and so what the report says: never more clients than requests, nor more
+   * processes than clients. */
+  if (p.concurrency > p.requests) p.concurrency = (int)p.requests;
+  if (p.processes > p.concurrency) p.processes = p.concurrency;
   if (!readable_file(p.file)) return bad("--file is not a readable regular file", p.file);
   if (p.model && !readable_file(p.model)) return bad("--model is not a readable regular file", p.model);
   if (p.labels && !readable_file(p.labels)) return bad("--labels is not a readable regular file", p.labels);

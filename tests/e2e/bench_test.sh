@@ -59,6 +59,7 @@ bad_flags "missing value" --mode server --url
 bad_flags "zero request rate" --mode server --url http://127.0.0.1:1/ --file "$PHOTO" --requests 1 --concurrency 1 --request-rate 0
 bad_flags "backward range" --mode server --url http://127.0.0.1:1/ --file "$PHOTO" --requests 1 --concurrency-range 4:2
 bad_flags "range and concurrency" --mode server --url http://127.0.0.1:1/ --file "$PHOTO" --requests 1 --concurrency 1 --concurrency-range 1:2
+bad_flags "range above requests" --mode server --url http://127.0.0.1:1/ --file "$PHOTO" --requests 3 --concurrency-range 1:5:2
 bad_flags "range and rate" --mode server --url http://127.0.0.1:1/ --file "$PHOTO" --requests 1 --concurrency-range 1:2 --request-rate 5
 bad_flags "rate in local mode" --mode local --model "$MODEL" --file "$PHOTO" --requests 1 --concurrency 1 --request-rate 5
 bad_flags "a rate that lasts past a day" --mode server --url http://127.0.0.1:1/ --file "$PHOTO" --requests 3 --concurrency 1 --request-rate 0.00001
@@ -134,7 +135,7 @@ class H(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         self.rfile.read(int(self.headers["Content-Length"]))
         open(sys.argv[2], "a").write(repr(self.headers.get_all("Content-Type")) + "\n")
-        self.send_response(200); self.send_header("Content-Length", "0"); self.end_headers()
+        self.send_response(202); self.send_header("Content-Length", "0"); self.end_headers()
     def log_message(self, *a): pass
 server = http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H)
 open(sys.argv[3], "w").close()  # listening
@@ -146,6 +147,14 @@ timeout 120 "$INFERD" bench --mode server --url "http://127.0.0.1:$INFERENCE_POR
   --concurrency 1 --header "Content-Type: image/png" --json >"$WORK/typed.json" || fail "bench with a Content-Type header: exit $?"
 [ "$(sort -u "$WORK/types.txt")" = "['image/png']" ] && echo "ok   --header Content-Type replaces the default" ||
   fail "Content-Type headers sent: $(cat "$WORK/types.txt")"
+# More clients or processes than requests: the report says what ran (3 clients, 3 processes).
+# The server answers 202: a success (any 2xx) in the counts as in the latencies.
+timeout 120 "$INFERD" bench --mode server --url "http://127.0.0.1:$INFERENCE_PORT/x" --file "$PHOTO" --requests 3 \
+  --concurrency 50 --processes 8 --json >"$WORK/capped.json" || fail "bench with 50 clients for 3 requests: exit $?"
+check_json "$WORK/capped.json" 'r["concurrency"] == 3 and r["processes"] == 3' \
+  "50 clients over 8 processes for 3 requests: reported as the 3 clients and 3 processes that ran"
+check_json "$WORK/capped.json" 'r["ok"] == 3 and r["errors"] == 0 and r["status"] == {"202": 3} and r["latency_ms"]["max"] > 0' \
+  "202 answers are successes, in the counts as in the latencies"
 { kill -KILL "$SILENT_PID" && wait "$SILENT_PID"; } 2>/dev/null || true
 SILENT_PID=
 
