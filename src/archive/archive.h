@@ -66,6 +66,8 @@ const char *archive_model_name(const archive_model *model);    /* manifest model
 const char *archive_model_version(const archive_model *model); /* manifest modelVersion */
 /* The manifest's handler ("image_classifier"), or NULL (a bare .onnx, or none given). */
 const char *archive_handler(const archive_model *model);
+/* The manifest's configFile ("model-config.yaml"), or NULL. inferd does not read it. */
+const char *archive_config_file(const archive_model *model);
 /* The serializedFile as named in the manifest ("m.onnx"). */
 const char *archive_serialized_file(const archive_model *model);
 /* The whole MANIFEST.json text (NUL-terminated), or NULL for a bare .onnx. */
@@ -98,6 +100,7 @@ typedef struct archive_manifest {
   char *model_version;
   char *serialized_file;
   char *handler; /* NULL when absent */
+  char *config_file; /* model.configFile (torch-model-archiver --config-file), NULL when absent */
 } archive_manifest;
 inferd_code archive_manifest_parse(const void *json, size_t size, archive_manifest *out, inferd_status *status);
 void archive_manifest_free(archive_manifest *manifest);

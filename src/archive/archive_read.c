@@ -126,6 +126,7 @@ void archive_manifest_free(archive_manifest *m) {
   free(m->model_version);
   free(m->serialized_file);
   free(m->handler);
+  free(m->config_file);
   memset(m, 0, sizeof *m);
 }
 
@@ -160,7 +161,8 @@ inferd_code archive_manifest_parse(const void *json, size_t size, archive_manife
              (rc = take_string(model, "model.", "modelName", true, &out->model_name, st)) != INFERD_OK ||
              (rc = take_string(model, "model.", "modelVersion", true, &out->model_version, st)) != INFERD_OK ||
              (rc = take_string(model, "model.", "serializedFile", true, &out->serialized_file, st)) != INFERD_OK ||
-             (rc = take_string(model, "model.", "handler", false, &out->handler, st)) != INFERD_OK) {
+             (rc = take_string(model, "model.", "handler", false, &out->handler, st)) != INFERD_OK ||
+             (rc = take_string(model, "model.", "configFile", false, &out->config_file, st)) != INFERD_OK) {
     /* rc and the message are set */
   } else if (!archive_valid_model_name(out->model_name)) {
     rc = core_fail(st, INFERD_INVALID_ARG, "model.modelName '%s' is not a valid name ([A-Za-z0-9][A-Za-z0-9_.-]*)",
@@ -230,6 +232,7 @@ archive_kind archive_get_kind(const archive_model *m) { return m->kind; }
 const char *archive_model_name(const archive_model *m) { return m->manifest.model_name; }
 const char *archive_model_version(const archive_model *m) { return m->manifest.model_version; }
 const char *archive_handler(const archive_model *m) { return m->manifest.handler; }
+const char *archive_config_file(const archive_model *m) { return m->manifest.config_file; }
 const char *archive_serialized_file(const archive_model *m) { return m->manifest.serialized_file; }
 const char *archive_manifest_json(const archive_model *m) { return m->manifest_json; }
 

@@ -534,6 +534,14 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
   int workers = pick(p->workers, cm ? cm->min_workers : -1, cfg->default_workers_per_model);
   if (m->batch_size < 1) m->batch_size = 1;
 
+  /* TorchServe reads a model-config.yaml named by the manifest (batchSize, minWorkers,
+   * ...); inferd takes those settings from config.properties and the request only. */
+  if (code == INFERD_OK && archive_config_file(ar))
+    core_log(CORE_LOG_WARN,
+             "model %s version %s: the archive's configFile '%s' is not read (inferd takes batchSize, "
+             "maxBatchDelay, responseTimeout, minWorkers and maxWorkers from config.properties' models= or the "
+             "register request)",
+             m->name, m->version, archive_config_file(ar));
   if (code == INFERD_OK) code = load_labels(ar, path, &m->labels, st);
   double t_archive = core_now_seconds() - t0, t_engine = 0;
   if (code == INFERD_OK) {

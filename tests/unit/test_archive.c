@@ -258,7 +258,14 @@ static void manifest_fields(void **state) {
   assert_int_equal(archive_manifest_parse(lean, strlen(lean), &mf, &st), INFERD_OK);
   assert_null(mf.handler);
   assert_null(mf.created_on);
+  assert_null(mf.config_file);
   assert_string_equal(mf.serialized_file, "d/m.ONNX");
+  archive_manifest_free(&mf);
+  /* torch-model-archiver --config-file: kept, so that registering can say it is not read */
+  const char *with_config = "{\"model\": {\"modelName\": \"m\", \"modelVersion\": \"1.0\", "
+                            "\"serializedFile\": \"m.onnx\", \"configFile\": \"model-config.yaml\"}}";
+  assert_int_equal(archive_manifest_parse(with_config, strlen(with_config), &mf, &st), INFERD_OK);
+  assert_string_equal(mf.config_file, "model-config.yaml");
   archive_manifest_free(&mf);
 
   static const struct {
