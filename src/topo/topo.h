@@ -33,6 +33,8 @@
 typedef struct topo topo;
 
 enum { TOPO_MAX_SYNTHETIC_PUS = 4096, TOPO_MAX_SYNTHETIC_OBJECTS = 16384, TOPO_MAX_CPU_NUMBER = (1 << 20) - 1 };
+/* Any machine has at most this many NUMA nodes (Linux numbers at most 1024). */
+enum { TOPO_MAX_NUMA_NODES = 1024 };
 
 typedef struct topo_params {
   /* Where the machine description comes from. Both NULL (the default): this machine.
@@ -52,7 +54,9 @@ typedef struct topo_params {
 } topo_params;
 
 /* Snapshots the machine. Returns INVALID_ARG for a bad synthetic description, XML file
- * or CPU list, UNAVAILABLE when hwloc cannot read the machine or no CPU is usable.
+ * or CPU list (and for a description or export of a machine without a usable CPU, or
+ * whose CPUs or NUMA nodes do not add up: a CPU in two cores, two NUMA nodes of one
+ * number), UNAVAILABLE when hwloc cannot read this machine or no CPU of it is usable.
  * Free with topo_free. */
 inferd_code topo_new(const topo_params *params, topo **out, inferd_status *status);
 void topo_free(topo *t);

@@ -12,6 +12,7 @@ struct topo {
   hwloc_topology_t hw;
   bool hw_loaded;   /* hw was initialised and must be destroyed */
   bool this_system; /* hw describes the machine we run on */
+  bool described;   /* hw was read from a synthetic description or an XML export */
   hwloc_bitmap_t usable; /* PUs this process may run on */
 
   topo_machine machine; /* the public view; points into the arrays below */

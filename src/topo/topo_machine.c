@@ -17,6 +17,12 @@
  * A core's NUMA node is the first node (OS order) whose cpuset contains the core's;
  * nodes that cover no core (CPU-less memory, HBM beside DDR) get no workers. Machines
  * where hwloc finds no Core objects (some VMs) get one core per PU.
+ *
+ * What hwloc builds, from an export, a description or this machine, must add up
+ * before it is copied: each PU is one CPU numbered up to TOPO_MAX_CPU_NUMBER and no two
+ * PUs are one CPU, a core's cpuset is exactly its PUs, NUMA nodes have distinct numbers
+ * up to TOPO_MAX_CPU_NUMBER. Otherwise topo_new fails: INVALID_ARG for a description
+ * or export, UNAVAILABLE for this machine (hwloc keeps these rules there).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -27,11 +33,6 @@
 
 #include "core/core.h"
 #include "topo/topo_internal.h"
-
-static int compare_nodes(const void *a, const void *b) {
-  const topo_node *x = a, *y = b;
-  return (x->os_index > y->os_index) - (x->os_index < y->os_index);
-}
 
 static char *dup_printf(const char *fmt, const char *arg) {
   size_t n = strlen(fmt) + strlen(arg) + 1;
@@ -92,6 +93,10 @@ void topo__synthetic_size(const char *desc, uint64_t *pus, uint64_t *objects) {
   }
 }
 
+/* What a machine that does not add up is: the fault of its description or export, or
+ * hwloc's reading of this one. */
+static inferd_code odd_machine(const topo *t) { return t->described ? INFERD_INVALID_ARG : INFERD_UNAVAILABLE; }
+
 static inferd_code load_hwloc(topo *t, const topo_params *p, inferd_status *st) {
   if (hwloc_topology_init(&t->hw)) return core_fail(st, INFERD_NO_MEMORY, "hwloc: cannot initialise a topology");
   t->hw_loaded = true;
@@ -104,10 +109,12 @@ static inferd_code load_hwloc(topo *t, const topo_params *p, inferd_status *st) 
     if (pus > TOPO_MAX_SYNTHETIC_PUS || objects > TOPO_MAX_SYNTHETIC_OBJECTS)
       return core_fail(st, INFERD_INVALID_ARG, "topology: synthetic description '%s' has more than %d PUs or %d objects",
                        p->synthetic, TOPO_MAX_SYNTHETIC_PUS, TOPO_MAX_SYNTHETIC_OBJECTS);
+    t->described = true;
     if (hwloc_topology_set_synthetic(t->hw, p->synthetic))
       return core_fail(st, INFERD_INVALID_ARG, "topology: bad hwloc synthetic description '%s'", p->synthetic);
     t->machine.source = t->source = dup_printf("synthetic '%s'", p->synthetic);
   } else if (p->xml_path) {
+    t->described = true;
     if (hwloc_topology_set_xml(t->hw, p->xml_path))
       return core_fail(st, INFERD_INVALID_ARG, "topology: cannot read hwloc XML '%s': %s", p->xml_path, strerror(errno));
     t->machine.source = t->source = dup_printf("xml %s", p->xml_path);
@@ -116,8 +123,7 @@ static inferd_code load_hwloc(topo *t, const topo_params *p, inferd_status *st) 
   }
   if (!t->source) return core_fail(st, INFERD_NO_MEMORY, "topology: out of memory");
   if (hwloc_topology_load(t->hw))
-    return core_fail(st, p->xml_path ? INFERD_INVALID_ARG : INFERD_UNAVAILABLE, "topology: hwloc cannot load %s: %s",
-                     t->source, strerror(errno));
+    return core_fail(st, odd_machine(t), "topology: hwloc cannot load %s: %s", t->source, strerror(errno));
   t->this_system = hwloc_topology_is_thissystem(t->hw);
   return INFERD_OK;
 }
@@ -172,70 +178,127 @@ static inferd_code usable_set(topo *t, const topo_params *p, inferd_status *st) 
   if (hwloc_bitmap_iszero(t->usable) && p->allowed_cpus)
     return core_fail(st, INFERD_INVALID_ARG, "topology: CPU list '%s' names no CPU this process may use on %s",
                      p->allowed_cpus, t->source);
-  if (hwloc_bitmap_iszero(t->usable)) return core_fail(st, INFERD_UNAVAILABLE, "topology: no usable CPU on %s", t->source);
+  if (hwloc_bitmap_iszero(t->usable)) return core_fail(st, odd_machine(t), "topology: no usable CPU on %s", t->source);
   return INFERD_OK;
 }
 
+static int compare_node_objects(const void *a, const void *b) {
+  unsigned x = (*(const hwloc_obj_t *)a)->os_index, y = (*(const hwloc_obj_t *)b)->os_index;
+  return (x > y) - (x < y);
+}
+
+/* The NUMA nodes in OS index order; each has a number of its own (the one --node-id
+ * takes), at most TOPO_MAX_CPU_NUMBER. */
 static inferd_code fill_nodes(topo *t, inferd_status *st) {
   int n = hwloc_get_nbobjs_by_type(t->hw, HWLOC_OBJ_NUMANODE);
   if (n <= 0) n = 0;
+  if (n > TOPO_MAX_NUMA_NODES)
+    return core_fail(st, odd_machine(t), "topology: %s has more than %d NUMA nodes", t->source, TOPO_MAX_NUMA_NODES);
   t->nodes = calloc((size_t)(n ? n : 1), sizeof *t->nodes);
   t->node_sets = calloc((size_t)(n ? n : 1), sizeof *t->node_sets);
-  if (!t->nodes || !t->node_sets) return core_fail(st, INFERD_NO_MEMORY, "topology: out of memory");
-  if (n == 0) { /* cannot happen with hwloc 2, which always has one; keep a stand-in */
+  hwloc_obj_t *objs = calloc((size_t)(n ? n : 1), sizeof *objs);
+  inferd_code rc = INFERD_OK;
+  if (!t->nodes || !t->node_sets || !objs) {
+    rc = core_fail(st, INFERD_NO_MEMORY, "topology: out of memory");
+  } else if (n == 0) { /* cannot happen with hwloc 2, which always has one; keep a stand-in */
     t->nodes[0] = (topo_node){.os_index = 0, .package = -1};
     t->node_sets[0] = hwloc_topology_get_topology_cpuset(t->hw);
     t->node_count = 1;
   } else {
-    hwloc_obj_t obj = NULL;
-    for (int i = 0; i < n && (obj = hwloc_get_next_obj_by_type(t->hw, HWLOC_OBJ_NUMANODE, obj)); i++) {
-      t->nodes[i] = (topo_node){.os_index = (int)obj->os_index, .package = -2,
-                                .memory_bytes = obj->attr ? obj->attr->numanode.local_memory : 0};
-      t->node_count++;
+    int found = 0;
+    for (hwloc_obj_t obj = NULL; found < n && (obj = hwloc_get_next_obj_by_type(t->hw, HWLOC_OBJ_NUMANODE, obj));)
+      objs[found++] = obj;
+    qsort(objs, (size_t)found, sizeof *objs, compare_node_objects);
+    for (int i = 0; i < found && rc == INFERD_OK; i++) {
+      unsigned os_index = objs[i]->os_index;
+      if (os_index > TOPO_MAX_CPU_NUMBER)
+        rc = core_fail(st, odd_machine(t), "topology: a NUMA node of %s has no number from 0 to %d", t->source,
+                       TOPO_MAX_CPU_NUMBER);
+      else if (i && os_index == objs[i - 1]->os_index)
+        rc = core_fail(st, odd_machine(t), "topology: %s has two NUMA nodes numbered %u", t->source, os_index);
+      t->nodes[i] = (topo_node){.os_index = (int)os_index, .package = -2,
+                                .memory_bytes = objs[i]->attr ? objs[i]->attr->numanode.local_memory : 0};
+      t->node_sets[i] = objs[i]->cpuset;
     }
-    qsort(t->nodes, (size_t)t->node_count, sizeof *t->nodes, compare_nodes);
-    for (int i = 0; i < t->node_count; i++) {
-      hwloc_obj_t o = hwloc_get_numanode_obj_by_os_index(t->hw, (unsigned)t->nodes[i].os_index);
-      t->node_sets[i] = o ? o->cpuset : NULL;
-    }
+    t->node_count = found;
   }
+  free(objs);
   t->machine.node_count = t->node_count;
   t->machine.nodes = t->nodes;
-  return INFERD_OK;
+  return rc;
 }
 
+/* The node (index into t->nodes) whose cpuset holds the core's, else the first that has
+ * part of it (a core split across nodes), else the first node (a core whose node was
+ * taken away: hwloc leaves out the NUMA nodes a cgroup's cpuset.mems does not allow). */
 static int node_of(const topo *t, hwloc_const_cpuset_t cpus) {
   for (int i = 0; i < t->node_count; i++)
     if (t->node_sets[i] && !hwloc_bitmap_iszero(t->node_sets[i]) && hwloc_bitmap_isincluded(cpus, t->node_sets[i]))
       return i;
-  for (int i = 0; i < t->node_count; i++) /* a core split across nodes: the first that has part of it */
+  for (int i = 0; i < t->node_count; i++)
     if (t->node_sets[i] && hwloc_bitmap_intersects(cpus, t->node_sets[i])) return i;
   return 0;
 }
 
+/* Each PU is one CPU (its cpuset is its os_index, at most TOPO_MAX_CPU_NUMBER), no two
+ * PUs are one CPU, and with Core objects each PU lies in a core, which counts it in
+ * pus_of_core[the core's logical index]. hwloc keeps this on this machine; an export may
+ * say anything (a core whose cpuset names another core's CPU, a PU in no core). */
+static inferd_code check_pus(topo *t, bool have_cores, int *pus_of_core, int ncores, inferd_status *st) {
+  hwloc_bitmap_t seen = hwloc_bitmap_alloc();
+  if (!seen) return core_fail(st, INFERD_NO_MEMORY, "topology: out of memory");
+  inferd_code rc = INFERD_OK;
+  for (hwloc_obj_t pu = NULL; rc == INFERD_OK && (pu = hwloc_get_next_obj_by_type(t->hw, HWLOC_OBJ_PU, pu));) {
+    unsigned cpu = pu->os_index;
+    if (cpu > TOPO_MAX_CPU_NUMBER || hwloc_bitmap_weight(pu->cpuset) != 1 || !hwloc_bitmap_isset(pu->cpuset, cpu)) {
+      rc = core_fail(st, odd_machine(t), "topology: PU %u of %s is not CPU %u alone, or not a CPU from 0 to %d", cpu,
+                     t->source, cpu, TOPO_MAX_CPU_NUMBER);
+    } else if (hwloc_bitmap_isset(seen, cpu)) {
+      rc = core_fail(st, odd_machine(t), "topology: %s has two PUs for CPU %u", t->source, cpu);
+    } else if (have_cores) {
+      hwloc_obj_t core = hwloc_get_ancestor_obj_by_type(t->hw, HWLOC_OBJ_CORE, pu);
+      if (!core || (int)core->logical_index >= ncores || !hwloc_bitmap_isset(core->cpuset, cpu))
+        rc = core_fail(st, odd_machine(t), "topology: CPU %u of %s is in no core", cpu, t->source);
+      else
+        pus_of_core[core->logical_index]++;
+    }
+    hwloc_bitmap_set(seen, cpu);
+  }
+  hwloc_bitmap_free(seen);
+  return rc;
+}
+
+/* The cores (the PUs when hwloc found no Core object), each with its PUs and its NUMA
+ * node; after check_pus, a core's cpuset is exactly its PUs. */
 static inferd_code fill_cores(topo *t, inferd_status *st) {
-  hwloc_obj_type_t core_type = hwloc_get_nbobjs_by_type(t->hw, HWLOC_OBJ_CORE) > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
+  int have_cores = hwloc_get_nbobjs_by_type(t->hw, HWLOC_OBJ_CORE);
+  if (have_cores < 0) return core_fail(st, odd_machine(t), "topology: %s has cores at several depths", t->source);
+  hwloc_obj_type_t core_type = have_cores > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
   int ncores = hwloc_get_nbobjs_by_type(t->hw, core_type);
   int npus = hwloc_get_nbobjs_by_type(t->hw, HWLOC_OBJ_PU);
-  if (ncores <= 0 || npus <= 0) return core_fail(st, INFERD_UNAVAILABLE, "topology: hwloc found no CPU on %s", t->source);
+  if (ncores <= 0 || npus <= 0) return core_fail(st, odd_machine(t), "topology: hwloc found no CPU on %s", t->source);
   t->cores = calloc((size_t)ncores, sizeof *t->cores);
   t->pu_storage = calloc((size_t)npus * 2, sizeof *t->pu_storage);
   t->node_core_storage = calloc((size_t)ncores, sizeof *t->node_core_storage);
   t->core_node_slot = calloc((size_t)ncores, sizeof *t->core_node_slot);
   if (!t->cores || !t->pu_storage || !t->node_core_storage || !t->core_node_slot)
     return core_fail(st, INFERD_NO_MEMORY, "topology: out of memory");
+  int *pus_of_core = t->node_core_storage; /* (borrowed until the nodes' lists are made below) */
+  inferd_code rc = check_pus(t, have_cores > 0, pus_of_core, ncores, st);
+  if (rc != INFERD_OK) return rc;
 
   int *pu_next = t->pu_storage, *pu_end = t->pu_storage + 2 * npus;
   hwloc_obj_t obj = NULL;
   for (int c = 0; c < ncores && (obj = hwloc_get_next_obj_by_type(t->hw, core_type, obj)); c++) {
     topo_core *core = &t->cores[c];
-    hwloc_obj_t pkg = hwloc_get_ancestor_obj_by_type(t->hw, HWLOC_OBJ_PACKAGE, obj);
+    int count = hwloc_bitmap_weight(obj->cpuset);
+    if (count <= 0 || (have_cores > 0 && count != pus_of_core[c]) || pu_next + 2 * count > pu_end)
+      return core_fail(st, odd_machine(t), "topology: core %d of %s: its cpuset is not its PUs", c, t->source);
     int slot = node_of(t, obj->cpuset);
+    hwloc_obj_t pkg = hwloc_get_ancestor_obj_by_type(t->hw, HWLOC_OBJ_PACKAGE, obj);
     *core = (topo_core){.index = c, .os_index = (int)obj->os_index, .package = pkg ? (int)pkg->logical_index : 0,
                         .node = t->nodes[slot].os_index};
     t->core_node_slot[c] = slot;
-    int count = hwloc_bitmap_weight(obj->cpuset);
-    if (count <= 0 || pu_next + 2 * count > pu_end) return core_fail(st, INFERD_INTERNAL, "topology: core %d has no PU", c);
     int *pus = pu_next, *usable = pu_next + count;
     pu_next += 2 * count;
     int id;
@@ -314,6 +377,9 @@ inferd_code topo_new(const topo_params *params, topo **out, inferd_status *st) {
   if (rc == INFERD_OK) rc = usable_set(t, p, st);
   if (rc == INFERD_OK) rc = fill_nodes(t, st);
   if (rc == INFERD_OK) rc = fill_cores(t, st);
+  if (rc == INFERD_OK && t->machine.usable_pu_count == 0) /* usable CPUs that are no PU's */
+    rc = p->allowed_cpus ? core_fail(st, INFERD_INVALID_ARG, "topology: CPU list '%s' names no CPU of %s", p->allowed_cpus, t->source)
+                         : core_fail(st, odd_machine(t), "topology: no usable CPU on %s", t->source);
   if (rc == INFERD_OK) rc = fill_usable_list(t, st);
   if (rc != INFERD_OK) {
     topo_free(t);
