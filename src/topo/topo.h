@@ -35,15 +35,24 @@ typedef struct topo topo;
 enum { TOPO_MAX_SYNTHETIC_PUS = 4096, TOPO_MAX_SYNTHETIC_OBJECTS = 16384, TOPO_MAX_CPU_NUMBER = (1 << 20) - 1 };
 /* Any machine has at most this many NUMA nodes (Linux numbers at most 1024). */
 enum { TOPO_MAX_NUMA_NODES = 1024 };
+/* An XML export: at most this many bytes and objects (packages, caches, cores, PUs, NUMA
+ * nodes...). A 4096-CPU machine's export is about 4 MB of 10,000 objects. */
+enum { TOPO_MAX_XML_BYTES = 64 << 20, TOPO_MAX_XML_OBJECTS = 1 << 16 };
 
 typedef struct topo_params {
-  /* Where the machine description comes from. Both NULL (the default): this machine.
-   * `synthetic` is an hwloc synthetic description ("pack:2 numa:1 core:4 pu:2") of at
-   * most TOPO_MAX_SYNTHETIC_PUS PUs and TOPO_MAX_SYNTHETIC_OBJECTS objects in all;
-   * `xml_path` an hwloc XML export (lstopo --of xml) of another machine. Neither can
-   * be bound to (topo_bind_current_thread fails with UNSUPPORTED). */
+  /* Where the machine description comes from; at most one of them. All NULL (the
+   * default): this machine. `synthetic` is an hwloc synthetic description
+   * ("pack:2 numa:1 core:4 pu:2") of at most TOPO_MAX_SYNTHETIC_PUS PUs and
+   * TOPO_MAX_SYNTHETIC_OBJECTS objects in all; `xml_path` an hwloc XML export
+   * (lstopo --of xml, hwloc 2) of another machine, and `xml_buffer` the same text in
+   * memory, xml_size bytes (borrowed during topo_new only). An export is read strictly
+   * (src/topo/topo_xml.c says what is taken): hwloc itself is not given text it would
+   * choke on. None of them can be bound to (topo_bind_current_thread fails with
+   * UNSUPPORTED). */
   const char *synthetic;
   const char *xml_path;
+  const char *xml_buffer;
+  size_t xml_size;
   /* Logical CPUs the process may use, as a list "0-3,8" of CPU numbers up to
    * TOPO_MAX_CPU_NUMBER (Linux has at most 8192 CPUs). NULL (the default): the
    * process's affinity mask on this machine, every PU of a synthetic or XML one. */

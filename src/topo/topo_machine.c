@@ -18,7 +18,9 @@
  * nodes that cover no core (CPU-less memory, HBM beside DDR) get no workers. Machines
  * where hwloc finds no Core objects (some VMs) get one core per PU.
  *
- * What hwloc builds, from an export, a description or this machine, must add up
+ * An XML export is never given to hwloc as it is: topo_xml.c reads it strictly and
+ * writes the document hwloc reads (hwloc's XML import crashes on malformed input).
+ * What hwloc then builds, from an export, a description or this machine, must add up
  * before it is copied: each PU is one CPU numbered up to TOPO_MAX_CPU_NUMBER and no two
  * PUs are one CPU, a core's cpuset is exactly its PUs, NUMA nodes have distinct numbers
  * up to TOPO_MAX_CPU_NUMBER. Otherwise topo_new fails: INVALID_ARG for a description
@@ -97,10 +99,57 @@ void topo__synthetic_size(const char *desc, uint64_t *pus, uint64_t *objects) {
  * hwloc's reading of this one. */
 static inferd_code odd_machine(const topo *t) { return t->described ? INFERD_INVALID_ARG : INFERD_UNAVAILABLE; }
 
+/* The file's bytes; past TOPO_MAX_XML_BYTES, only enough for topo__xml_rewrite to refuse them. */
+static inferd_code read_xml_file(const char *path, char **text, size_t *size, inferd_status *st) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return core_fail(st, INFERD_INVALID_ARG, "topology: cannot read hwloc XML '%s': %s", path, strerror(errno));
+  char *buf = NULL;
+  size_t cap = 0, n = 0, got = 1;
+  while (got && n <= TOPO_MAX_XML_BYTES) {
+    if (n == cap) {
+      char *grown = realloc(buf, cap ? cap * 2 : 1 << 16);
+      if (!grown) {
+        free(buf);
+        fclose(f);
+        return core_fail(st, INFERD_NO_MEMORY, "topology: out of memory");
+      }
+      buf = grown;
+      cap = cap ? cap * 2 : 1 << 16;
+    }
+    got = fread(buf + n, 1, cap - n, f);
+    n += got;
+  }
+  int failed = ferror(f);
+  fclose(f);
+  if (failed) {
+    free(buf);
+    return core_fail(st, INFERD_INVALID_ARG, "topology: cannot read hwloc XML '%s'", path);
+  }
+  *text = buf;
+  *size = n;
+  return INFERD_OK;
+}
+
+/* hwloc reads the export as topo__xml_rewrite wrote it again, never as given. */
+static inferd_code load_xml(topo *t, const topo_params *p, inferd_status *st) {
+  char *file = NULL, *doc = NULL;
+  size_t size = p->xml_size, doc_size = 0;
+  inferd_code rc = p->xml_path ? read_xml_file(p->xml_path, &file, &size, st) : INFERD_OK;
+  if (rc == INFERD_OK) rc = topo__xml_rewrite(file ? file : p->xml_buffer, size, t->source, &doc, &doc_size, st);
+  free(file);
+  if (rc != INFERD_OK) return rc;
+  /* (a string: its size counts the final NUL; at most about 1.3 x TOPO_MAX_XML_BYTES) */
+  int bad = hwloc_topology_set_xmlbuffer(t->hw, doc, (int)doc_size + 1);
+  free(doc);
+  if (bad) return core_fail(st, INFERD_INVALID_ARG, "topology: hwloc cannot read %s", t->source);
+  return INFERD_OK;
+}
+
 static inferd_code load_hwloc(topo *t, const topo_params *p, inferd_status *st) {
   if (hwloc_topology_init(&t->hw)) return core_fail(st, INFERD_NO_MEMORY, "hwloc: cannot initialise a topology");
   t->hw_loaded = true;
-  if (p->synthetic && p->xml_path) return core_fail(st, INFERD_INVALID_ARG, "topology: give a synthetic description or an XML file, not both");
+  if (!!p->synthetic + !!p->xml_path + !!p->xml_buffer > 1)
+    return core_fail(st, INFERD_INVALID_ARG, "topology: give a synthetic description or an XML file, not both");
   if (p->synthetic) {
     /* hwloc builds a synthetic machine in time quadratic in a level's width: 4096 PUs
      * under one core take 1.6 s, 65536 PUs in packages of 4096 cores 78 s */
@@ -113,11 +162,12 @@ static inferd_code load_hwloc(topo *t, const topo_params *p, inferd_status *st) 
     if (hwloc_topology_set_synthetic(t->hw, p->synthetic))
       return core_fail(st, INFERD_INVALID_ARG, "topology: bad hwloc synthetic description '%s'", p->synthetic);
     t->machine.source = t->source = dup_printf("synthetic '%s'", p->synthetic);
-  } else if (p->xml_path) {
+  } else if (p->xml_path || p->xml_buffer) {
     t->described = true;
-    if (hwloc_topology_set_xml(t->hw, p->xml_path))
-      return core_fail(st, INFERD_INVALID_ARG, "topology: cannot read hwloc XML '%s': %s", p->xml_path, strerror(errno));
-    t->machine.source = t->source = dup_printf("xml %s", p->xml_path);
+    t->machine.source = t->source = p->xml_path ? dup_printf("xml %s", p->xml_path) : dup_printf("%s", "xml buffer");
+    if (!t->source) return core_fail(st, INFERD_NO_MEMORY, "topology: out of memory");
+    inferd_code rc = load_xml(t, p, st);
+    if (rc != INFERD_OK) return rc;
   } else {
     t->machine.source = t->source = dup_printf("%s", "this machine");
   }
@@ -357,7 +407,7 @@ static void read_quota(topo *t, const topo_params *p) {
   if (p->cpu_quota > 0) {
     cpus = p->cpu_quota;
     snprintf(t->quota_source, sizeof t->quota_source, "given");
-  } else if (p->cpu_quota == 0 && t->this_system && !p->synthetic && !p->xml_path) {
+  } else if (p->cpu_quota == 0 && t->this_system && !p->synthetic && !p->xml_path && !p->xml_buffer) {
     topo_quota_read("", &cpus, t->quota_source, sizeof t->quota_source);
   } else {
     snprintf(t->quota_source, sizeof t->quota_source, "none");

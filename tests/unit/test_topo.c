@@ -215,6 +215,168 @@ static void test_bad_params(void **state) {
   topo_free(t);
 }
 
+/* ==== XML exports ========================================================================= */
+
+/* An export as lstopo --of xml writes one: 2 packages, a NUMA node each, 2 cores of 2 PUs
+ * numbered as Linux numbers hyperthreads (core c: CPUs c and c + 4); with what topo_new
+ * leaves out (info, page_type, an instruction cache, a PCI bridge, NUMA distances). */
+static const char XML_2x2x2[] =
+    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+    "<!DOCTYPE topology SYSTEM \"hwloc2.dtd\">\n"
+    "<topology version=\"2.0\">\n"
+    " <object type=\"Machine\" os_index=\"0\" cpuset=\"0x000000ff\" complete_cpuset=\"0x000000ff\""
+    " allowed_cpuset=\"0x000000ff\" nodeset=\"0x00000003\" complete_nodeset=\"0x00000003\" allowed_nodeset=\"0x00000003\">\n"
+    "  <info name=\"Backend\" value=\"Linux\"/>\n"
+    "  <object type=\"Package\" os_index=\"0\" cpuset=\"0x00000033\" complete_cpuset=\"0x00000033\" nodeset=\"0x00000001\" complete_nodeset=\"0x00000001\">\n"
+    "   <object type=\"NUMANode\" os_index=\"0\" cpuset=\"0x00000033\" complete_cpuset=\"0x00000033\" nodeset=\"0x00000001\" complete_nodeset=\"0x00000001\" local_memory=\"2147483648\">\n"
+    "    <page_type size=\"4096\" count=\"524288\"/>\n"
+    "   </object>\n"
+    "   <object type=\"L1iCache\" cpuset=\"0x00000011\" complete_cpuset=\"0x00000011\" nodeset=\"0x00000001\" complete_nodeset=\"0x00000001\" cache_size=\"32768\" depth=\"1\" cache_type=\"2\">\n"
+    "    <object type=\"Core\" os_index=\"0\" cpuset=\"0x00000011\" complete_cpuset=\"0x00000011\" nodeset=\"0x00000001\" complete_nodeset=\"0x00000001\">\n"
+    "     <object type=\"PU\" os_index=\"0\" cpuset=\"0x00000001\" complete_cpuset=\"0x00000001\" nodeset=\"0x00000001\" complete_nodeset=\"0x00000001\"/>\n"
+    "     <object type=\"PU\" os_index=\"4\" cpuset=\"0x00000010\" complete_cpuset=\"0x00000010\" nodeset=\"0x00000001\" complete_nodeset=\"0x00000001\"/>\n"
+    "    </object>\n"
+    "   </object>\n"
+    "   <object type=\"Core\" os_index=\"1\" cpuset=\"0x00000022\" complete_cpuset=\"0x00000022\" nodeset=\"0x00000001\" complete_nodeset=\"0x00000001\">\n"
+    "    <object type=\"PU\" os_index=\"1\" cpuset=\"0x00000002\" complete_cpuset=\"0x00000002\" nodeset=\"0x00000001\" complete_nodeset=\"0x00000001\"/>\n"
+    "    <object type=\"PU\" os_index=\"5\" cpuset=\"0x00000020\" complete_cpuset=\"0x00000020\" nodeset=\"0x00000001\" complete_nodeset=\"0x00000001\"/>\n"
+    "   </object>\n"
+    "  </object>\n"
+    "  <object type=\"Package\" os_index=\"1\" cpuset=\"0x000000cc\" complete_cpuset=\"0x000000cc\" nodeset=\"0x00000002\" complete_nodeset=\"0x00000002\">\n"
+    "   <object type=\"NUMANode\" os_index=\"1\" cpuset=\"0x000000cc\" complete_cpuset=\"0x000000cc\" nodeset=\"0x00000002\" complete_nodeset=\"0x00000002\" local_memory=\"2147483648\"/>\n"
+    "   <object type=\"Core\" os_index=\"0\" cpuset=\"0x00000044\" complete_cpuset=\"0x00000044\" nodeset=\"0x00000002\" complete_nodeset=\"0x00000002\">\n"
+    "    <object type=\"PU\" os_index=\"2\" cpuset=\"0x00000004\" complete_cpuset=\"0x00000004\" nodeset=\"0x00000002\" complete_nodeset=\"0x00000002\"/>\n"
+    "    <object type=\"PU\" os_index=\"6\" cpuset=\"0x00000040\" complete_cpuset=\"0x00000040\" nodeset=\"0x00000002\" complete_nodeset=\"0x00000002\"/>\n"
+    "   </object>\n"
+    "   <object type=\"Core\" os_index=\"1\" cpuset=\"0x00000088\" complete_cpuset=\"0x00000088\" nodeset=\"0x00000002\" complete_nodeset=\"0x00000002\">\n"
+    "    <object type=\"PU\" os_index=\"3\" cpuset=\"0x00000008\" complete_cpuset=\"0x00000008\" nodeset=\"0x00000002\" complete_nodeset=\"0x00000002\"/>\n"
+    "    <object type=\"PU\" os_index=\"7\" cpuset=\"0x00000080\" complete_cpuset=\"0x00000080\" nodeset=\"0x00000002\" complete_nodeset=\"0x00000002\"/>\n"
+    "   </object>\n"
+    "  </object>\n"
+    "  <object type=\"Bridge\" bridge_type=\"0-1\" depth=\"0\" bridge_pci=\"0000:[00-00]\">\n"
+    "   <object type=\"PCIDev\" pci_busid=\"0000:00:02.0\" pci_type=\"0180 [1af4:1042] [1af4:1042] 01\"/>\n"
+    "  </object>\n"
+    " </object>\n"
+    " <distances2 type=\"NUMANode\" nbobjs=\"2\" kind=\"5\" indexing=\"os\">\n"
+    "  <indexes length=\"3\">0 1</indexes>\n"
+    "  <u64values length=\"11\">10 20 20 10</u64values>\n"
+    " </distances2>\n"
+    "</topology>\n";
+
+static void check_xml_machine(const topo *t) {
+  const topo_machine *m = topo_get_machine(t);
+  assert_int_equal(m->package_count, 2);
+  assert_int_equal(m->node_count, 2);
+  assert_int_equal(m->core_count, 4);
+  assert_int_equal(m->pu_count, 8);
+  assert_string_equal(m->usable_cpus, "0-7");
+  assert_false(m->bindable);
+  assert_int_equal(m->quota_cap, 0);
+  for (int n = 0; n < 2; n++) {
+    assert_int_equal(m->nodes[n].os_index, n);
+    assert_int_equal(m->nodes[n].package, n);
+    assert_int_equal(m->nodes[n].core_count, 2);
+    assert_int_equal(m->nodes[n].memory_bytes, 2147483648u);
+  }
+  const topo_core *c3 = &m->cores[3];
+  assert_int_equal(c3->node, 1);
+  assert_int_equal(c3->package, 1);
+  assert_int_equal(c3->pu_count, 2);
+  assert_int_equal(c3->pus[0], 3);
+  assert_int_equal(c3->pus[1], 7);
+
+  topo_plan *plan = make_plan(t, TOPO_PLAN_PARAMS_DEFAULT);
+  check_plan(t, plan);
+  assert_int_equal(plan->worker_count, 2);
+  assert_cpus(&plan->workers[0], "0-1");
+  assert_cpus(&plan->workers[1], "2-3");
+  topo_plan_free(plan);
+}
+
+/* The same export from a file (--xml FILE) and from memory (xml_buffer). */
+static void test_xml_export(void **state) {
+  (void)state;
+  char path[] = "/tmp/test_topo_xml_XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, XML_2x2x2, strlen(XML_2x2x2)), (ssize_t)strlen(XML_2x2x2));
+  close(fd);
+  topo *t = make_topo(&(topo_params){.xml_path = path});
+  check_xml_machine(t);
+  assert_non_null(strstr(topo_get_machine(t)->source, "xml /tmp/test_topo_xml_"));
+  topo_free(t);
+  unlink(path);
+
+  t = make_topo(&(topo_params){.xml_buffer = XML_2x2x2, .xml_size = strlen(XML_2x2x2), .allowed_cpus = "0-3"});
+  assert_string_equal(topo_get_machine(t)->source, "xml buffer");
+  assert_int_equal(topo_get_machine(t)->usable_pu_count, 4);
+  topo_free(t);
+  /* (the buffer's size counts: a NUL byte inside is refused, not the end of the text) */
+  inferd_status st = {0};
+  assert_int_equal(topo_new(&(topo_params){.xml_buffer = XML_2x2x2, .xml_size = sizeof XML_2x2x2}, &t, &st),
+                   INFERD_INVALID_ARG);
+  assert_non_null(strstr(st.message, ": a NUL byte"));
+}
+
+/* What hwloc 2.9 crashes on, or takes to mean another machine, is refused with the line
+ * it is on (tests/fuzz/corpus/topo_xml/regress-* are the fuzzer's). */
+static void test_xml_refusals(void **state) {
+  (void)state;
+  static const struct {
+    const char *from, *to, *message;
+  } cases[] = {
+      /* hwloc dereferenced NULL */
+      {" complete_cpuset=\"0x000000ff\"", "", "line 4: object Machine without complete_cpuset"},
+      {"<object type=\"PU\" os_index=\"5\" cpuset=\"0x00000020\"", "<object type=\"PU\" os_index=\"5\" cpuset=\"0x00000020\"4\"",
+       "line 18: expected a blank, '>' or '/>' in a tag"},
+      /* the plan would have been another machine's */
+      {"type=\"NUMANode\" os_index=\"1\" cpuset=\"0x000000cc\" complete_cpuset=\"0x000000cc\" nodeset=\"0x00000002\" complete_nodeset=\"0x00000002\"",
+       "type=\"NUMANode\" os_index=\"0\" cpuset=\"0x000000cc\" complete_cpuset=\"0x000000cc\" nodeset=\"0x00000001\" complete_nodeset=\"0x00000001\"",
+       "line 22: a second NUMANode 0"},
+      {"type=\"NUMANode\" os_index=\"1\"", "type=\"NUMANode\" os_index=\"4294967295\"", "os_index '4294967295' is not a number from 0 to 1048575"},
+      {"type=\"Core\" os_index=\"1\" cpuset=\"0x00000022\"", "type=\"Core\" os_index=\"1\" cpuset=\"0x00000026\"",
+       "line 16: object Core: its cpuset has CPUs that are not its PUs"},
+      {"cpuset=\"0x00000040\" complete_cpuset=\"0x00000040\"", "cpuset=\"0x00000008\" complete_cpuset=\"0x00000008\"",
+       "line 25: object PU 6: its cpuset is not {6}"},
+      /* hwloc's own lines on stderr: a 10-line banner, then it reordered them */
+      {"<object type=\"PU\" os_index=\"0\" cpuset=\"0x00000001\" complete_cpuset=\"0x00000001\" nodeset=\"0x00000001\" complete_nodeset=\"0x00000001\"/>\n"
+       "     <object type=\"PU\" os_index=\"4\" cpuset=\"0x00000010\" complete_cpuset=\"0x00000010\" nodeset=\"0x00000001\" complete_nodeset=\"0x00000001\"/>",
+       "<object type=\"PU\" os_index=\"4\" cpuset=\"0x00000010\" complete_cpuset=\"0x00000010\" nodeset=\"0x00000001\" complete_nodeset=\"0x00000001\"/>\n"
+       "     <object type=\"PU\" os_index=\"0\" cpuset=\"0x00000001\" complete_cpuset=\"0x00000001\" nodeset=\"0x00000001\" complete_nodeset=\"0x00000001\"/>",
+       "line 13: object PU comes after an object of higher CPUs"},
+      /* not an hwloc 2 export */
+      {"<object type=\"Package\" os_index=\"0\"", "<object type=\"Package\" os_index=\"0\" cpuset=\"0x00000100\" complete_cpuset=\"0x00000100\"",
+       "attribute cpuset given twice"},
+      {"<topology version=\"2.0\">", "<topology>", "line 3: expected <topology version=\"2.0\">"},
+      {"</topology>\n", "</topology>\n<x/>", "text after </topology>"},
+      {"type=\"Core\" os_index=\"1\" cpuset=\"0x00000088\"", "type=\"Socket\" os_index=\"1\" cpuset=\"0x00000088\"",
+       "unknown object type 'Socket'"},
+      {"type=\"Package\" os_index=\"1\"", "type=\"Core\" os_index=\"1\"", "line 23: object Core inside object Core"},
+      {"0x000000ff\" complete_cpuset", "0xf...f,0x000000ff\" complete_cpuset", "is not a set like 0x000000ff"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    const char *at = strstr(XML_2x2x2, cases[i].from);
+    if (!at) fail_msg("case %zu: '%s' is not in the export", i, cases[i].from);
+    char xml[sizeof XML_2x2x2 + 256];
+    snprintf(xml, sizeof xml, "%.*s%s%s", (int)(at - XML_2x2x2), XML_2x2x2, cases[i].to, at + strlen(cases[i].from));
+    topo *t = NULL;
+    inferd_status st = {0};
+    if (topo_new(&(topo_params){.xml_buffer = xml, .xml_size = strlen(xml)}, &t, &st) != INFERD_INVALID_ARG)
+      fail_msg("case %zu was not refused", i);
+    assert_null(t);
+    if (!strstr(st.message, cases[i].message)) fail_msg("case %zu: '%s' does not say '%s'", i, st.message, cases[i].message);
+    assert_null(strchr(st.message, '\n'));
+  }
+  topo *t = NULL;
+  inferd_status st = {0};
+  assert_int_equal(topo_new(&(topo_params){.xml_buffer = XML_2x2x2, .xml_size = (size_t)TOPO_MAX_XML_BYTES + 1}, &t, &st),
+                   INFERD_INVALID_ARG);
+  assert_non_null(strstr(st.message, "is larger than 64 MiB"));
+  assert_int_equal(topo_new(&(topo_params){.xml_buffer = XML_2x2x2, .xml_size = strlen(XML_2x2x2), .synthetic = "pu:2"}, &t, &st),
+                   INFERD_INVALID_ARG);
+  assert_null(t);
+}
+
 /* A synthetic machine above TOPO_MAX_SYNTHETIC_PUS PUs or TOPO_MAX_SYNTHETIC_OBJECTS objects
  * is refused before hwloc builds it: hwloc takes time quadratic in a level's width
  * ("01111111", octal for 299593 PUs, ran for minutes; fuzz_topo). */
@@ -803,6 +965,8 @@ int main(void) {
       cmocka_unit_test(test_cpu_list_numbers),
       cmocka_unit_test(test_affinity_mask_is_honoured),
       cmocka_unit_test(test_bad_params),
+      cmocka_unit_test(test_xml_export),
+      cmocka_unit_test(test_xml_refusals),
       cmocka_unit_test(test_default_plan_one_worker_per_node),
       cmocka_unit_test(test_workers_times_threads_limits),
       cmocka_unit_test(test_use_logical_core),
