@@ -7,7 +7,7 @@
  * arguments; no subcommand byte), parsed by cli__topo_parse; fuzz_cli checks its
  * refusals. A line without --synthetic describes "pack:2 numa:2 core:4 pu:2" (never
  * this machine, which would make the answers depend on where the fuzzer runs); one
- * with --xml is skipped (a file's name: hwloc's XML reader is not fuzzed here).
+ * with --xml is skipped (a file's name: fuzz_topo_xml fuzzes the XML reader).
  *
  * The promise: success, or a status (INVALID_ARG for a bad description, CPU list or
  * plan option) with a one-line message, never a crash, a hang (a description of more

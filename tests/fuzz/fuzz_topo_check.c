@@ -1,5 +1,5 @@
 /*
- * fuzz_topo_check.c - the checks of fuzz_topo (see fuzz_topo_check.h).
+ * fuzz_topo_check.c - the checks of fuzz_topo and fuzz_topo_xml (see fuzz_topo_check.h).
  */
 #include <math.h>
 #include <stdint.h>

@@ -1,6 +1,6 @@
 /*
- * fuzz_topo_check.h - the checks fuzz_topo runs on what src/topo/ made: a refusal, a
- * machine, a plan and its printing, apart so that other targets run them too. Each
+ * fuzz_topo_check.h - the checks fuzz_topo and fuzz_topo_xml run on what src/topo/ made:
+ * a refusal, a machine, a plan and its printing. Each
  * aborts (with one line on stderr saying what was wrong) when the promise of topo.h is
  * broken, so libFuzzer reports it.
  *
