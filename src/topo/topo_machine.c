@@ -95,6 +95,25 @@ void topo__synthetic_size(const char *desc, uint64_t *pus, uint64_t *objects) {
   }
 }
 
+/* Whether every explicit index list of a synthetic description ("pu:4(indexes=0,2,1,3)")
+ * stays within CPU (and NUMA node) numbers 0 to TOPO_MAX_CPU_NUMBER: hwloc reads each
+ * with strtoul into an unsigned, so "99999999999" is PU 4294967295, whose cpuset takes
+ * 512 MB. (hwloc checks the other form, an interleaving like "2*2:1*2", itself.) */
+static bool synthetic_indexes_ok(const char *desc) {
+  for (const char *p = desc; (p = strstr(p, "indexes=")); ) {
+    p += strlen("indexes=");
+    size_t length = strcspn(p, " )");
+    if (strspn(p, "0123456789,") != length) continue;
+    for (const char *end = p + length; p < end;) {
+      unsigned long n = 0;
+      for (; p < end && isdigit((unsigned char)*p); p++)
+        if ((n = n * 10 + (unsigned long)(*p - '0')) > TOPO_MAX_CPU_NUMBER) return false;
+      if (p < end) p++; /* the comma */
+    }
+  }
+  return true;
+}
+
 /* What a machine that does not add up is: the fault of its description or export, or
  * hwloc's reading of this one. */
 static inferd_code odd_machine(const topo *t) { return t->described ? INFERD_INVALID_ARG : INFERD_UNAVAILABLE; }
@@ -158,6 +177,9 @@ static inferd_code load_hwloc(topo *t, const topo_params *p, inferd_status *st) 
     if (pus > TOPO_MAX_SYNTHETIC_PUS || objects > TOPO_MAX_SYNTHETIC_OBJECTS)
       return core_fail(st, INFERD_INVALID_ARG, "topology: synthetic description '%s' has more than %d PUs or %d objects",
                        p->synthetic, TOPO_MAX_SYNTHETIC_PUS, TOPO_MAX_SYNTHETIC_OBJECTS);
+    if (!synthetic_indexes_ok(p->synthetic))
+      return core_fail(st, INFERD_INVALID_ARG, "topology: synthetic description '%s' has an index above %d", p->synthetic,
+                       TOPO_MAX_CPU_NUMBER);
     t->described = true;
     if (hwloc_topology_set_synthetic(t->hw, p->synthetic))
       return core_fail(st, INFERD_INVALID_ARG, "topology: bad hwloc synthetic description '%s'", p->synthetic);

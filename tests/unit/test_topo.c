@@ -188,6 +188,14 @@ static void test_bad_params(void **state) {
   assert_non_null(strstr(st.message, "CPU list '100-120' names no CPU"));
   assert_int_equal(topo_new(&(topo_params){.synthetic = SYNTH_2x4x2, .allowed_cpus = "1x,0"}, &t, &st), INFERD_INVALID_ARG);
   assert_non_null(strstr(st.message, "bad CPU list '1x,0'"));
+  /* an index hwloc would read as 4294967295 (a 512 MB cpuset; fuzz_topo) */
+  assert_int_equal(topo_new(&(topo_params){.synthetic = "pack:2 core:1 pu:2(indexes=1,99999999999999,0,2)"}, &t, &st),
+                   INFERD_INVALID_ARG);
+  assert_non_null(strstr(st.message, "has an index above 1048575"));
+  t = make_topo(&(topo_params){.synthetic = "pack:2 core:1 pu:2(indexes=1048575,5,0,2)"});
+  assert_string_equal(topo_get_machine(t)->usable_cpus, "0,2,5,1048575");
+  topo_free(t);
+  t = NULL;
   assert_int_equal(topo_new(&(topo_params){.synthetic = SYNTH_2x4x2, .xml_path = "/x.xml"}, &t, &st), INFERD_INVALID_ARG);
   assert_int_equal(topo_new(&(topo_params){.xml_path = "/nonexistent/topo.xml"}, &t, &st), INFERD_INVALID_ARG);
 
