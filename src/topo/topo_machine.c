@@ -96,22 +96,28 @@ void topo__synthetic_size(const char *desc, uint64_t *pus, uint64_t *objects) {
 }
 
 /* Whether every explicit index list of a synthetic description ("pu:4(indexes=0,2,1,3)")
- * stays within CPU (and NUMA node) numbers 0 to TOPO_MAX_CPU_NUMBER: hwloc reads each
- * with strtoul into an unsigned, so "99999999999" is PU 4294967295, whose cpuset takes
- * 512 MB. (hwloc checks the other form, an interleaving like "2*2:1*2", itself.) */
+ * names distinct CPU (or NUMA node) numbers from 0 to TOPO_MAX_CPU_NUMBER: hwloc reads
+ * each with strtoul into an unsigned, so "99999999999" is PU 4294967295, whose cpuset
+ * takes 512 MB, and merges the objects of a number given twice into a tree of packages
+ * inside packages. (hwloc checks the other form, an interleaving like "2*2:1*2".) */
 static bool synthetic_indexes_ok(const char *desc) {
-  for (const char *p = desc; (p = strstr(p, "indexes=")); ) {
+  hwloc_bitmap_t seen = hwloc_bitmap_alloc();
+  bool ok = seen != NULL;
+  for (const char *p = desc; ok && (p = strstr(p, "indexes="));) {
     p += strlen("indexes=");
     size_t length = strcspn(p, " )");
     if (strspn(p, "0123456789,") != length) continue;
-    for (const char *end = p + length; p < end;) {
+    hwloc_bitmap_zero(seen);
+    for (const char *end = p + length; ok && p < end;) {
       unsigned long n = 0;
-      for (; p < end && isdigit((unsigned char)*p); p++)
-        if ((n = n * 10 + (unsigned long)(*p - '0')) > TOPO_MAX_CPU_NUMBER) return false;
+      for (; ok && p < end && isdigit((unsigned char)*p); p++) ok = (n = n * 10 + (unsigned long)(*p - '0')) <= TOPO_MAX_CPU_NUMBER;
+      if (ok && hwloc_bitmap_isset(seen, (unsigned)n)) ok = false;
+      if (ok) hwloc_bitmap_set(seen, (unsigned)n);
       if (p < end) p++; /* the comma */
     }
   }
-  return true;
+  hwloc_bitmap_free(seen);
+  return ok;
 }
 
 /* What a machine that does not add up is: the fault of its description or export, or
@@ -178,8 +184,8 @@ static inferd_code load_hwloc(topo *t, const topo_params *p, inferd_status *st) 
       return core_fail(st, INFERD_INVALID_ARG, "topology: synthetic description '%s' has more than %d PUs or %d objects",
                        p->synthetic, TOPO_MAX_SYNTHETIC_PUS, TOPO_MAX_SYNTHETIC_OBJECTS);
     if (!synthetic_indexes_ok(p->synthetic))
-      return core_fail(st, INFERD_INVALID_ARG, "topology: synthetic description '%s' has an index above %d", p->synthetic,
-                       TOPO_MAX_CPU_NUMBER);
+      return core_fail(st, INFERD_INVALID_ARG, "topology: synthetic description '%s' has an index above %d, or one twice",
+                       p->synthetic, TOPO_MAX_CPU_NUMBER);
     t->described = true;
     if (hwloc_topology_set_synthetic(t->hw, p->synthetic))
       return core_fail(st, INFERD_INVALID_ARG, "topology: bad hwloc synthetic description '%s'", p->synthetic);
@@ -389,6 +395,7 @@ static inferd_code fill_cores(topo *t, inferd_status *st) {
   t->machine.core_count = t->core_count;
   t->machine.cores = t->cores;
   int packages = hwloc_get_nbobjs_by_type(t->hw, HWLOC_OBJ_PACKAGE);
+  if (packages < 0) return core_fail(st, odd_machine(t), "topology: %s has packages at several depths", t->source);
   t->machine.package_count = packages > 0 ? packages : 1;
 
   /* Each node's cores, in core order. */
