@@ -10,6 +10,8 @@
 #     v2 cpu.max, when this user may create one; skipped otherwise);
 #   - on an hwloc synthetic machine of 2 packages x 4 cores x 2 hyperthreads, where the
 #     exact plans are known: default, workers x threads, use_logical_core, node_id, quota;
+#   - on an hwloc XML export of a 2-core machine (--xml), and the same with a core that
+#     holds no PU (refused, naming the line);
 #   - with bad options: exit status 2, exactly one line on stderr, nothing on stdout.
 # A status >= 128 (a crash, a sanitizer abort) always fails.
 #
@@ -190,6 +192,31 @@ out_has '^  worker 1: NUMA node 1, 1 thread, cpus 8 \(cores 4\)$'
 out_has '^warning: CPU quota of 3.00 CPUs \(given\): using 3 of 8 usable physical cores$'
 end
 
+# An hwloc XML export (lstopo --of xml) of a 2-core machine: its machine and plan; the same
+# with a core that holds no PU: one line naming the line and the object, exit 2.
+cat >"$work/small.xml" <<'XML'
+<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE topology SYSTEM "hwloc2.dtd">
+<topology version="2.0">
+  <object type="Machine" os_index="0" cpuset="0x00000003" complete_cpuset="0x00000003" allowed_cpuset="0x00000003" nodeset="0x00000001" complete_nodeset="0x00000001" allowed_nodeset="0x00000001">
+    <object type="Package" os_index="0" cpuset="0x00000003" complete_cpuset="0x00000003" nodeset="0x00000001" complete_nodeset="0x00000001">
+      <object type="NUMANode" os_index="0" cpuset="0x00000003" complete_cpuset="0x00000003" nodeset="0x00000001" complete_nodeset="0x00000001" local_memory="1073741824"/>
+      <object type="Core" os_index="0" cpuset="0x00000001" complete_cpuset="0x00000001" nodeset="0x00000001" complete_nodeset="0x00000001">
+        <object type="PU" os_index="0" cpuset="0x00000001" complete_cpuset="0x00000001" nodeset="0x00000001" complete_nodeset="0x00000001"/>
+      </object>
+      <object type="Core" os_index="1" cpuset="0x00000002" complete_cpuset="0x00000002" nodeset="0x00000001" complete_nodeset="0x00000001">
+        <object type="PU" os_index="1" cpuset="0x00000002" complete_cpuset="0x00000002" nodeset="0x00000001" complete_nodeset="0x00000001"/>
+      </object>
+    </object>
+  </object>
+</topology>
+XML
+begin xml_export 0 "$inferd" topo --xml "$work/small.xml"
+out_has '^  1 package, 1 NUMA node, 2 physical cores, 2 logical CPUs$'
+out_has '^  worker 0: NUMA node 0, 2 threads, cpus 0-1 \(cores 0-1\)$'
+end
+grep -v 'type="PU" os_index="1"' "$work/small.xml" >"$work/core_without_pu.xml"
+
 begin help 0 "$inferd" topo --help
 out_has '^usage: inferd topo '
 end
@@ -218,6 +245,8 @@ bad bad_cpus_semicolon "^inferd topo: topology: bad CPU list '0;1'" --synthetic 
 bad bad_cpus_none "^inferd topo: topology: CPU list '99' names no CPU this process may use" --synthetic "$synth" --cpus 99
 bad bad_quota '^inferd topo: --cpu-quota wants a number of CPUs: abc' --cpu-quota abc
 bad bad_xml "^inferd topo: topology: cannot read hwloc XML '/nonexistent.xml'" --xml /nonexistent.xml
+bad bad_xml_core_without_pu "^inferd topo: topology: xml .*core_without_pu.xml line 10: object Core holds no PU$" \
+    --xml "$work/core_without_pu.xml"
 
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
