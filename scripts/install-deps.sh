@@ -11,7 +11,7 @@ packages=(
   libdnnl-dev libprotobuf-c-dev protobuf-c-compiler libonnx-dev
   # server, handlers, tools
   libh2o-evloop-dev libjansson-dev libturbojpeg0-dev libspng-dev libhwloc-dev
-  libzip-dev libcurl4-openssl-dev zlib1g-dev libssl-dev libuv1-dev
+  libzip-dev libcurl4-openssl-dev zlib1g-dev libssl-dev libuv1-dev libyaml-dev
   # tests
   libcmocka-dev python3-torch python3-torchvision python3-onnx python3-numpy
   python3-pil python3-skimage python3-requests curl strace

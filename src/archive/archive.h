@@ -66,7 +66,8 @@ const char *archive_model_name(const archive_model *model);    /* manifest model
 const char *archive_model_version(const archive_model *model); /* manifest modelVersion */
 /* The manifest's handler ("image_classifier"), or NULL (a bare .onnx, or none given). */
 const char *archive_handler(const archive_model *model);
-/* The manifest's configFile ("model-config.yaml"), or NULL. inferd does not read it. */
+/* The manifest's configFile ("model-config.yaml"), or NULL: a file of the archive that
+ * the server reads with config_model_yaml_parse (src/config). */
 const char *archive_config_file(const archive_model *model);
 /* The serializedFile as named in the manifest ("m.onnx"). */
 const char *archive_serialized_file(const archive_model *model);
@@ -125,6 +126,8 @@ typedef struct archive_write_params {
                                   the path of a handler file (with a '/' or a '.'),
                                   which is copied into the archive */
   const char *version;         /* NULL: "1.0" */
+  const char *config_file;     /* NULL, or a model-config.yaml: copied to the archive's root
+                                  and named by the manifest's configFile */
   const char *const *extra_files; /* paths: files go to the archive's root, a directory's
                                      files keep their paths below it */
   int extra_file_count;

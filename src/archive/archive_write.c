@@ -16,7 +16,8 @@
  *
  * The manifest has torch-model-archiver's fields and order: createdOn (day/month/year
  * local time), runtime "python" (the value TorchServe's frontend requires), model
- * {modelName, serializedFile, handler, modelVersion}, archiverVersion; indented by 2.
+ * {modelName, serializedFile, handler, modelVersion[, configFile]}, archiverVersion;
+ * indented by 2. A config file goes to the root by its base name, as the serialized file.
  *
  * One difference from torch-model-archiver, on purpose: the .onnx file is stored, not
  * deflated (the other files are deflated as it does). Float weights hardly compress
@@ -178,6 +179,12 @@ static inferd_code plan_entries(const archive_write_params *w, plan *p, inferd_s
     rc = add_entry(p, p->handler_name, w->handler, st);
   }
 
+  if (rc == INFERD_OK && w->config_file) {
+    if (stat(w->config_file, &sb) != 0 || !S_ISREG(sb.st_mode))
+      return core_fail(st, INFERD_NOT_FOUND, "config file '%s' is not a file", w->config_file);
+    rc = add_entry(p, base_name(w->config_file), w->config_file, st);
+  }
+
   for (int i = 0; i < w->extra_file_count && rc == INFERD_OK; i++) {
     const char *path = w->extra_files[i];
     if (stat(path, &sb) != 0)
@@ -202,6 +209,10 @@ static char *manifest_text(const archive_write_params *w, const plan *p) {
   json_t *model = json_pack("{s:s, s:s, s:s, s:s}", "modelName", w->model_name, "serializedFile",
                             p->entries[0].name, "handler", p->handler_name, "modelVersion",
                             w->version ? w->version : "1.0");
+  if (model && w->config_file && json_object_set_new(model, "configFile", json_string(base_name(w->config_file)))) {
+    json_decref(model);
+    model = NULL;
+  }
   json_t *root = model ? json_pack("{s:s, s:s, s:o, s:s}", "createdOn", created, "runtime", "python", "model", model,
                                    "archiverVersion", ARCHIVER_VERSION)
                        : NULL;

@@ -4,14 +4,17 @@
  *
  *   inferd archive --model-name NAME --serialized-file MODEL.onnx --handler HANDLER
  *                  [--version V] [--export-path DIR] [--extra-files F1,F2,...]
+ *                  [--config-file model-config.yaml]
  *                  [--archive-format default|zip-store|no-archive] [--force]
  *
  * Writes DIR/NAME.mar (or the directory DIR/NAME with no-archive) through
  * archive_write (src/archive/) and prints the path written. --version defaults to 1.0
  * and --export-path to the current directory, where torch-model-archiver requires
  * --version. The .onnx is stored in the zip rather than deflated (see archive_write.c:
- * weights hardly compress, and inflating them would slow every server start). Any error, an existing archive without --force included, is one line on
- * stderr and exit status 2.
+ * weights hardly compress, and inflating them would slow every server start). A
+ * --config-file is read as the server will read it (config_model_yaml_read_file), so
+ * that a broken one is refused here rather than at registration. Any error, an
+ * existing archive without --force included, is one line on stderr and exit status 2.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -20,11 +23,13 @@
 
 #include "archive/archive.h"
 #include "cli/cli_internal.h"
+#include "config/config.h"
 
 static void archive_usage(FILE *f) {
   fprintf(f,
           "usage: inferd archive --model-name NAME --serialized-file MODEL.onnx --handler HANDLER\n"
           "                      [--version V] [--export-path DIR] [--extra-files F1,F2,...]\n"
+          "                      [--config-file FILE]\n"
           "                      [--archive-format default|zip-store|no-archive] [-f|--force]\n"
           "\n"
           "Makes NAME.mar (a TorchServe model archive: the model, the extra files and\n"
@@ -35,6 +40,8 @@ static void archive_usage(FILE *f) {
           "  --version V              the model's version (default 1.0)\n"
           "  --export-path DIR        where to write (default: the current directory)\n"
           "  --extra-files LIST       comma-separated files or directories, e.g. index_to_name.json\n"
+          "  --config-file FILE       a model-config.yaml (batchSize, maxBatchDelay, responseTimeout,\n"
+          "                           minWorkers, maxWorkers), read by the server at registration\n"
           "  --archive-format FORMAT  default (.mar; the model stored, other files deflated),\n"
           "                           zip-store (.mar, all stored), no-archive (the directory DIR/NAME)\n"
           "  -f, --force              replace an existing archive\n");
@@ -67,13 +74,14 @@ void cli__archive_options_free(cli__archive_options *o) {
 }
 
 inferd_code cli__archive_parse(int argc, char **argv, cli__archive_options *o, inferd_status *st) {
-  enum { OPT_NAME = CLI__LONG_ONLY, OPT_SERIALIZED, OPT_HANDLER, OPT_EXPORT, OPT_EXTRA, OPT_FORMAT };
+  enum { OPT_NAME = CLI__LONG_ONLY, OPT_SERIALIZED, OPT_HANDLER, OPT_EXPORT, OPT_EXTRA, OPT_FORMAT, OPT_CONFIG };
   static const char shorts[] = ":v:fh";
   static const struct option longs[] = {
       {"model-name", required_argument, 0, OPT_NAME},     {"serialized-file", required_argument, 0, OPT_SERIALIZED},
       {"handler", required_argument, 0, OPT_HANDLER},     {"version", required_argument, 0, 'v'},
       {"export-path", required_argument, 0, OPT_EXPORT},  {"extra-files", required_argument, 0, OPT_EXTRA},
       {"archive-format", required_argument, 0, OPT_FORMAT}, {"force", no_argument, 0, 'f'},
+      {"config-file", required_argument, 0, OPT_CONFIG},
       {"help", no_argument, 0, 'h'},                      {0, 0, 0, 0},
   };
   memset(o, 0, sizeof *o);
@@ -89,6 +97,7 @@ inferd_code cli__archive_parse(int argc, char **argv, cli__archive_options *o, i
     case 'v': w->version = optarg; break;
     case OPT_EXPORT: w->export_path = optarg; break;
     case OPT_EXTRA: o->extra_list = optarg; break;
+    case OPT_CONFIG: w->config_file = optarg; break;
     case 'f': w->force = true; break;
     case OPT_FORMAT:
       if (strcmp(optarg, "default") == 0) w->format = ARCHIVE_FORMAT_DEFAULT;
@@ -130,7 +139,9 @@ int cli_archive(int argc, char **argv) {
     return rc == INFERD_OK ? 0 : rc == INFERD_NO_MEMORY ? 1 : 2;
   }
   char written[4096];
-  rc = archive_write(&o.write, written, sizeof written, &st);
+  config_model_yaml yaml;
+  if (o.write.config_file) rc = config_model_yaml_read_file(o.write.config_file, &yaml, &st);
+  if (rc == INFERD_OK) rc = archive_write(&o.write, written, sizeof written, &st);
   cli__archive_options_free(&o);
   if (rc != INFERD_OK) {
     fprintf(stderr, "inferd archive: %s\n", st.message);

@@ -168,6 +168,31 @@ void config_write(const config_server *cfg, FILE *out);
  * defaultVersion, else the only one. */
 const config_model *config_find_model(const config_server *cfg, const char *name, const char *version);
 
+/* ---- model-config.yaml ------------------------------------------------------------------
+ * The file a .mar's manifest names as configFile (torch-model-archiver --config-file):
+ * TorchServe's frontend reads minWorkers, maxWorkers, batchSize, maxBatchDelay and
+ * responseTimeout from its top-level mapping, and leaves the rest (the `handler:`
+ * section, deviceType, ...) to the handler. inferd reads the same five keys with the
+ * ranges of models={...}; each must be a plain integer. Other top-level keys are listed
+ * in `ignored` (but `handler`, the handler's own section), never expanded or resolved
+ * (aliases are not followed). Refused, with the file's line: invalid YAML, a top level
+ * that is not a mapping, more than one document, one of the five keys twice or not an
+ * integer in range, minWorkers above maxWorkers, a file above 1 MiB. An empty file or
+ * document gives nothing. */
+typedef struct config_model_yaml {
+  config_model values; /* name, version, mar_name NULL; an int -1 where the file gives none */
+  char ignored[256];   /* "deviceType, parallelType" ("..." when cut); "" when none */
+} config_model_yaml;
+
+enum { CONFIG_MODEL_YAML_MAX_BYTES = 1 << 20 };
+
+/* Parses `text` (need not be NUL-terminated); `source` names it in messages:
+ * "model-config.yaml: line 3: batchSize: expected an integer in 1..1024, got 'eight'". */
+inferd_code config_model_yaml_parse(const void *text, size_t size, const char *source, config_model_yaml *out,
+                                    inferd_status *status);
+/* The same on a file; the path names it in messages. */
+inferd_code config_model_yaml_read_file(const char *path, config_model_yaml *out, inferd_status *status);
+
 /* True when `name` is a valid model name: [A-Za-z0-9][A-Za-z0-9_.-]* (TorchServe's
  * rule; names go into URLs). */
 bool config_valid_model_name(const char *name);

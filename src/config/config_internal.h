@@ -54,6 +54,11 @@ inferd_code config__fail(inferd_status *st, inferd_code code, const config__wher
 /* Appends a warning line to cfg->warnings (bounded; the overflow is counted in one). */
 void config__warn(config_server *cfg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Reads the regular file `path` of at most `max` bytes (`what` names such a file in
+ * the message: "a config file") into *text, which the caller frees. */
+inferd_code config__read_file(const char *path, size_t max, const char *what, char **text, size_t *size,
+                              inferd_status *status);
+
 /* The structured setters (config_values.c). Each parses `value` (NUL-terminated,
  * already trimmed) into a new value and replaces *out only on success. */
 inferd_code config__set_address(config_address *out, const char *key, const char *value,
@@ -64,6 +69,10 @@ inferd_code config__set_models(config_server *cfg, config_models *out, const cha
                                const config__where *w, inferd_status *st);
 inferd_code config__set_launcher(config_server *cfg, config_launcher *out, const char *key,
                                  const char *value, const config__where *w, inferd_status *st);
+/* The int field of m that models={...} and model-config.yaml call `name` ("batchSize"),
+ * with the range of the global key it shares (batch_size's 1..1024); NULL for a name
+ * that is not one of them. */
+int *config__model_field(config_model *m, const char *name, int64_t *min, int64_t *max);
 void config__free_load_models(config_load_models *v);
 void config__free_models(config_models *v);
 void config__free_launcher(config_launcher *v);

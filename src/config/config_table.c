@@ -499,30 +499,38 @@ inferd_code config_parse_text(config_server *cfg, const char *text, size_t size,
 
 enum { MAX_CONFIG_FILE = 16 << 20 };
 
-inferd_code config_parse_file(config_server *cfg, const char *path, inferd_status *status) {
+inferd_code config__read_file(const char *path, size_t max, const char *what, char **text, size_t *size,
+                              inferd_status *status) {
+  *text = NULL;
+  *size = 0;
   FILE *f = fopen(path, "rb");
   if (!f) return core_fail(status, errno == ENOENT ? INFERD_NOT_FOUND : INFERD_INVALID_ARG, "%s: %s", path, strerror(errno));
   struct stat sb;
-  if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-    fclose(f);
-    return core_fail(status, INFERD_INVALID_ARG, "%s: not a regular file", path);
+  inferd_code rc = INFERD_OK;
+  if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode))
+    rc = core_fail(status, INFERD_INVALID_ARG, "%s: not a regular file", path);
+  else if ((uint64_t)sb.st_size > max)
+    rc = core_fail(status, INFERD_TOO_LARGE, "%s: %lld bytes; %s may have %zu at most", path, (long long)sb.st_size,
+                   what, max);
+  else if (!(*text = malloc(sb.st_size ? (size_t)sb.st_size : 1)))
+    rc = core_fail(status, INFERD_NO_MEMORY, "%s: out of memory", path);
+  if (rc == INFERD_OK) {
+    *size = fread(*text, 1, (size_t)sb.st_size, f);
+    if (*size != (size_t)sb.st_size || ferror(f)) rc = core_fail(status, INFERD_INVALID_ARG, "%s: read error", path);
   }
-  if (sb.st_size > MAX_CONFIG_FILE) {
-    fclose(f);
-    return core_fail(status, INFERD_TOO_LARGE, "%s: %lld bytes; a config file may have 16 MiB at most", path,
-                     (long long)sb.st_size);
-  }
-  size_t size = (size_t)sb.st_size;
-  char *text = malloc(size ? size : 1);
-  if (!text) {
-    fclose(f);
-    return core_fail(status, INFERD_NO_MEMORY, "%s: out of memory", path);
-  }
-  size_t got = fread(text, 1, size, f);
-  int read_error = ferror(f);
   fclose(f);
-  inferd_code rc = got != size || read_error ? core_fail(status, INFERD_INVALID_ARG, "%s: read error", path)
-                                             : config_parse_text(cfg, text, size, path, status);
+  if (rc != INFERD_OK) {
+    free(*text);
+    *text = NULL;
+  }
+  return rc;
+}
+
+inferd_code config_parse_file(config_server *cfg, const char *path, inferd_status *status) {
+  char *text;
+  size_t size;
+  inferd_code rc = config__read_file(path, MAX_CONFIG_FILE, "a config file", &text, &size, status);
+  if (rc == INFERD_OK) rc = config_parse_text(cfg, text, size, path, status);
   free(text);
   return rc;
 }

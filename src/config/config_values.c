@@ -226,6 +226,17 @@ static const struct model_field {
 /* The table's row for a global key (config_table.c). */
 const config__option *config__find_option(const char *name);
 
+int *config__model_field(config_model *m, const char *name, int64_t *min, int64_t *max) {
+  for (size_t i = 0; i < CORE_ARRAY_LEN(model_fields); i++) {
+    if (strcmp(name, model_fields[i].json) != 0) continue;
+    const config__option *range = config__find_option(model_fields[i].global);
+    *min = range->min;
+    *max = range->max;
+    return (int *)((char *)m + model_fields[i].offset);
+  }
+  return NULL;
+}
+
 void config__free_models(config_models *v) {
   for (int i = 0; i < v->count; i++) {
     free(v->items[i].name);
@@ -265,24 +276,21 @@ static inferd_code parse_model_version(config_server *cfg, config_model *m, json
       m->default_version = json_is_true(v);
       continue;
     }
-    const struct model_field *f = NULL;
-    for (size_t i = 0; i < CORE_ARRAY_LEN(model_fields); i++)
-      if (strcmp(field, model_fields[i].json) == 0) f = &model_fields[i];
-    if (!f) {
+    int64_t min, max, x;
+    int *target = config__model_field(m, field, &min, &max);
+    if (!target) {
       config__warn(cfg, "%s:%d: %s: '%s' version '%s': unknown field '%s' (ignored)", w->source, w->line, key,
                    m->name, m->version, field);
       continue;
     }
-    const config__option *range = config__find_option(f->global);
-    int64_t x;
     /* TorchServe reads these with Gson's getAsInt, which takes "8" as well as 8 */
-    bool ok = json_is_integer(v) ? (x = json_integer_value(v), x >= range->min && x <= range->max)
-              : json_is_string(v) ? config__parse_int64(json_string_value(v), range->min, range->max, &x)
+    bool ok = json_is_integer(v)  ? (x = json_integer_value(v), x >= min && x <= max)
+              : json_is_string(v) ? config__parse_int64(json_string_value(v), min, max, &x)
                                   : false;
     if (!ok)
       return config__fail(st, INFERD_INVALID_ARG, w, key, "'%s' version '%s': %s must be an integer in %lld..%lld",
-                          m->name, m->version, f->json, (long long)range->min, (long long)range->max);
-    *(int *)((char *)m + f->offset) = (int)x;
+                          m->name, m->version, field, (long long)min, (long long)max);
+    *target = (int)x;
   }
   return INFERD_OK;
 }

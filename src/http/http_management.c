@@ -532,7 +532,7 @@ static void register_model(http_server *s, h2o_req_t *req, const http__path *pat
   }
   job->op = OP_REGISTER;
   job->path = dup_iovec(url);
-  job->workers = 0; /* TorchServe's initial_workers default */
+  job->workers = -1; /* not given: none (TorchServe's default), unless model-config.yaml names some */
   job->batch_size = job->max_batch_delay_ms = job->response_timeout_s = -1;
   const char *bad = NULL;
   if (http__query_param(req, path, "model_name", &v)) job->name = dup_iovec(v);

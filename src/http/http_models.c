@@ -421,10 +421,34 @@ static inferd_code load_labels(const archive_model *ar, const char *path, handle
   return code == INFERD_NOT_FOUND ? INFERD_OK : code;
 }
 
-static int pick(int requested, int from_config, int global) {
+static int pick(int requested, int from_archive, int from_config) {
   if (requested >= 0) return requested;
-  if (from_config >= 0) return from_config;
-  return global;
+  if (from_archive >= 0) return from_archive;
+  return from_config;
+}
+
+/* The archive's model-config.yaml when its manifest names one (every value -1
+ * otherwise); the keys inferd does not use are logged. */
+static inferd_code read_model_yaml(const archive_model *ar, const http__model *m, config_model_yaml *out,
+                                   inferd_status *st) {
+  const char *name = archive_config_file(ar);
+  *out = (config_model_yaml){.values = {.batch_size = -1, .max_batch_delay_ms = -1, .response_timeout_s = -1,
+                                        .min_workers = -1, .max_workers = -1}};
+  if (!name) return INFERD_OK;
+  inferd_code code;
+  size_t size = 0;
+  const void *text = archive_file(ar, name, &size);
+  if (!text)
+    return core_fail(st, INFERD_INVALID_ARG, "model %s: the manifest's configFile '%s' is not in the archive",
+                     m->name, name);
+  if ((code = config_model_yaml_parse(text, size, name, out, st)) != INFERD_OK) {
+    core_status_prefix(st, "model %s", m->name);
+    return code;
+  }
+  if (out->ignored[0])
+    core_log(CORE_LOG_INFO, "model %s version %s: %s: not used by inferd: %s", m->name, m->version, name,
+             out->ignored);
+  return INFERD_OK;
 }
 
 static int compare_models(const void *a, const void *b) {
@@ -527,21 +551,26 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
     read_end(r, opened);
   }
 
+  config_model_yaml yaml;
+  if (code == INFERD_OK) code = read_model_yaml(ar, m, &yaml, st);
   const config_model *cm = code == INFERD_OK ? config_find_model(cfg, m->name, m->version) : NULL;
-  m->batch_size = pick(p->batch_size, cm ? cm->batch_size : -1, cfg->batch_size);
-  m->max_batch_delay_ms = pick(p->max_batch_delay_ms, cm ? cm->max_batch_delay_ms : -1, cfg->max_batch_delay);
-  m->response_timeout_s = pick(p->response_timeout_s, cm ? cm->response_timeout_s : -1, cfg->default_response_timeout);
-  int workers = pick(p->workers, cm ? cm->min_workers : -1, cfg->default_workers_per_model);
+  const config_model *y = &yaml.values;
+  /* the request, then the archive's model-config.yaml, then models={...}, then the
+   * global keys: TorchServe's order, except that there the yaml wins even over an
+   * explicit initial_workers or response_timeout */
+  m->batch_size = pick(p->batch_size, y->batch_size, cm ? cm->batch_size : cfg->batch_size);
+  m->max_batch_delay_ms = pick(p->max_batch_delay_ms, y->max_batch_delay_ms,
+                               cm ? cm->max_batch_delay_ms : cfg->max_batch_delay);
+  m->response_timeout_s = pick(p->response_timeout_s, y->response_timeout_s,
+                               cm ? cm->response_timeout_s : cfg->default_response_timeout);
+  /* workers: a registration over the API without initial_workers gets none, unless the
+   * archive's model-config.yaml names some (as in TorchServe). 0 workers is "none" when
+   * the request says so or by that default, else "automatic" (one per NUMA node). */
+  bool api = !p->loaded_at_startup;
+  int workers = pick(p->workers, y->min_workers, api ? 0 : cm ? cm->min_workers : cfg->default_workers_per_model);
+  bool none = api && workers == 0 && (p->workers == 0 || y->min_workers < 0);
+  int max_workers = y->max_workers >= 0 ? y->max_workers : cm ? cm->max_workers : 0; /* only reported */
   if (m->batch_size < 1) m->batch_size = 1;
-
-  /* TorchServe reads a model-config.yaml named by the manifest (batchSize, minWorkers,
-   * ...); inferd takes those settings from config.properties and the request only. */
-  if (code == INFERD_OK && archive_config_file(ar))
-    core_log(CORE_LOG_WARN,
-             "model %s version %s: the archive's configFile '%s' is not read (inferd takes batchSize, "
-             "maxBatchDelay, responseTimeout, minWorkers and maxWorkers from config.properties' models= or the "
-             "register request)",
-             m->name, m->version, archive_config_file(ar));
   if (code == INFERD_OK) code = load_labels(ar, path, &m->labels, st);
   double t_archive = core_now_seconds() - t0, t_engine = 0;
   if (code == INFERD_OK) {
@@ -583,7 +612,6 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
       if (workers == 0 && launcher->ninstances > 0) workers = launcher->ninstances;
     }
     snprintf(placement->model, sizeof placement->model, "%s/%s", m->name, m->version);
-    bool none = p->workers == 0; /* asked for no workers (initial_workers=0) */
     if (!none) code = placement_plan(placement, workers, &sched_workers, st);
     else sched_workers = 0;
   }
@@ -609,7 +637,7 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
   }
   if (code == INFERD_OK) {
     atomic_init(&m->min_workers, sched_workers);
-    atomic_init(&m->max_workers, CORE_MAX(cm ? cm->max_workers : 0, sched_workers));
+    atomic_init(&m->max_workers, CORE_MAX(max_workers, sched_workers));
     m->input_elems = sched_model_input_elems(m->sched);
     sched_model_info info;
     sched_model_describe(m->sched, &info, NULL, 0);

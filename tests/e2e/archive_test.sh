@@ -118,6 +118,22 @@ expect_error 2 "'new\\\\x0aline.txt' cannot be an entry name" "$INFERD" archive 
   --serialized-file models/mobilenet_v2_imagenet.onnx --handler image_classifier --extra-files "$TMP/odd" \
   --archive-format no-archive --export-path "$TMP"
 [ ! -e "$TMP/x" ] || fail "a refused no-archive directory was written"
+# --config-file: read as the server reads it, so a broken model-config.yaml is refused here
+printf 'batchSize: 8\nmaxWorkers: many\n' >"$TMP/model-config.yaml"
+expect_error 2 "model-config.yaml: line 2: maxWorkers: expected an integer" "$INFERD" archive --model-name x \
+  --serialized-file models/mobilenet_v2_imagenet.onnx --handler image_classifier --config-file "$TMP/model-config.yaml" \
+  --export-path "$TMP"
+expect_error 2 "nothing.yaml" "$INFERD" archive --model-name x --serialized-file models/mobilenet_v2_imagenet.onnx \
+  --handler image_classifier --config-file "$TMP/nothing.yaml" --export-path "$TMP"
+printf 'batchSize: 8\nmaxWorkers: 2\n' >"$TMP/model-config.yaml"
+"$INFERD" archive --model-name y --serialized-file models/mobilenet_v2_imagenet.onnx --handler image_classifier \
+  --config-file "$TMP/model-config.yaml" --export-path "$TMP" >/dev/null
+"$PYTHON" - "$TMP/y.mar" "$TMP/model-config.yaml" <<'EOF2' || fail "--config-file: the archive lacks it or its configFile"
+import json, sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+assert json.loads(z.read("MAR-INF/MANIFEST.json"))["model"]["configFile"] == "model-config.yaml"
+assert z.read("model-config.yaml") == open(sys.argv[2], "rb").read()
+EOF2
 expect_error 2 "unknown option" "$INFERD" archive --model-name x --model-file model.py
 expect_error 2 "tgz" "$INFERD" archive --model-name x --archive-format tgz
 [ ! -e "$TMP/x.mar" ] || fail "a refused archive was written"

@@ -19,7 +19,9 @@
 #   that ends exactly at the end still has a nextPageToken (to an empty page); v2 infer on
 #   one model while another is registered and unregistered 20 times: 200 with the right
 #   answer, or 404/503 for the one that comes and goes; a configured default version whose
-#   synchronous register fails goes, and the default before is the default again.
+#   synchronous register fails goes, and the default before is the default again; an
+#   archive's model-config.yaml sets workers and batching (a request's values win), and a
+#   broken or missing one is a 400 naming it.
 # The server is stopped in every path, and must exit 0 on SIGTERM.
 #
 #   serve_management.sh INFERD SOURCE_DIR WORK_DIR
@@ -39,12 +41,26 @@ archive() { # VERSION DIR
 archive 1.0 "$WORK/store"
 archive 2.0 "$WORK/v2"
 mv "$WORK/v2/mnet.mar" "$WORK/store/mnet-v2.mar"
+# a tiny MLP in archives with a model-config.yaml (torch-model-archiver --config-file):
+# ys loads at startup, ym and ybad are registered below
+"${INFERD_PYTHON:-/usr/bin/python3}" "$SRC/tests/fixtures/make_tiny.py" "$WORK/store/mlp.onnx" --mlp
+printf 'minWorkers: 1\nmaxWorkers: 3\nbatchSize: 4\nmaxBatchDelay: 20\nresponseTimeout: 30\ndeviceType: gpu\nhandler:\n  topk: 3\n' \
+  >"$WORK/model-config.yaml"
+yaml_archive() { # NAME FORMAT
+  "$INFERD" archive --model-name "$1" --serialized-file "$WORK/store/mlp.onnx" --handler tensor \
+    --config-file "$WORK/model-config.yaml" --archive-format "$2" --export-path "$WORK/v2" >/dev/null
+}
+yaml_archive ys default
+yaml_archive ym default
+mv "$WORK/v2/ys.mar" "$WORK/v2/ym.mar" "$WORK/store/"
+yaml_archive ym no-archive # the directory v2/ym, broken below as ybad
 
 serve_ports
 serve_config "$WORK/config.properties" \
   "model_store=$WORK/store" \
   "enable_model_api=true" \
-  'models={"dv": {"2.0": {"defaultVersion": true, "batchSize": 8}}}'
+  "load_models=ys.mar" \
+  'models={"dv": {"2.0": {"defaultVersion": true, "batchSize": 8}}, "ys": {"1.0": {"batchSize": 8, "minWorkers": 2, "maxBatchDelay": 5}}}'
 serve_start "$WORK" --ts-config "$WORK/config.properties" --foreground
 serve_wait_ready 60
 serve_keys "$WORK"
@@ -61,6 +77,12 @@ mcall() {
 MA=(-H "Authorization: Bearer $MANAGEMENT_KEY")
 IA=(-H "Authorization: Bearer $INFERENCE_KEY")
 
+# ys: its model-config.yaml wins over models={...}, as in TorchServe
+settings() { # BATCH DELAY TIMEOUT MIN MAX: describe's settings
+  echo "(r[0]['batchSize'], r[0]['maxBatchDelay'], r[0]['responseTimeout'], r[0]['minWorkers'], r[0]['maxWorkers']) == ($1, $2, $3, $4, $5)"
+}
+mcall "ys loaded at startup with its model-config.yaml's settings" 200 "$(settings 4 20 30 1 3)" "${MA[@]}" "$M/models/ys"
+mcall "unregister ys" 200 '' "${MA[@]}" -X DELETE "$M/models/ys"
 mcall "empty list" 200 'r["models"] == []' "${MA[@]}" "$M/models"
 mcall "register mnet 1.0" 200 '"registered with 1 initial workers" in r["status"]' \
   "${MA[@]}" -X POST "$M/models?url=mnet.mar&initial_workers=1&synchronous=true"
@@ -134,7 +156,6 @@ mcall "which registered nothing" 404 '' "${MA[@]}" "$M/models/mnet"
 mcall "nothing registered by the bad requests" 200 'r["models"] == []' "${MA[@]}" "$M/models"
 
 # ---- pagination: 101 models (bare .onnx files of a tiny MLP, registered with no workers) --
-"${INFERD_PYTHON:-/usr/bin/python3}" "$SRC/tests/fixtures/make_tiny.py" "$WORK/store/mlp.onnx" --mlp
 for i in $(seq -w 0 100); do
   ln -s mlp.onnx "$WORK/store/m$i.onnx"
   code=$(curl -s -o "$WORK/body" -w '%{http_code}' "${MA[@]}" -X POST "$M/models?url=m$i.onnx") || code=000
@@ -195,6 +216,31 @@ mcall "dv: only 1.0 is left, the default again" 200 \
 call "dv answers with 1.0" 200 'r["model_version"] == "1.0"' "${IA[@]}" -H 'Content-Type: application/json' \
   -d '{"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]}' "$I/v2/models/dv/infer"
 mcall "unregister dv" 200 '' "${MA[@]}" -X DELETE "$M/models/dv"
+
+# ---- model-config.yaml in the archive ---------------------------------------------------------
+# torch-model-archiver --config-file: the manifest's configFile names a YAML file whose
+# frontend keys set the model's workers and batching; a request's own values win.
+mcall "register ym: its model-config.yaml names 1 worker" 200 '"registered with 1 initial workers" in r["status"]' \
+  "${MA[@]}" -X POST "$M/models?url=ym.mar&synchronous=true"
+mcall "describe ym: the yaml's settings" 200 "$(settings 4 20 30 1 3)" "${MA[@]}" "$M/models/ym"
+mcall "unregister ym" 200 '' "${MA[@]}" -X DELETE "$M/models/ym"
+mcall "register ym with batch_size and initial_workers: the request wins" 200 \
+  '"registered with 0 initial workers" in r["status"]' \
+  "${MA[@]}" -X POST "$M/models?url=ym.mar&batch_size=2&initial_workers=0&synchronous=true"
+mcall "describe ym: batch_size from the request, the rest from the yaml" 200 "$(settings 2 20 30 0 3)" \
+  "${MA[@]}" "$M/models/ym"
+mcall "unregister ym again" 200 '' "${MA[@]}" -X DELETE "$M/models/ym"
+rm -rf "$WORK/store/ybad" && mv "$WORK/v2/ym" "$WORK/store/ybad"
+printf 'batchSize: 4\nmaxBatchDelay: soon\n' >"$WORK/store/ybad/model-config.yaml"
+mcall "a model-config.yaml with a bad value: 400 naming file, line and key" 400 \
+  '"model-config.yaml: line 2: maxBatchDelay" in r["message"]' "${MA[@]}" -X POST "$M/models?url=ybad&synchronous=true"
+printf 'batchSize: 4\nmaxBatchDelay: 1: 2\n' >"$WORK/store/ybad/model-config.yaml"
+mcall "a model-config.yaml that is not YAML: 400" 400 '"invalid YAML" in r["message"]' \
+  "${MA[@]}" -X POST "$M/models?url=ybad&synchronous=true"
+rm "$WORK/store/ybad/model-config.yaml"
+mcall "a configFile missing from the archive: 400" 400 '"is not in the archive" in r["message"]' \
+  "${MA[@]}" -X POST "$M/models?url=ybad&synchronous=true"
+mcall "which registered nothing" 404 '' "${MA[@]}" "$M/models/ym"
 
 # ---- lookups while the registry changes ------------------------------------------------------
 # Two clients send v2 infer to "steady" (always registered) and to "churn", which is

@@ -718,6 +718,111 @@ static void write_round_trip(void **state) {
   config_free(&b);
 }
 
+/* ==== model-config.yaml ================================================================== */
+
+static config_model_yaml yaml_ok(const char *text) {
+  config_model_yaml y;
+  inferd_status st = {0};
+  if (config_model_yaml_parse(text, strlen(text), "model-config.yaml", &y, &st) != INFERD_OK)
+    fail_msg("yaml <<%s>> refused: %s", text, st.message);
+  return y;
+}
+
+static void yaml_fails(const char *text, const char *want1, const char *want2) {
+  config_model_yaml y;
+  inferd_status st = {0};
+  inferd_code rc = config_model_yaml_parse(text, strlen(text), "model-config.yaml", &y, &st);
+  if (rc == INFERD_OK) fail_msg("expected yaml <<%s>> to be refused", text);
+  assert_int_equal(rc, INFERD_INVALID_ARG);
+  if (!strstr(st.message, "model-config.yaml")) fail_msg("message '%s' lacks the file", st.message);
+  if (want1 && !strstr(st.message, want1)) fail_msg("message '%s' lacks '%s'", st.message, want1);
+  if (want2 && !strstr(st.message, want2)) fail_msg("message '%s' lacks '%s'", st.message, want2);
+  assert_null(strchr(st.message, '\n'));
+  assert_int_equal(y.values.batch_size, -1); /* a refusal leaves nothing half-read */
+}
+
+/* The file TorchServe's examples put in a .mar: the frontend keys, a handler section
+ * (nested, with anchors and aliases) and keys for GPUs that inferd does not use. */
+static void model_yaml_keys(void **state) {
+  (void)state;
+  config_model_yaml y = yaml_ok("# TorchServe frontend parameters\n"
+                                "minWorkers: 2\n"
+                                "maxWorkers: 4\n"
+                                "batchSize: 8\n"
+                                "maxBatchDelay: 50\n"
+                                "responseTimeout: 300\n"
+                                "deviceType: \"gpu\"\n"
+                                "parallelType: pp\n"
+                                "handler:\n"
+                                "  defaults: &d {topk: 5, labels: [a, b]}\n"
+                                "  again: *d\n"
+                                "  nested: [[1, 2], {x: {y: [z]}}]\n"
+                                "startupTimeout: 120\n");
+  assert_int_equal(y.values.min_workers, 2);
+  assert_int_equal(y.values.max_workers, 4);
+  assert_int_equal(y.values.batch_size, 8);
+  assert_int_equal(y.values.max_batch_delay_ms, 50);
+  assert_int_equal(y.values.response_timeout_s, 300);
+  assert_string_equal(y.ignored, "deviceType, parallelType, startupTimeout");
+
+  y = yaml_ok("batchSize: !!int 4\n");
+  assert_int_equal(y.values.batch_size, 4);
+  assert_int_equal(y.values.min_workers, -1);
+  assert_string_equal(y.ignored, "");
+  /* empty files and documents give nothing */
+  const char *empty[] = {"", "# only a comment\n", "---\n", "~\n", "--- null\n...\n"};
+  for (size_t i = 0; i < sizeof empty / sizeof *empty; i++) {
+    y = yaml_ok(empty[i]);
+    assert_int_equal(y.values.batch_size, -1);
+    assert_int_equal(y.values.max_workers, -1);
+  }
+  /* flow style, a document marker, 0 workers (automatic, as in models={...}) */
+  y = yaml_ok("--- {batchSize: 2, minWorkers: 0, maxWorkers: 0}\n");
+  assert_int_equal(y.values.batch_size, 2);
+  assert_int_equal(y.values.min_workers, 0);
+
+  /* many ignored keys: the list is cut, never overflows */
+  char big[4096] = "";
+  for (int i = 0; i < 100; i++) snprintf(big + strlen(big), sizeof big - strlen(big), "someKey%02d: %d\n", i, i);
+  y = yaml_ok(big);
+  assert_true(strlen(y.ignored) < sizeof y.ignored);
+  assert_non_null(strstr(y.ignored, "someKey00, someKey01"));
+  assert_non_null(strstr(y.ignored, "..."));
+}
+
+static void model_yaml_errors(void **state) {
+  (void)state;
+  yaml_fails("batchSize: eight\n", "line 1", "batchSize: expected an integer in 1..1024, got 'eight'");
+  yaml_fails("minWorkers: 1\nbatchSize: \"8\"\n", "line 2", "got '8'");
+  yaml_fails("batchSize: 0\n", "1..1024", NULL);
+  yaml_fails("batchSize: 1025\n", "1..1024", NULL);
+  yaml_fails("maxBatchDelay: -1\n", "maxBatchDelay", NULL);
+  yaml_fails("responseTimeout: 99999999999999999999\n", "responseTimeout", NULL);
+  yaml_fails("batchSize: 8.5\n", "got '8.5'", NULL);
+  yaml_fails("batchSize: [8]\n", "got a mapping or a list", NULL);
+  yaml_fails("a: &x 8\nbatchSize: *x\n", "line 2", "got an alias");
+  yaml_fails("batchSize: 8\nbatchSize: 4\n", "line 2", "batchSize is given twice");
+  yaml_fails("minWorkers: 4\nmaxWorkers: 2\n", "minWorkers 4 exceeds maxWorkers 2", NULL);
+  yaml_fails("- batchSize: 8\n", "line 1", "expected a mapping");
+  yaml_fails("just text\n", "expected a mapping", NULL);
+  yaml_fails("batchSize: 8\n---\nbatchSize: 4\n", "line 2", "one document");
+  yaml_fails("? [a, b]\n: 1\n", "a top-level key must be a name", NULL);
+  yaml_fails("batchSize: 8\nminWorkers: 1: 2\n", "line 2", "invalid YAML: mapping values are not allowed");
+  yaml_fails("handler: {a: [1, 2}\n", "invalid YAML", NULL);
+  yaml_fails("batchSize: \"\\x00\"\n", "got '?'", NULL);
+  yaml_fails("a: \xff\xfe\n", "invalid YAML", NULL);
+  /* a file above the bound is refused before it is parsed */
+  size_t size = CONFIG_MODEL_YAML_MAX_BYTES + 1;
+  char *huge = malloc(size);
+  assert_non_null(huge);
+  memset(huge, '#', size);
+  config_model_yaml y;
+  inferd_status st = {0};
+  assert_int_equal(config_model_yaml_parse(huge, size, "model-config.yaml", &y, &st), INFERD_INVALID_ARG);
+  assert_non_null(strstr(st.message, "above the"));
+  free(huge);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(defaults_are_torchserve_s),
@@ -741,6 +846,8 @@ int main(void) {
       cmocka_unit_test(environment_in_values),
       cmocka_unit_test(environment_names_and_worker_range),
       cmocka_unit_test(write_round_trip),
+      cmocka_unit_test(model_yaml_keys),
+      cmocka_unit_test(model_yaml_errors),
   };
   return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);
 }
