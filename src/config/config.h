@@ -110,6 +110,8 @@ typedef struct config_server {
   int default_response_timeout;      /* 120 seconds */
   int batch_size;                    /* 1: per-model default of batchSize */
   int max_batch_delay;               /* 100 milliseconds: default of maxBatchDelay */
+  bool jpeg_dct_scaling;             /* false: decode JPEGs as PIL does, bit for bit
+                                        (inferd's own key; see handler.h scaled_jpeg) */
 
   /* command line only */
   char *ts_config; /* --ts-config: the file that was read; NULL when none */

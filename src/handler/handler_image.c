@@ -28,7 +28,8 @@
  *  4. ToTensor + Normalize in float32 as torch does ((p / 255 - mean) / std), through a
  *     table of the 256 values per channel, written channel-major into the caller's slot.
  *
- * Scaled JPEG decoding. A JPEG whose shorter side is at least 1536 is decoded with
+ * Scaled JPEG decoding, when params.scaled_jpeg asks for it (the server's
+ * jpeg_dct_scaling key; off by default). A JPEG whose shorter side is at least 1536 is decoded with
  * TurboJPEG's DCT scaling, at the smallest factor M/8 <= 1/2 that keeps the shorter
  * side >= 768 (3 x 256), then resized as above with the filter mapped onto the scaled
  * pixels (the image keeps its true extent w * M/8, and torchvision's output size from
@@ -41,8 +42,10 @@
  * upscaled photo and 62/255 on a real 512x512 one (at 1/2). With the 768 floor the
  * difference is <= 1/255 on smooth photos and reaches 4/255 only at hard edges (a
  * mosaic of real photos: 0.08% of the elements above 2/255); top-5 classes are
- * unchanged on the photos, and on the mosaic only a near tie at rank 5 swaps.
- * params.exact_jpeg turns scaling off (then every JPEG is bit-equal to PIL's).
+ * unchanged on the photos, and on the mosaic only a near tie at rank 5 swaps. But a
+ * 2048x2048 tiling of skimage's astronaut, decoded at 3/8, differed by up to 6/255 and
+ * swapped MobileNetV2's ranks 2 and 4 (probabilities moved by 0.04): a wrong answer
+ * TorchServe would not give, which is why exact decoding is the default.
  *
  * Refused (INVALID_ARG, one line starting "image: "): empty input, an unknown format,
  * more than HANDLER_IMAGE_MAX_PIXELS pixels or a side longer than 65535 (JPEG's own
@@ -328,7 +331,7 @@ static inferd_code check_size(int width, int height, inferd_status *st) {
  * SCALE_MIN_SHORT_SIDE; 1/1 when there is none (shorter side under 1536). */
 static tjscalingfactor choose_scale(const handler_image_ctx *ctx, int width, int height) {
   tjscalingfactor best = {1, 1};
-  if (ctx->params.exact_jpeg) return best;
+  if (!ctx->params.scaled_jpeg) return best;
   int64_t shorter = CORE_MIN(width, height);
   int count = 0;
   const tjscalingfactor *factors = tjGetScalingFactors(&count);

@@ -319,7 +319,8 @@ static void on_jobs_done(h2o_multithread_receiver_t *receiver, h2o_linklist_t *m
 void http__predict_loop_init(http__loop *loop) {
   h2o_linklist_init_anchor(&loop->waiting);
   loop->deadline_tick = (h2o_timeout_entry_t){.cb = on_deadline_tick};
-  loop->image = handler_image_ctx_new(NULL);
+  handler_image_params params = {.scaled_jpeg = loop->server->config->jpeg_dct_scaling};
+  loop->image = handler_image_ctx_new(&params);
   h2o_multithread_register_receiver(loop->queue, &loop->done_receiver, on_jobs_done);
 }
 

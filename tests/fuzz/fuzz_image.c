@@ -19,7 +19,8 @@
  * Every input runs through two contexts, and both must give the same answer, bit for
  * bit: one with the defaults (SIMD resampling where the CPU has it, buffers kept), one
  * with plain C resampling that releases its buffers after every image (retain_bytes
- * 1). Contexts are reused across inputs, as a server thread reuses its own across
+ * 1). A third context DCT-scales big JPEGs (scaled_jpeg), whose bytes differ: it
+ * gets the same sanity checks. Contexts are reused across inputs, as a server thread reuses its own across
  * requests: state left behind by a bad image must not change the next answer.
  *
  * Seeds: tests/fuzz/corpus/image/seed-*, small images (under 4 KB: libFuzzer's default
@@ -38,8 +39,8 @@
 
 #include "handler/handler.h"
 
-static handler_image_ctx *contexts[2];
-static float tensors[2][HANDLER_IMAGE_TENSOR_FLOATS];
+static handler_image_ctx *contexts[3];
+static float tensors[3][HANDLER_IMAGE_TENSOR_FLOATS];
 static float values[3][256]; /* what Normalize can give, per channel */
 
 static void fail(const char *what) {
@@ -52,7 +53,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   handler_image_params plain = {.retain_bytes = 1, .plain_c = 1};
   contexts[0] = handler_image_ctx_new(NULL);
   contexts[1] = handler_image_ctx_new(&plain);
-  if (!contexts[0] || !contexts[1]) fail("no context");
+  handler_image_params scaled = {.scaled_jpeg = 1};
+  contexts[2] = handler_image_ctx_new(&scaled);
+  if (!contexts[0] || !contexts[1] || !contexts[2]) fail("no context");
   /* the normalized value of each byte, from a crop of one value */
   static uint8_t rgb[HANDLER_IMAGE_CROP_BYTES];
   static float tensor[HANDLER_IMAGE_TENSOR_FLOATS];
@@ -139,6 +142,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     data = copy;
   }
   inferd_code a = run(0, data, size), b = run(1, data, size);
+  run(2, data, size); /* DCT-scaled big JPEGs: other bytes, the same checks */
   free(copy);
   if (a != b && a != INFERD_NO_MEMORY && b != INFERD_NO_MEMORY) fail("the two contexts disagree on the outcome");
   if (a == INFERD_OK && b == INFERD_OK && memcmp(tensors[0], tensors[1], sizeof tensors[0]) != 0)

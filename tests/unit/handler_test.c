@@ -124,8 +124,9 @@ static void test_parity(void **state) {
   (void)state;
   image_case cases[MAX_CASES];
   int n = read_cases(cases);
-  handler_image_ctx *ctx = handler_image_ctx_new(NULL);
-  handler_image_params plain = {.plain_c = 1};
+  handler_image_params dct = {.scaled_jpeg = 1}; /* the jpeg_scaled cases say how far it may go */
+  handler_image_ctx *ctx = handler_image_ctx_new(&dct);
+  handler_image_params plain = {.plain_c = 1, .scaled_jpeg = 1};
   handler_image_ctx *plain_ctx = handler_image_ctx_new(&plain);
   assert_non_null(ctx);
   assert_non_null(plain_ctx);
@@ -195,11 +196,10 @@ static void test_parity(void **state) {
   handler_image_ctx_free(plain_ctx);
 }
 
-/* exact_jpeg: the big JPEGs decoded at full size, then bit-equal to PIL */
+/* The default: the big JPEGs decoded at full size, bit-equal to PIL */
 static void test_exact_jpeg(void **state) {
   (void)state;
-  handler_image_params params = {.exact_jpeg = 1};
-  handler_image_ctx *ctx = handler_image_ctx_new(&params);
+  handler_image_ctx *ctx = handler_image_ctx_new(NULL);
   assert_non_null(ctx);
   uint8_t *rgb = malloc(HANDLER_IMAGE_CROP_BYTES);
   const char *files[] = {"large.jpg", "huge.jpg", "mosaic.jpg"};
@@ -247,8 +247,9 @@ static void test_model_top5(void **state) {
   handler_labels_load(labels_path, &labels, NULL); /* names only make the log readable */
 
   /* one batch: [inferd's tensor, torchvision's tensor] per image, preprocessed straight
-   * into its slot */
-  handler_image_ctx *ctx = handler_image_ctx_new(NULL);
+   * into its slot (big JPEGs DCT-scaled: the default, exact decoding, is bit-equal) */
+  handler_image_params scaled = {.scaled_jpeg = 1};
+  handler_image_ctx *ctx = handler_image_ctx_new(&scaled);
   float *batch = malloc(sizeof(float) * HANDLER_IMAGE_TENSOR_FLOATS * 2 * n);
   float *ref = malloc(sizeof(float) * HANDLER_IMAGE_TENSOR_FLOATS);
   for (int i = 0; i < n; i++) {
@@ -796,9 +797,9 @@ static void ms_per_image(handler_image_ctx *ctx, const blob *b, float *tensor, d
 
 static void test_timing(void **state) {
   (void)state;
-  handler_image_ctx *ctx = handler_image_ctx_new(NULL);
-  handler_image_params exact = {.exact_jpeg = 1};
-  handler_image_ctx *exact_ctx = handler_image_ctx_new(&exact);
+  handler_image_params scaled = {.scaled_jpeg = 1};
+  handler_image_ctx *ctx = handler_image_ctx_new(&scaled);
+  handler_image_ctx *exact_ctx = handler_image_ctx_new(NULL);
   float *tensor = malloc(sizeof(float) * HANDLER_IMAGE_TENSOR_FLOATS);
   const char *files[] = {"astronaut.jpg", "astronaut.png", "chelsea.jpg", "large.jpg", "huge.jpg"};
   for (size_t i = 0; i < CORE_ARRAY_LEN(files); i++) {

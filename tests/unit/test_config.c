@@ -71,6 +71,7 @@ static void defaults_are_torchserve_s(void **state) {
   assert_string_equal(cfg.management_address.host, "127.0.0.1");
   assert_int_equal(cfg.management_address.port, 8081);
   assert_int_equal(cfg.metrics_address.port, 8082);
+  assert_false(cfg.jpeg_dct_scaling); /* JPEGs decoded as PIL decodes them */
   assert_null(cfg.model_store);
   assert_int_equal(cfg.load_models.count, 0);
   assert_false(cfg.load_models.all);
