@@ -54,7 +54,9 @@
  * warnings and PIL then classifies a half-grey picture; inferd refuses it instead, so a
  * damaged upload gets a 400 rather than a confident wrong answer. Warnings after which
  * no data is lost (zero SOS parameter bytes, an unknown JFIF revision, ...; see
- * harmless_jpeg_warning) are let through, as PIL lets them.
+ * harmless_jpeg_warning) are let through, as PIL lets them, and so are a few zero
+ * bytes of padding before the end-of-image marker (eoi_padding: the image is decoded
+ * again without them, and that decode must be clean).
  *
  * Row-by-row PNG decoding. A non-interlaced PNG is never held whole: libspng decodes
  * it one row at a time (SPNG_DECODE_PROGRESSIVE) and each row the crop needs goes
@@ -75,6 +77,7 @@
  * offset), four axes LRU: a stream of same-sized photos computes them once.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #if defined(__x86_64__) || defined(__i386__)
@@ -487,6 +490,63 @@ static inferd_code jpeg_error(handler_image_ctx *ctx, inferd_status *st) {
   return rc;
 }
 
+/* "Corrupt JPEG data: N extraneous bytes before marker 0xd9": a few zero bytes of
+ * padding between the last scan and the end-of-image marker, which some encoders write
+ * and PIL decodes without a word. The same warning is what damaged entropy-coded data
+ * usually ends in (the decoder, out of step, finishes its MCUs early and skips the
+ * rest), and TurboJPEG keeps only the last warning, so it is taken for padding only
+ * when the skipped bytes are zeros, at most EOI_PADDING_MAX of them, right before a
+ * final marker. Returns N then, else 0. */
+enum { EOI_PADDING_MAX = 16 };
+static size_t eoi_padding(const char *message, const uint8_t *data, size_t size) {
+  unsigned n;
+  char more;
+  if (sscanf(message, "Corrupt JPEG data: %u extraneous bytes before marker 0xd9%c", &n, &more) != 1) return 0;
+  if (n == 0 || n > EOI_PADDING_MAX || size < 4 + (size_t)n || data[size - 2] != 0xFF || data[size - 1] != 0xD9)
+    return 0;
+  for (size_t i = size - 2 - n; i < size - 2; i++)
+    if (data[i] != 0) return 0;
+  return n;
+}
+
+/* Decodes into ctx->pixels; 0, or -1 with the decoder's warning or error pending. */
+static int jpeg_decompress(handler_image_ctx *ctx, const uint8_t *data, size_t size, int dw, int dh, int cmyk) {
+  /* TJFLAG_LIMITSCANS: refuse progressive JPEGs with absurd scan counts (a known DoS). */
+  return tjDecompress2(ctx->tj, data, (unsigned long)size, ctx->pixels, dw, dw * (cmyk ? 4 : 3), dh,
+                       cmyk ? TJPF_CMYK : TJPF_RGB, TJFLAG_ACCURATEDCT | TJFLAG_LIMITSCANS);
+}
+
+/* A decode that ended on a warning: harmless ones are let through; padding before
+ * the end marker is dropped and the image decoded again, which must then be clean
+ * (but for the harmless warnings). The pixels are the last decode's. */
+static inferd_code jpeg_warning(handler_image_ctx *ctx, const uint8_t *data, size_t size, int dw, int dh, int cmyk,
+                                inferd_status *st) {
+  if (tjGetErrorCode(ctx->tj) != TJERR_WARNING) return jpeg_error(ctx, st);
+  size_t pad = eoi_padding(tjGetErrorStr2(ctx->tj), data, size);
+  if (!pad) {
+    if (!harmless_jpeg_warning(tjGetErrorStr2(ctx->tj))) return jpeg_error(ctx, st);
+    reset_decoder(ctx);
+    return INFERD_OK;
+  }
+  reset_decoder(ctx);
+  if (!ctx->tj) return core_fail(st, INFERD_NO_MEMORY, "image: out of memory for the JPEG decoder");
+  size_t kept = size - 2 - pad;
+  uint8_t *copy = malloc(kept + 2); /* a rare file's second decode: not worth a buffer of its own */
+  if (!copy) return core_fail(st, INFERD_NO_MEMORY, "image: out of memory");
+  memcpy(copy, data, kept);
+  copy[kept] = 0xFF;
+  copy[kept + 1] = 0xD9;
+  inferd_code rc = INFERD_OK;
+  if (jpeg_decompress(ctx, copy, kept + 2, dw, dh, cmyk) != 0) {
+    if (tjGetErrorCode(ctx->tj) != TJERR_WARNING || !harmless_jpeg_warning(tjGetErrorStr2(ctx->tj)))
+      rc = jpeg_error(ctx, st);
+    else
+      reset_decoder(ctx);
+  }
+  free(copy);
+  return rc;
+}
+
 static inferd_code decode_jpeg(handler_image_ctx *ctx, const uint8_t *data, size_t size,
                                handler_image_info *info, inferd_status *st) {
   if (!ctx->tj && !(ctx->tj = tjInitDecompress()))
@@ -506,13 +566,9 @@ static inferd_code decode_jpeg(handler_image_ctx *ctx, const uint8_t *data, size
   int channels = cmyk ? 4 : 3;
   if (!grow((void **)&ctx->pixels, &ctx->pixels_cap, (size_t)dw * dh * channels + PIXEL_PADDING))
     return core_fail(st, INFERD_NO_MEMORY, "image: out of memory for %dx%d pixels", dw, dh);
-  /* TJFLAG_LIMITSCANS: refuse progressive JPEGs with absurd scan counts (a known DoS). */
-  if (tjDecompress2(ctx->tj, data, (unsigned long)size, ctx->pixels, dw, dw * channels, dh,
-                    cmyk ? TJPF_CMYK : TJPF_RGB, TJFLAG_ACCURATEDCT | TJFLAG_LIMITSCANS) != 0) {
-    if (tjGetErrorCode(ctx->tj) != TJERR_WARNING || !harmless_jpeg_warning(tjGetErrorStr2(ctx->tj)))
-      return jpeg_error(ctx, st);
-    reset_decoder(ctx);
-  }
+  if (jpeg_decompress(ctx, data, size, dw, dh, cmyk) != 0 &&
+      (rc = jpeg_warning(ctx, data, size, dw, dh, cmyk, st)) != INFERD_OK)
+    return rc;
   if (cmyk) cmyk_to_rgb(ctx->pixels, (size_t)dw * dh);
   memset(ctx->pixels + (size_t)dw * dh * 3, 0, PIXEL_PADDING);
   info->decoded_width = dw;

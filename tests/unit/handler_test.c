@@ -223,6 +223,56 @@ static void test_exact_jpeg(void **state) {
   handler_image_ctx_free(ctx);
 }
 
+/* Padding between the last scan and the end-of-image marker (some encoders write it;
+ * PIL decodes it): the same pixels as without it. With lost data before it, refused. */
+static void test_jpeg_eoi_padding(void **state) {
+  (void)state;
+  handler_image_ctx *ctx = handler_image_ctx_new(NULL);
+  assert_non_null(ctx);
+  blob b = read_file("chelsea.jpg");
+  assert_true(b.size > 1000 && b.data[b.size - 2] == 0xFF && b.data[b.size - 1] == 0xD9);
+  uint8_t *want = malloc(HANDLER_IMAGE_CROP_BYTES), *got = malloc(HANDLER_IMAGE_CROP_BYTES);
+  uint8_t *padded = malloc(b.size + 64);
+  inferd_status st = {0};
+  if (handler_image_crop(ctx, b.data, b.size, want, NULL, &st) != INFERD_OK) fail_msg("%s", st.message);
+  for (size_t pad = 1; pad <= 16; pad *= 4) {
+    memcpy(padded, b.data, b.size - 2);
+    memset(padded + b.size - 2, 0, pad);
+    padded[b.size - 2 + pad] = 0xFF;
+    padded[b.size - 1 + pad] = 0xD9;
+    if (handler_image_crop(ctx, padded, b.size + pad, got, NULL, &st) != INFERD_OK)
+      fail_msg("%zu bytes of padding: %s", pad, st.message);
+    assert_memory_equal(got, want, HANDLER_IMAGE_CROP_BYTES);
+  }
+  /* more padding than that, or padding that is not zeros, looks like what damaged
+   * data ends in (see the damaged JPEG of test_errors): refused */
+  for (int k = 0; k < 2; k++) {
+    size_t pad = k ? 4 : 64;
+    memcpy(padded, b.data, b.size - 2);
+    memset(padded + b.size - 2, k ? 0x5a : 0, pad);
+    padded[b.size - 2 + pad] = 0xFF;
+    padded[b.size - 1 + pad] = 0xD9;
+    assert_int_equal(handler_image_crop(ctx, padded, b.size + pad, got, NULL, &st), INFERD_INVALID_ARG);
+    assert_non_null(strstr(st.message, "extraneous bytes"));
+  }
+  /* the scan cut short, then padding: the decoder's first warning is about lost data */
+  size_t cut = b.size / 2;
+  memcpy(padded, b.data, cut);
+  memset(padded + cut, 0, 4);
+  padded[cut + 4] = 0xFF;
+  padded[cut + 5] = 0xD9;
+  assert_int_equal(handler_image_crop(ctx, padded, cut + 6, got, NULL, &st), INFERD_INVALID_ARG);
+  assert_non_null(strstr(st.message, "image: "));
+  /* and the context decodes the next good image as before */
+  if (handler_image_crop(ctx, b.data, b.size, got, NULL, &st) != INFERD_OK) fail_msg("%s", st.message);
+  assert_memory_equal(got, want, HANDLER_IMAGE_CROP_BYTES);
+  free(padded);
+  free(want);
+  free(got);
+  free(b.data);
+  handler_image_ctx_free(ctx);
+}
+
 /* ==== top-5 of the real model ============================================================== */
 
 static void top5(const float *logits, int n, int *out) {
@@ -832,6 +882,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parity),
       cmocka_unit_test(test_exact_jpeg),
+      cmocka_unit_test(test_jpeg_eoi_padding),
       cmocka_unit_test(test_model_top5),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_classify_torchserve),
