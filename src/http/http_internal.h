@@ -24,6 +24,7 @@
 /* libh2o-evloop is built with its own epoll loop, not libuv; its headers cannot tell. */
 #define H2O_USE_EPOLL 1
 #include <h2o.h>
+#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -165,6 +166,9 @@ typedef struct http__loop {
   pthread_t thread;
   bool thread_started;
   handler_image_ctx *image; /* this thread's preprocessing buffers */
+  EVP_ENCODE_CTX *base64;   /* for images sent as base64 text (NULL: out of memory) */
+  uint8_t *decoded;         /* their bytes, grown to the largest one (max_request_size) */
+  size_t decoded_cap;
   struct http__job *free_jobs; /* recycled prediction jobs, this thread only */
   h2o_linklist_t waiting;      /* requests waiting for the scheduler, by http__job.waiting */
   h2o_timeout_entry_t deadline_tick; /* linked while `waiting` is not empty */

@@ -57,6 +57,7 @@
  * on_done (worker threads), which touches only the job's code and message.
  */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -321,6 +322,7 @@ void http__predict_loop_init(http__loop *loop) {
   loop->deadline_tick = (h2o_timeout_entry_t){.cb = on_deadline_tick};
   handler_image_params params = {.scaled_jpeg = loop->server->config->jpeg_dct_scaling};
   loop->image = handler_image_ctx_new(&params);
+  loop->base64 = EVP_ENCODE_CTX_new();
   h2o_multithread_register_receiver(loop->queue, &loop->done_receiver, on_jobs_done);
 }
 
@@ -337,6 +339,11 @@ void http__predict_loop_free(http__loop *loop) {
   }
   handler_image_ctx_free(loop->image);
   loop->image = NULL;
+  EVP_ENCODE_CTX_free(loop->base64);
+  loop->base64 = NULL;
+  free(loop->decoded);
+  loop->decoded = NULL;
+  loop->decoded_cap = 0;
 }
 
 /* ---- the request ---------------------------------------------------------------------------------- */
@@ -364,6 +371,30 @@ static bool find_image(h2o_req_t *req, h2o_iovec_t *image, inferd_status *st) {
   }
   *image = h2o_iovec_init(part.data, part.size);
   return true;
+}
+
+/* TorchServe's image_classifier takes an image sent as text (a text/plain body, a
+ * form field that is not a file) as base64 and decodes it. Bytes that are not a JPEG
+ * or PNG are decoded here as base64 (OpenSSL's decoder, which skips line breaks) into
+ * the loop's buffer, and used when they decode to a JPEG or PNG; anything else stays
+ * as it came, for the image decoder's "not a JPEG or PNG". */
+static void from_base64(http__loop *loop, h2o_iovec_t *image) {
+  if (handler_image_detect(image->base, image->len) != HANDLER_IMAGE_UNKNOWN || !loop->base64 || image->len > INT_MAX)
+    return;
+  size_t need = image->len + 4; /* base64 decodes to 3 bytes per 4 */
+  if (need > loop->decoded_cap) {
+    uint8_t *bigger = realloc(loop->decoded, need);
+    if (!bigger) return;
+    loop->decoded = bigger;
+    loop->decoded_cap = need;
+  }
+  int n = 0, tail = 0;
+  EVP_DecodeInit(loop->base64);
+  if (EVP_DecodeUpdate(loop->base64, loop->decoded, &n, (const unsigned char *)image->base, (int)image->len) < 0 ||
+      EVP_DecodeFinal(loop->base64, loop->decoded + n, &tail) < 0)
+    return;
+  if (handler_image_detect(loop->decoded, (size_t)(n + tail)) != HANDLER_IMAGE_UNKNOWN)
+    *image = h2o_iovec_init(loop->decoded, (size_t)(n + tail));
 }
 
 void http__predict(http_server *s, h2o_req_t *req, const http__path *path) {
@@ -408,6 +439,7 @@ void http__predict(http_server *s, h2o_req_t *req, const http__path *path) {
   job->received = core_now_seconds();
   job->model = m;
   job->finish = finish_prediction;
+  from_base64(loop, &image);
   inferd_code code = handler_image_preprocess(loop->image, image.base, image.len, job->input, NULL, &st);
   if (code == INFERD_OK) {
     metrics_model_ts_request(m->metrics);

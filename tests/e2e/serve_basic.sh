@@ -3,7 +3,8 @@
 # of models/ and real photos (Debian's python3-skimage data):
 #   /ping healthy once loaded (serve_startup.sh asserts its 503 while loading);
 #   predictions with the raw body (curl -T), multipart
-#   (-F data=@, -F file=@) and Python requests giving the same answer; 404 unknown model
+#   (-F data=@, -F file=@), base64 text (a text/plain body, a form field) and Python
+#   requests giving the same answer; 404 unknown model
 #   and version, 400 corrupt / truncated / empty image, 413 above max_request_size (by
 #   Content-Length and chunked), 401 missing / wrong token, 405 wrong method; the
 #   management API (list, describe with workers and cores, register refused without
@@ -80,12 +81,22 @@ expect 200 "predict multipart data=@" -H "$AUTH" -F "data=@$WORK/cat.jpg" "$I/pr
 expect 200 "predict multipart file=@" -H "$AUTH" -F "file=@$WORK/cat.jpg" "$I/predictions/mobilenet" && cp "$WORK/body" "$WORK/file.json"
 expect 200 "predict with version" -H "$AUTH" -T "$WORK/cat.jpg" "$I/predictions/mobilenet/1.0" && cp "$WORK/body" "$WORK/version.json"
 expect 200 "predict PNG" -H "$AUTH" -T "$WORK/coffee.png" "$I/predictions/mobilenet" && cp "$WORK/body" "$WORK/coffee.json"
+# base64 text, as TorchServe's image_classifier decodes it: a text/plain body (76-column
+# lines, as base64(1) writes them) and a form field that is not a file
+base64 "$WORK/cat.jpg" >"$WORK/cat.b64"
+expect 200 "predict base64 text/plain body" -H "$AUTH" -H "Content-Type: text/plain" --data-binary "@$WORK/cat.b64" \
+  "$I/predictions/mobilenet" && cp "$WORK/body" "$WORK/base64.json"
+expect 200 "predict base64 form field" -H "$AUTH" -F "data=<$WORK/cat.b64" "$I/predictions/mobilenet" &&
+  cp "$WORK/body" "$WORK/base64-field.json"
+printf 'bm90IGFuIGltYWdl\n' >"$WORK/text.b64" # "not an image"
+expect 400 "base64 of something else" -H "$AUTH" -H "Content-Type: text/plain" --data-binary "@$WORK/text.b64" \
+  "$I/predictions/mobilenet" && json_error 400 "base64 of something else"
 /usr/bin/python3 - "$WORK" "$I" "$INFERENCE_KEY" <<'PY' || fail "answers differ or are not 5 labels"
 import json, os, sys
 import requests
 work, url, key = sys.argv[1:]
 raw = open(os.path.join(work, "raw.json")).read()
-for other in ("multipart.json", "file.json", "version.json"):
+for other in ("multipart.json", "file.json", "version.json", "base64.json", "base64-field.json"):
     assert open(os.path.join(work, other)).read() == raw, other
 r = requests.post(url + "/predictions/mobilenet", data=open(os.path.join(work, "cat.jpg"), "rb").read(),
                   headers={"Content-Type": "application/octet-stream", "Authorization": "Bearer " + key}, timeout=60)
@@ -97,7 +108,7 @@ assert top in ("Egyptian cat", "tabby", "tiger cat"), answer
 assert abs(sum(answer.values()) - 1) < 0.1 and list(answer.values()) == sorted(answer.values(), reverse=True), answer
 coffee = json.loads(open(os.path.join(work, "coffee.json")).read())
 assert max(coffee, key=coffee.get) in ("cup", "espresso", "coffee mug"), coffee
-print("ok   same answer by curl -T, -F data=@, -F file=@, /1.0 and requests.post:", top, answer[top])
+print("ok   same answer by curl -T, -F data=@, -F file=@, /1.0, base64 text and requests.post:", top, answer[top])
 PY
 
 # ---- errors, each a TorchServe error body ----
