@@ -488,21 +488,57 @@ static inferd_code open_zip(zip_t *z, const char *path, const limits *lim, archi
   return rc;
 }
 
-static inferd_code open_zip_source(zip_source_t *src, const char *path, const limits *lim, archive_model **out,
-                                   inferd_status *st) {
+/* A zip source over the file at `path`, or over data/size when path is NULL; NULL
+ * with the error in *st. */
+static zip_source_t *new_source(const char *path, const void *data, size_t size, inferd_status *st) {
   zip_error_t zerr;
   zip_error_init(&zerr);
-  zip_t *z = zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &zerr);
+  zip_source_t *src = path ? zip_source_file_create(path, 0, 0, &zerr) : zip_source_buffer_create(data, size, 0, &zerr);
+  if (!src)
+    core_fail(st, path ? INFERD_NOT_FOUND : INFERD_NO_MEMORY, "zip source: %s", zip_error_strerror(&zerr));
+  zip_error_fini(&zerr);
+  return src;
+}
+
+/* Opens the zip, in read-only mode with `flags`; NULL with libzip's error in *zerr. */
+static zip_t *open_from(const char *path, const void *data, size_t size, int flags, zip_error_t *zerr,
+                        inferd_status *st) {
+  zip_source_t *src = new_source(path, data, size, st);
+  if (!src) return NULL;
+  zip_t *z = zip_open_from_source(src, ZIP_RDONLY | flags, zerr);
   if (!z) {
-    inferd_code rc = core_fail(st, INFERD_INVALID_ARG, "not a valid zip file: %s", zip_error_strerror(&zerr));
+    core_fail(st, INFERD_INVALID_ARG, "not a valid zip file: %s", zip_error_strerror(zerr));
+    zip_source_free(src); /* else z owns it */
+  }
+  return z;
+}
+
+/* The zip at `path`, or data/size in memory when path is NULL.
+ *
+ * An archive whose local headers disagree with its central directory is read all the
+ * same, as Java's and Python's readers do: Info-ZIP writing to a pipe
+ * (`zip -r - . > m.mar`) puts Zip64 fields in its local headers only. libzip then
+ * reads every entry by the central directory's size and checks its CRC; the mapping
+ * of a stored .onnx (map_stored_entry, which finds the data by its local header) is
+ * left to archives that pass libzip's consistency check, so that a file and the same
+ * bytes in memory open alike. */
+static inferd_code open_zip_source(const char *path, const void *data, size_t size, const limits *lim,
+                                   archive_model **out, inferd_status *st) {
+  zip_error_t zerr;
+  zip_error_init(&zerr);
+  zip_t *z = open_from(path, data, size, ZIP_CHECKCONS, &zerr, st);
+  const char *mapped_from = path;
+  if (!z && zip_error_code_zip(&zerr) == ZIP_ER_INCONS) {
     zip_error_fini(&zerr);
-    zip_source_free(src);
-    return rc;
+    zip_error_init(&zerr);
+    z = open_from(path, data, size, 0, &zerr, st);
+    mapped_from = NULL;
   }
   zip_error_fini(&zerr);
+  if (!z) return st->code;
   archive_model *m = model_new(ARCHIVE_MAR);
-  inferd_code rc = m ? open_zip(z, path, lim, m, st) : core_fail(st, INFERD_NO_MEMORY, "out of memory");
-  zip_discard(z); /* read-only: nothing to write back; frees src too */
+  inferd_code rc = m ? open_zip(z, mapped_from, lim, m, st) : core_fail(st, INFERD_NO_MEMORY, "out of memory");
+  zip_discard(z); /* read-only: nothing to write back; frees the source too */
   if (rc != INFERD_OK) {
     archive_close(m);
     return rc;
@@ -515,29 +551,11 @@ inferd_code archive_open_memory(const void *data, size_t size, const archive_par
                                 inferd_status *st) {
   *out = NULL;
   const limits lim = limits_of(params);
-  zip_error_t zerr;
-  zip_error_init(&zerr);
-  zip_source_t *src = zip_source_buffer_create(data, size, 0, &zerr);
-  if (!src) {
-    inferd_code rc = core_fail(st, INFERD_NO_MEMORY, "zip source: %s", zip_error_strerror(&zerr));
-    zip_error_fini(&zerr);
-    return rc;
-  }
-  zip_error_fini(&zerr);
-  return open_zip_source(src, NULL, &lim, out, st);
+  return open_zip_source(NULL, data, size, &lim, out, st);
 }
 
 static inferd_code open_mar_file(const char *path, const limits *lim, archive_model **out, inferd_status *st) {
-  zip_error_t zerr;
-  zip_error_init(&zerr);
-  zip_source_t *src = zip_source_file_create(path, 0, 0, &zerr);
-  if (!src) {
-    inferd_code rc = core_fail(st, INFERD_NOT_FOUND, "%s", zip_error_strerror(&zerr));
-    zip_error_fini(&zerr);
-    return rc;
-  }
-  zip_error_fini(&zerr);
-  return open_zip_source(src, path, lim, out, st);
+  return open_zip_source(path, NULL, 0, lim, out, st);
 }
 
 /* ==== directory ================================================================================= */

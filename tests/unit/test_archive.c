@@ -208,6 +208,34 @@ static int teardown(void **state) {
 
 /* ==== reading ================================================================================ */
 
+/* A .mar that Info-ZIP's zip wrote to a pipe (`zip -r - . > m.mar`): sizes and CRCs in
+ * data descriptors and Zip64 extra fields in the local headers, which the central
+ * directory does not repeat. Java's and Python's readers take it; so must inferd,
+ * deflated or stored (-0). */
+static void streamed_zip(void **state) {
+  (void)state;
+  mkdir(tmp_path("streamed"), 0755);
+  mkdir(tmp_path("streamed/MAR-INF"), 0755);
+  write_bytes(tmp_path("streamed/m.onnx"), fake_onnx, sizeof fake_onnx - 1);
+  const char *manifest = "{\"runtime\": \"python\", \"model\": {\"modelName\": \"zs\", \"serializedFile\": "
+                         "\"m.onnx\", \"handler\": \"image_classifier\", \"modelVersion\": \"1.0\"}}";
+  write_bytes(tmp_path("streamed/MAR-INF/MANIFEST.json"), manifest, strlen(manifest));
+  for (int stored = 0; stored < 2; stored++) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "cd '%s' && zip -q %s -r - m.onnx MAR-INF | cat > ../streamed.mar", tmp_path("streamed"),
+             stored ? "-0" : "");
+    assert_int_equal(system(cmd), 0);
+    archive_model *m = open_ok(tmp_path("streamed.mar"));
+    assert_string_equal(archive_model_name(m), "zs");
+    assert_false(archive_onnx_mapped(m)); /* read through libzip: see open_zip_source */
+    size_t size;
+    const void *onnx = archive_onnx(m, &size);
+    assert_int_equal(size, sizeof fake_onnx - 1);
+    assert_memory_equal(onnx, fake_onnx, size);
+    archive_close(m);
+  }
+}
+
 /* The archive Python's zipfile made, as torch-model-archiver lays it out. */
 static void opens_python_mar(void **state) {
   const char *path = tmp_path("tiny.mar");
@@ -804,6 +832,7 @@ static void fifos_refused(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(opens_python_mar),
+      cmocka_unit_test(streamed_zip),
       cmocka_unit_test(manifest_fields),
       cmocka_unit_test(write_then_open),
       cmocka_unit_test(stored_entry_checked),
