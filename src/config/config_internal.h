@@ -63,7 +63,7 @@ inferd_code config__read_file(const char *path, size_t max, const char *what, ch
  * already trimmed) into a new value and replaces *out only on success. */
 inferd_code config__set_address(config_address *out, const char *key, const char *value,
                                 const config__where *w, inferd_status *st);
-inferd_code config__set_load_models(config_load_models *out, const char *key, const char *value,
+inferd_code config__set_load_models(config_server *cfg, config_load_models *out, const char *key, const char *value,
                                     const config__where *w, inferd_status *st);
 inferd_code config__set_models(config_server *cfg, config_models *out, const char *key, const char *value,
                                const config__where *w, inferd_status *st);

@@ -235,7 +235,7 @@ static const char *text_address(const void *field, char *buf, size_t size) {
 
 static inferd_code set_load_models(config_server *cfg, const config__option *opt, void *field, const char *value,
                                    const config__where *w, inferd_status *st) {
-  return config__set_load_models(field, key_of(opt), value, w, st);
+  return config__set_load_models(cfg, field, key_of(opt), value, w, st);
 }
 
 static void release_load_models(void *field) { config__free_load_models(field); }

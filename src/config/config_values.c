@@ -144,7 +144,7 @@ static const char *trim(const char *s, const char *end, const char **trim_end) {
   return s;
 }
 
-inferd_code config__set_load_models(config_load_models *out, const char *key, const char *value,
+inferd_code config__set_load_models(config_server *cfg, config_load_models *out, const char *key, const char *value,
                                     const config__where *w, inferd_status *st) {
   config_load_models v = {0};
   inferd_code rc = INFERD_OK;
@@ -163,10 +163,13 @@ inferd_code config__set_load_models(config_load_models *out, const char *key, co
     const char *comma = strchr(p, ','), *end = comma ? comma : p + strlen(p), *item_end;
     const char *item = trim(p, end, &item_end);
     if (item == item_end) {
-      rc = config__fail(st, INFERD_INVALID_ARG, w, key, "empty item in '%s'", value);
-      goto fail;
-    }
-    if ((size_t)(item_end - item) == 3 && strncasecmp(item, "all", 3) == 0) {
+      /* TorchServe splits on ',' and drops "a.mar,"'s empty last item; an empty one
+       * between two only logs a failed load there */
+      if (w->line)
+        config__warn(cfg, "%s:%d: %s: empty item in '%s' (skipped)", w->source, w->line, key, value);
+      else
+        config__warn(cfg, "%s: %s: empty item in '%s' (skipped)", w->source, key, value);
+    } else if ((size_t)(item_end - item) == 3 && strncasecmp(item, "all", 3) == 0) {
       v.all = true;
     } else {
       config_load_model *m = &v.items[v.count++];

@@ -308,7 +308,6 @@ static void bad_values_name_key_and_line(void **state) {
   parse_fails("inference_address=http://h:65536\n", INFERD_INVALID_ARG, "inference_address", "port");
   parse_fails("inference_address=http://h:80/x\n", INFERD_INVALID_ARG, "inference_address", "unexpected");
   parse_fails("inference_address=http://[::1\n", INFERD_INVALID_ARG, "inference_address", "IPv6");
-  parse_fails("load_models=a.mar,,b.mar\n", INFERD_INVALID_ARG, "load_models", "empty item");
   parse_fails("load_models=all,b.mar\n", INFERD_INVALID_ARG, "load_models", "'all'");
   parse_fails("load_models=m=\n", INFERD_INVALID_ARG, "load_models", "no file");
   parse_fails("cpu_launcher_args=--node_id\n", INFERD_INVALID_ARG, "cpu_launcher_args", "--node_id");
@@ -471,6 +470,21 @@ static void load_models_forms(void **state) {
   assert_int_equal(cfg.load_models.count, 0);
   assert_null(cfg.load_models.text);
   config_free(&cfg);
+  /* empty items are skipped with a warning: TorchServe drops a trailing one */
+  cfg = parse_ok("\nload_models=a.mar,, b.mar ,\n");
+  assert_int_equal(cfg.load_models.count, 2);
+  assert_string_equal(cfg.load_models.items[0].path, "a.mar");
+  assert_string_equal(cfg.load_models.items[1].path, "b.mar");
+  assert_int_equal(cfg.warning_count, 2);
+  assert_true(has_warning(&cfg, "test.properties:2: load_models: empty item in 'a.mar,, b.mar ,'", NULL));
+  config_free(&cfg);
+  config_defaults(&cfg);
+  inferd_status st = {0};
+  char *argv[] = {"serve", "--models", "a.mar,"};
+  assert_int_equal(config_parse_args(&cfg, 3, argv, &st), INFERD_OK);
+  assert_int_equal(cfg.load_models.count, 1);
+  assert_true(has_warning(&cfg, "--models: load_models: empty item in 'a.mar,' (skipped)", NULL));
+  config_free(&cfg);
 }
 
 static void launcher_args(void **state) {
@@ -556,7 +570,6 @@ static void command_line(void **state) {
       {3, {"serve", "--models", "--foreground"}, "--models needs a value"},
       {2, {"serve", "--vmargs=1"}, "unknown option '--vmargs'"},
       {2, {"serve", "--foreground=maybe"}, "--foreground: expected true or false"},
-      {3, {"serve", "--models", "a.mar,,b"}, "--models: load_models: empty item"},
       {2, {"serve", "--log-config"}, "--log-config needs a value"},
       {2, {"serve", "--ncs=true"}, "--ncs takes no value"},
   };
