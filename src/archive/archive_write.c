@@ -33,6 +33,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
@@ -307,15 +308,36 @@ static inferd_code write_file(const char *root, const char *name, const char *so
   return rc;
 }
 
+static int remove_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw) {
+  (void)sb, (void)type, (void)ftw;
+  return remove(path) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+/* Removes the tree at path (not following symbolic links); best effort. */
+static void remove_tree(const char *path) { nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+/* The directory is built beside its place (PATH.tmpXXXXXX) and put there whole: by
+ * rename when there is none, else by exchanging it with the old one (renameat2
+ * RENAME_EXCHANGE), which is then removed. So a server reading the model store never
+ * sees half a model, and --force leaves none of the old files behind (the old labels
+ * of a model rewritten without --extra-files were served on). */
 static inferd_code write_directory(const char *path, const plan *p, const char *manifest, bool force,
                                    inferd_status *st) {
-  if (mkdir(path, 0755) != 0 && !(errno == EEXIST && force))
-    return core_fail(st, errno == EEXIST ? INFERD_ALREADY_EXISTS : INFERD_INVALID_ARG, "%s: %s", path, strerror(errno));
   struct stat sb;
-  if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return core_fail(st, INFERD_ALREADY_EXISTS, "%s: not a directory", path);
+  bool exists = lstat(path, &sb) == 0;
+  if (exists && !force) return core_fail(st, INFERD_ALREADY_EXISTS, "%s: %s", path, strerror(EEXIST));
+  if (exists && !S_ISDIR(sb.st_mode)) return core_fail(st, INFERD_ALREADY_EXISTS, "%s: not a directory", path);
+  char tmp[PATH_MAX];
+  if (snprintf(tmp, sizeof tmp, "%s.tmpXXXXXX", path) >= (int)sizeof tmp)
+    return core_fail(st, INFERD_INVALID_ARG, "%s: path too long", path);
+  if (!mkdtemp(tmp)) return core_fail(st, INFERD_INVALID_ARG, "%s: %s", tmp, strerror(errno));
+  chmod(tmp, 0755); /* mkdtemp makes it 0700 */
   inferd_code rc = INFERD_OK;
-  for (int i = 0; i < p->count && rc == INFERD_OK; i++) rc = write_file(path, p->entries[i].name, p->entries[i].source, NULL, st);
-  if (rc == INFERD_OK) rc = write_file(path, MANIFEST_PATH, NULL, manifest, st);
+  for (int i = 0; i < p->count && rc == INFERD_OK; i++) rc = write_file(tmp, p->entries[i].name, p->entries[i].source, NULL, st);
+  if (rc == INFERD_OK) rc = write_file(tmp, MANIFEST_PATH, NULL, manifest, st);
+  if (rc == INFERD_OK && (exists ? renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE) : rename(tmp, path)) != 0)
+    rc = core_fail(st, INFERD_INVALID_ARG, "%s: %s", path, strerror(errno));
+  remove_tree(tmp); /* the half-written one, or after the exchange the old one */
   return rc;
 }
 

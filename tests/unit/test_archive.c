@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -516,6 +517,24 @@ static void write_errors(void **state) {
   assert_int_equal(archive_write(&w, NULL, 0, &st), INFERD_ALREADY_EXISTS);
   w.force = true;
   assert_int_equal(archive_write(&w, NULL, 0, &st), INFERD_OK);
+  /* --force replaces the directory whole: an extra file of the old one does not stay
+   * (it would be read as part of the new model), and no temporary one is left */
+  const char *labels = tmp_path("index_to_name.json");
+  w.extra_files = &labels;
+  w.extra_file_count = 1;
+  assert_int_equal(archive_write(&w, NULL, 0, &st), INFERD_OK);
+  assert_int_equal(access(tmp_path("werr/m/index_to_name.json"), F_OK), 0);
+  w.extra_file_count = 0;
+  assert_int_equal(archive_write(&w, NULL, 0, &st), INFERD_OK);
+  assert_int_equal(access(tmp_path("werr/m/index_to_name.json"), F_OK), -1);
+  m = open_ok(tmp_path("werr/m"));
+  assert_int_equal(archive_file_count(m), 0);
+  archive_close(m);
+  DIR *d = opendir(tmp_path("werr"));
+  assert_non_null(d);
+  for (struct dirent *e; (e = readdir(d));)
+    if (strstr(e->d_name, ".tmp")) fail_msg("a temporary directory was left: %s", e->d_name);
+  closedir(d);
 }
 
 static void bare_onnx(void **state) {
