@@ -35,13 +35,12 @@ struct topo {
  * Any thread. */
 void topo__synthetic_size(const char *desc, uint64_t *pus, uint64_t *objects);
 
-/* Checks the hwloc XML export text[size] (any bytes) and writes, into *out (malloc'd,
- * NUL-terminated, *out_size bytes without the NUL; the caller frees it), the document
- * topo_new gives hwloc instead: the CPU and memory objects only, in the form hwloc
- * writes (topo_xml.c says what is taken). INVALID_ARG with "topology: SOURCE line N:
- * ..." for what is refused; `source` names the text ("xml FILE"). Any thread. */
-inferd_code topo__xml_rewrite(const char *text, size_t size, const char *source, char **out, size_t *out_size,
-                              inferd_status *status);
+/* Checks the hwloc XML export text[size] (any bytes) and gives hw
+ * (hwloc_topology_set_xmlbuffer) a document written here instead: the CPU and memory
+ * objects only, in the form hwloc writes (topo_xml.c says what is taken). INVALID_ARG
+ * with "topology: SOURCE line N: ..." for what is refused; `source` names the text
+ * ("xml FILE"). Any thread. */
+inferd_code topo__xml_load(hwloc_topology_t hw, const char *text, size_t size, const char *source, inferd_status *status);
 
 /* Index into t->nodes of the node with this OS index, or -1. */
 int topo__node_slot(const topo *t, int os_index);

@@ -18,8 +18,9 @@
  * nodes that cover no core (CPU-less memory, HBM beside DDR) get no workers. Machines
  * where hwloc finds no Core objects (some VMs) get one core per PU.
  *
- * An XML export is never given to hwloc as it is: topo_xml.c reads it strictly and
- * writes the document hwloc reads (hwloc's XML import crashes on malformed input).
+ * An XML export is never given to hwloc as it is: topo_xml.c reads it (with libxml2),
+ * checks it and writes the document hwloc reads (hwloc's XML import crashes on
+ * malformed input).
  * What hwloc then builds, from an export, a description or this machine, must add up
  * before it is copied: each PU is one CPU numbered up to TOPO_MAX_CPU_NUMBER and no two
  * PUs are one CPU, a core's cpuset is exactly its PUs, NUMA nodes have distinct numbers
@@ -124,7 +125,7 @@ static bool synthetic_indexes_ok(const char *desc) {
  * hwloc's reading of this one. */
 static inferd_code odd_machine(const topo *t) { return t->described ? INFERD_INVALID_ARG : INFERD_UNAVAILABLE; }
 
-/* The file's bytes; past TOPO_MAX_XML_BYTES, only enough for topo__xml_rewrite to refuse them. */
+/* The file's bytes; past TOPO_MAX_XML_BYTES, only enough for topo__xml_load to refuse them. */
 static inferd_code read_xml_file(const char *path, char **text, size_t *size, inferd_status *st) {
   FILE *f = fopen(path, "rb");
   if (!f) return core_fail(st, INFERD_INVALID_ARG, "topology: cannot read hwloc XML '%s': %s", path, strerror(errno));
@@ -155,19 +156,14 @@ static inferd_code read_xml_file(const char *path, char **text, size_t *size, in
   return INFERD_OK;
 }
 
-/* hwloc reads the export as topo__xml_rewrite wrote it again, never as given. */
+/* hwloc reads the export as topo__xml_load wrote it again, never as given. */
 static inferd_code load_xml(topo *t, const topo_params *p, inferd_status *st) {
-  char *file = NULL, *doc = NULL;
-  size_t size = p->xml_size, doc_size = 0;
+  char *file = NULL;
+  size_t size = p->xml_size;
   inferd_code rc = p->xml_path ? read_xml_file(p->xml_path, &file, &size, st) : INFERD_OK;
-  if (rc == INFERD_OK) rc = topo__xml_rewrite(file ? file : p->xml_buffer, size, t->source, &doc, &doc_size, st);
+  if (rc == INFERD_OK) rc = topo__xml_load(t->hw, file ? file : p->xml_buffer, size, t->source, st);
   free(file);
-  if (rc != INFERD_OK) return rc;
-  /* (a string: its size counts the final NUL; at most about 1.3 x TOPO_MAX_XML_BYTES) */
-  int bad = hwloc_topology_set_xmlbuffer(t->hw, doc, (int)doc_size + 1);
-  free(doc);
-  if (bad) return core_fail(st, INFERD_INVALID_ARG, "topology: hwloc cannot read %s", t->source);
-  return INFERD_OK;
+  return rc;
 }
 
 static inferd_code load_hwloc(topo *t, const topo_params *p, inferd_status *st) {

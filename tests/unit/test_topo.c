@@ -338,7 +338,7 @@ static void test_xml_refusals(void **state) {
       /* hwloc dereferenced NULL */
       {" complete_cpuset=\"0x000000ff\"", "", "line 4: object Machine without complete_cpuset"},
       {"<object type=\"PU\" os_index=\"5\" cpuset=\"0x00000020\"", "<object type=\"PU\" os_index=\"5\" cpuset=\"0x00000020\"4\"",
-       "line 18: expected a blank, '>' or '/>' in a tag"},
+       "line 18: attributes construct error"},
       /* the plan would have been another machine's */
       {"type=\"NUMANode\" os_index=\"1\" cpuset=\"0x000000cc\" complete_cpuset=\"0x000000cc\" nodeset=\"0x00000002\" complete_nodeset=\"0x00000002\"",
        "type=\"NUMANode\" os_index=\"0\" cpuset=\"0x000000cc\" complete_cpuset=\"0x000000cc\" nodeset=\"0x00000001\" complete_nodeset=\"0x00000001\"",
@@ -356,9 +356,9 @@ static void test_xml_refusals(void **state) {
        "line 13: object PU comes after an object of higher CPUs"},
       /* not an hwloc 2 export */
       {"<object type=\"Package\" os_index=\"0\"", "<object type=\"Package\" os_index=\"0\" cpuset=\"0x00000100\" complete_cpuset=\"0x00000100\"",
-       "attribute cpuset given twice"},
+       "line 6: Attribute cpuset redefined"},
       {"<topology version=\"2.0\">", "<topology>", "line 3: expected <topology version=\"2.0\">"},
-      {"</topology>\n", "</topology>\n<x/>", "text after </topology>"},
+      {"</topology>\n", "</topology>\n<x/>", "line 41: Extra content at the end of the document"},
       {"type=\"Core\" os_index=\"1\" cpuset=\"0x00000088\"", "type=\"Socket\" os_index=\"1\" cpuset=\"0x00000088\"",
        "unknown object type 'Socket'"},
       {"type=\"Package\" os_index=\"1\"", "type=\"Core\" os_index=\"1\"", "line 23: object Core inside object Core"},
