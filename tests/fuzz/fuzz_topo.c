@@ -20,7 +20,6 @@
  */
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "cli/cli_internal.h"
 #include "fuzz_topo_check.h"
@@ -32,13 +31,8 @@ static const char DEFAULT_MACHINE[] = "pack:2 numa:2 core:4 pu:2";
 /* ---- the input -------------------------------------------------------------------------- */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  char *copy = malloc(size + 1), *argv[MAX_ARGS + 1] = {"topo"};
-  if (!copy) abort();
-  memcpy(copy, data, size);
-  copy[size] = '\0';
-  int argc = 1;
-  for (char *p = copy; p < copy + size && argc < MAX_ARGS; p += strlen(p) + 1) argv[argc++] = p;
-  argv[argc] = NULL;
+  char *copy, *argv[MAX_ARGS + 1];
+  int argc = fuzz_topo_split_args((const char *)data, size, argv, MAX_ARGS, &copy);
 
   cli__topo_options o;
   inferd_status st = {0};

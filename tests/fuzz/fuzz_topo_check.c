@@ -1,5 +1,5 @@
 /*
- * fuzz_topo_check.c - the checks of fuzz_topo and fuzz_topo_xml (see fuzz_topo_check.h).
+ * fuzz_topo_check.c - what fuzz_topo and fuzz_topo_xml share (see fuzz_topo_check.h).
  */
 #include <math.h>
 #include <stdint.h>
@@ -8,6 +8,18 @@
 #include <string.h>
 
 #include "fuzz_topo_check.h"
+
+int fuzz_topo_split_args(const char *text, size_t size, char **argv, int max_args, char **copy) {
+  *copy = malloc(size + 1);
+  if (!*copy) abort();
+  if (size) memcpy(*copy, text, size);
+  (*copy)[size] = '\0';
+  int argc = 0;
+  argv[argc++] = "topo";
+  for (char *p = *copy; p < *copy + size && argc < max_args; p += strlen(p) + 1) argv[argc++] = p;
+  argv[argc] = NULL;
+  return argc;
+}
 
 void fuzz_topo_fail(const char *what, const char *detail) {
   fprintf(stderr, "fuzz_topo: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");

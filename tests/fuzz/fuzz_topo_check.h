@@ -1,6 +1,7 @@
 /*
- * fuzz_topo_check.h - the checks fuzz_topo and fuzz_topo_xml run on what src/topo/ made:
- * a refusal, a machine, a plan and its printing. Each
+ * fuzz_topo_check.h - what fuzz_topo and fuzz_topo_xml share: reading the `inferd topo`
+ * command line of an input, and the checks they run on what src/topo/ made: a refusal, a
+ * machine, a plan and its printing. Each check
  * aborts (with one line on stderr saying what was wrong) when the promise of topo.h is
  * broken, so libFuzzer reports it.
  *
@@ -25,6 +26,12 @@
 #define INFERD_FUZZ_TOPO_CHECK_H
 
 #include "topo/topo_internal.h"
+
+/* Splits text[size], an `inferd topo` command line with NUL bytes between the arguments,
+ * into argv: argv[0] is "topo", then at most max_args - 1 arguments, then NULL (argv has
+ * room for max_args + 1). The arguments point into *copy, a copy of the text that the
+ * caller frees. Returns the argument count. */
+int fuzz_topo_split_args(const char *text, size_t size, char **argv, int max_args, char **copy);
 
 /* Aborts with "fuzz_topo: what: detail". */
 _Noreturn void fuzz_topo_fail(const char *what, const char *detail);

@@ -75,14 +75,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t xml_size = nul ? (size_t)(nul - text) : size;
 
   /* the command line after the XML */
-  size_t rest = nul ? size - xml_size - 1 : 0;
-  char *copy = malloc(rest + 1), *argv[MAX_ARGS + 1] = {"topo"};
-  if (!copy) abort();
-  if (rest) memcpy(copy, nul + 1, rest);
-  copy[rest] = '\0';
-  int argc = 1;
-  for (char *p = copy; p < copy + rest && argc < MAX_ARGS; p += strlen(p) + 1) argv[argc++] = p;
-  argv[argc] = NULL;
+  char *copy, *argv[MAX_ARGS + 1];
+  int argc = fuzz_topo_split_args(nul ? nul + 1 : "", nul ? size - xml_size - 1 : 0, argv, MAX_ARGS, &copy);
   cli__topo_options o;
   inferd_status st = {0};
   if (cli__topo_parse(argc, argv, &o, &st) != INFERD_OK || o.help || o.topo.synthetic || o.topo.xml_path) {
