@@ -11,39 +11,48 @@
  *
  * The promise: success, or INVALID_ARG with a one-line message, never a crash, a hang
  * or a wrong answer: the rules of fuzz_topo_check.h, and the machine is the text's. Its
- * CPUs and NUMA nodes are read here again, plainly (the os_index of each <object
- * type="PU" ...> and type="NUMANode" tag: an accepted export has no other tag of that
- * form): each CPU and node of the machine is one of them, and without allowed sets
- * (which hwloc applies) there are as many. hwloc's own XML import is not hardened
- * against hostile input: what topo_new lets through to it must not crash it.
+ * CPUs and NUMA nodes are read here again with libxml2 (the os_index of each element
+ * <object type="PU"> and type="NUMANode" without a namespace: an accepted export holds
+ * no other PU or NUMA node): each CPU and node of the machine is one of them, and
+ * without allowed sets (which hwloc applies) there are as many. hwloc's own XML import
+ * is not hardened against hostile input: what topo_new lets through to it must not
+ * crash it.
  *
  * Seeds: tests/fuzz/corpus/topo_xml/ (see corpus/README.md).
  */
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <libxml/parser.h>
 
 #include "cli/cli_internal.h"
 #include "fuzz_topo_check.h"
 
-enum { MAX_ARGS = 32 };
+enum { MAX_ARGS = 32, MAX_OBJECTS = 4096 };
 
-/* The os_index of every <object type="TYPE" ...> tag of the text (NUL-terminated) after
- * its <topology tag (the prolog is not read: an accepted one holds no tag), in
- * indexes[] (at most max; more are counted, not kept); their count. */
-static int tagged_indexes(const char *text, const char *type, long *indexes, int max) {
-  char want[40];
-  snprintf(want, sizeof want, " type=\"%s\"", type); /* (not subtype=) */
-  int n = 0;
-  const char *start = strstr(text, "<topology");
-  for (const char *p = start ? start : text; (p = strstr(p, "<object")); p++) {
-    const char *end = strchr(p, '>'), *t = strstr(p, want), *os = strstr(p, " os_index=\"");
-    if (!end || !t || t > end) continue;
-    if (n < max) indexes[n] = os && os < end ? strtol(os + 11, NULL, 10) : -1;
-    n++;
+/* The PUs and NUMA nodes of the text, and whether an object has allowed sets. */
+typedef struct text_objects {
+  long pus[MAX_OBJECTS], nodes[MAX_OBJECTS]; /* os_index, -1 without one; counted past MAX_OBJECTS, not kept */
+  int pu_count, node_count;
+  bool allowed_cpuset, allowed_nodeset;
+} text_objects;
+
+static void read_objects(const xmlNode *node, text_objects *o) {
+  for (; node; node = node->next) {
+    if (node->type != XML_ELEMENT_NODE) continue;
+    o->allowed_cpuset |= xmlHasNsProp(node, BAD_CAST "allowed_cpuset", NULL) != NULL;
+    o->allowed_nodeset |= xmlHasNsProp(node, BAD_CAST "allowed_nodeset", NULL) != NULL;
+    if (!node->ns && xmlStrEqual(node->name, BAD_CAST "object")) {
+      xmlChar *type = xmlGetNoNsProp(node, BAD_CAST "type"), *index = xmlGetNoNsProp(node, BAD_CAST "os_index");
+      long os_index = index ? strtol((const char *)index, NULL, 10) : -1;
+      if (xmlStrEqual(type, BAD_CAST "PU") && o->pu_count++ < MAX_OBJECTS) o->pus[o->pu_count - 1] = os_index;
+      if (xmlStrEqual(type, BAD_CAST "NUMANode") && o->node_count++ < MAX_OBJECTS) o->nodes[o->node_count - 1] = os_index;
+      xmlFree(type);
+      xmlFree(index);
+    }
+    read_objects(node->children, o);
   }
-  return n;
 }
 
 static bool listed(const long *indexes, int n, long value) {
@@ -52,21 +61,24 @@ static bool listed(const long *indexes, int n, long value) {
   return false;
 }
 
-/* The machine against the text's PUs and NUMA nodes. */
-static void check_against_text(const topo *t, const char *text) {
-  enum { MAX = 4096 };
-  static long pus[MAX], nodes[MAX];
+/* The machine against the PUs and NUMA nodes of the text (an export topo_new accepted). */
+static void check_against_text(const topo *t, const char *text, size_t size) {
+  static text_objects o;
+  o = (text_objects){0};
+  xmlDoc *doc = xmlReadMemory(text, (int)size, NULL, "UTF-8",
+                              XML_PARSE_NONET | XML_PARSE_IGNORE_ENC | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+  if (!doc) fuzz_topo_fail("libxml2 cannot read an export topo_new accepted", NULL);
+  read_objects(xmlDocGetRootElement(doc), &o);
+  xmlFreeDoc(doc);
   const topo_machine *m = topo_get_machine(t);
-  int pu_count = tagged_indexes(text, "PU", pus, MAX), node_count = tagged_indexes(text, "NUMANode", nodes, MAX);
-  if (pu_count > MAX || node_count > MAX) return;
+  if (o.pu_count > MAX_OBJECTS || o.node_count > MAX_OBJECTS) return;
   for (int c = 0; c < m->core_count; c++)
     for (int i = 0; i < m->cores[c].pu_count; i++)
-      if (!listed(pus, pu_count, m->cores[c].pus[i])) fuzz_topo_fail("a CPU that is no PU of the text", NULL);
+      if (!listed(o.pus, o.pu_count, m->cores[c].pus[i])) fuzz_topo_fail("a CPU that is no PU of the text", NULL);
   for (int i = 0; i < m->node_count; i++)
-    if (!listed(nodes, node_count, m->nodes[i].os_index)) fuzz_topo_fail("a NUMA node that is not the text's", NULL);
-  if (!strstr(text, "allowed_cpuset=") && m->pu_count != pu_count) fuzz_topo_fail("not as many CPUs as the text's PUs", NULL);
-  if (!strstr(text, "allowed_nodeset=") && m->node_count != node_count)
-    fuzz_topo_fail("not as many NUMA nodes as the text's", NULL);
+    if (!listed(o.nodes, o.node_count, m->nodes[i].os_index)) fuzz_topo_fail("a NUMA node that is not the text's", NULL);
+  if (!o.allowed_cpuset && m->pu_count != o.pu_count) fuzz_topo_fail("not as many CPUs as the text's PUs", NULL);
+  if (!o.allowed_nodeset && m->node_count != o.node_count) fuzz_topo_fail("not as many NUMA nodes as the text's", NULL);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -96,12 +108,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   }
   fuzz_topo_check_machine(t, &o.topo);
-  char *xml = malloc(xml_size + 1);
-  if (!xml) abort();
-  memcpy(xml, text, xml_size);
-  xml[xml_size] = '\0';
-  check_against_text(t, xml);
-  free(xml);
+  check_against_text(t, text, xml_size);
   fuzz_topo_check_plan(t, &o.plan);
   topo_free(t);
   free(copy);
