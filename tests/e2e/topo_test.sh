@@ -11,7 +11,8 @@
 #   - on an hwloc synthetic machine of 2 packages x 4 cores x 2 hyperthreads, where the
 #     exact plans are known: default, workers x threads, use_logical_core, node_id, quota;
 #   - on an hwloc XML export of a 2-core machine (--xml), and the same with a core that
-#     holds no PU (refused, naming the line);
+#     holds no PU, cut short, or with an entity (refused, naming the line); its DTD is
+#     never read;
 #   - with bad options: exit status 2, exactly one line on stderr, nothing on stdout.
 # A status >= 128 (a crash, a sanitizer abort) always fails.
 #
@@ -216,6 +217,23 @@ out_has '^  1 package, 1 NUMA node, 2 physical cores, 2 logical CPUs$'
 out_has '^  worker 0: NUMA node 0, 2 threads, cpus 0-1 \(cores 0-1\)$'
 end
 grep -v 'type="PU" os_index="1"' "$work/small.xml" >"$work/core_without_pu.xml"
+head -n 8 "$work/small.xml" >"$work/truncated.xml"
+
+# libxml2 reads the export without fetching anything or expanding an entity. trap.dtd is
+# a FIFO that nothing writes: opening it would block, and the case would time out. The
+# DOCTYPE names it as the DTD, which is never read (XML_PARSE_DTDLOAD is not given); a
+# DOCTYPE that declares entities is refused before any is used, and an entity that is not
+# declared is an error.
+rm -f "$work/trap.dtd" && mkfifo "$work/trap.dtd"
+sed "s|\"hwloc2.dtd\"|\"$work/trap.dtd\"|" "$work/small.xml" >"$work/dtd_not_read.xml"
+sed -e "s|SYSTEM \"hwloc2.dtd\">|[<!ENTITY one \"1\"><!ENTITY e SYSTEM \"$work/trap.dtd\">]>|" \
+    -e 's|<object type="PU" os_index="1" |<object type="PU" os_index="\&one;" |' \
+    -e 's|local_memory="1073741824"/>|local_memory="1073741824">\&e;</object>|' "$work/small.xml" >"$work/entity_declared.xml"
+sed 's|<object type="PU" os_index="1" |<object type="PU" os_index="1\&e;" |' "$work/small.xml" >"$work/entity_undeclared.xml"
+begin xml_dtd_not_read 0 timeout 20 "$inferd" topo --xml "$work/dtd_not_read.xml"
+out_has '^  1 package, 1 NUMA node, 2 physical cores, 2 logical CPUs$'
+quiet_stderr
+end
 
 begin help 0 "$inferd" topo --help
 out_has '^usage: inferd topo '
@@ -247,6 +265,12 @@ bad bad_quota '^inferd topo: --cpu-quota wants a number of CPUs: abc' --cpu-quot
 bad bad_xml "^inferd topo: topology: cannot read hwloc XML '/nonexistent.xml'" --xml /nonexistent.xml
 bad bad_xml_core_without_pu "^inferd topo: topology: xml .*core_without_pu.xml line 10: object Core holds no PU$" \
     --xml "$work/core_without_pu.xml"
+bad bad_xml_truncated "^inferd topo: topology: xml .*truncated.xml line 8: the document ends inside <object>$" --xml "$work/truncated.xml"
+begin bad_xml_entity_declared 2 timeout 20 "$inferd" topo --xml "$work/entity_declared.xml"
+one_error_line "^inferd topo: topology: xml .*entity_declared.xml line 3: the DOCTYPE before <topology> declares"
+end
+bad bad_xml_entity_undeclared "^inferd topo: topology: xml .*entity_undeclared.xml line 11: Entity 'e' not defined$" \
+    --xml "$work/entity_undeclared.xml"
 
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
