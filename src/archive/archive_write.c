@@ -316,26 +316,34 @@ static int remove_entry(const char *path, const struct stat *sb, int type, struc
 /* Removes the tree at path (not following symbolic links); best effort. */
 static void remove_tree(const char *path) { nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
-/* The directory is built beside its place (PATH.tmpXXXXXX) and put there whole: by
- * rename when there is none, else by exchanging it with the old one (renameat2
- * RENAME_EXCHANGE), which is then removed. So a server reading the model store never
- * sees half a model, and --force leaves none of the old files behind (the old labels
- * of a model rewritten without --extra-files were served on). */
+/* The directory is built beside its place, as DIR/.NAME.tmpPID.N (a dot name, which
+ * the server's model store listing skips), and put there whole: by rename when there
+ * is none, else by exchanging it with the old one (renameat2 RENAME_EXCHANGE), which
+ * is then removed. So a server reading the model store never sees half a model, and
+ * --force leaves none of the old files behind (the old labels of a model rewritten
+ * without --extra-files were served on). A symbolic link to a model directory is
+ * followed: the directory it names is replaced. */
 static inferd_code write_directory(const char *path, const plan *p, const char *manifest, bool force,
                                    inferd_status *st) {
   struct stat sb;
-  bool exists = lstat(path, &sb) == 0;
+  bool exists = stat(path, &sb) == 0;
   if (exists && !force) return core_fail(st, INFERD_ALREADY_EXISTS, "%s: %s", path, strerror(EEXIST));
   if (exists && !S_ISDIR(sb.st_mode)) return core_fail(st, INFERD_ALREADY_EXISTS, "%s: not a directory", path);
-  char tmp[PATH_MAX];
-  if (snprintf(tmp, sizeof tmp, "%s.tmpXXXXXX", path) >= (int)sizeof tmp)
-    return core_fail(st, INFERD_INVALID_ARG, "%s: path too long", path);
-  if (!mkdtemp(tmp)) return core_fail(st, INFERD_INVALID_ARG, "%s: %s", tmp, strerror(errno));
-  chmod(tmp, 0755); /* mkdtemp makes it 0700 */
+  char resolved[PATH_MAX], tmp[PATH_MAX];
+  const char *place = exists && realpath(path, resolved) ? resolved : path;
+  const char *slash = strrchr(place, '/');
+  int dir_len = slash ? (int)(slash - place) : 1;
+  const char *dir = slash ? place : ".", *base = slash ? slash + 1 : place;
+  for (int n = 0;; n++) {
+    if (snprintf(tmp, sizeof tmp, "%.*s/.%s.tmp%ld.%d", dir_len, dir, base, (long)getpid(), n) >= (int)sizeof tmp)
+      return core_fail(st, INFERD_INVALID_ARG, "%s: path too long", path);
+    if (mkdir(tmp, 0755) == 0) break;
+    if (errno != EEXIST || n == 100) return core_fail(st, INFERD_INVALID_ARG, "%s: %s", tmp, strerror(errno));
+  }
   inferd_code rc = INFERD_OK;
   for (int i = 0; i < p->count && rc == INFERD_OK; i++) rc = write_file(tmp, p->entries[i].name, p->entries[i].source, NULL, st);
   if (rc == INFERD_OK) rc = write_file(tmp, MANIFEST_PATH, NULL, manifest, st);
-  if (rc == INFERD_OK && (exists ? renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE) : rename(tmp, path)) != 0)
+  if (rc == INFERD_OK && (exists ? renameat2(AT_FDCWD, tmp, AT_FDCWD, place, RENAME_EXCHANGE) : rename(tmp, place)) != 0)
     rc = core_fail(st, INFERD_INVALID_ARG, "%s: %s", path, strerror(errno));
   remove_tree(tmp); /* the half-written one, or after the exchange the old one */
   return rc;

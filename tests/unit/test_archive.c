@@ -517,24 +517,43 @@ static void write_errors(void **state) {
   assert_int_equal(archive_write(&w, NULL, 0, &st), INFERD_ALREADY_EXISTS);
   w.force = true;
   assert_int_equal(archive_write(&w, NULL, 0, &st), INFERD_OK);
-  /* --force replaces the directory whole: an extra file of the old one does not stay
-   * (it would be read as part of the new model), and no temporary one is left */
-  const char *labels = tmp_path("index_to_name.json");
-  w.extra_files = &labels;
-  w.extra_file_count = 1;
-  assert_int_equal(archive_write(&w, NULL, 0, &st), INFERD_OK);
-  assert_int_equal(access(tmp_path("werr/m/index_to_name.json"), F_OK), 0);
+}
+
+/* --force on the directory form replaces it whole: an extra file of the old one does
+ * not stay (it would be read as part of the new model), no temporary directory is left,
+ * and a link to a model directory stays a link to the new one. */
+static void directory_replaced(void **state) {
+  make_inputs();
+  char out[256], labels[256];
+  snprintf(out, sizeof out, "%s", tmp_path("dforce"));
+  snprintf(labels, sizeof labels, "%s", tmp_path("index_to_name.json"));
+  mkdir(out, 0755);
+  const char *extras[] = {labels};
+  archive_write_params w = {.model_name = "m", .serialized_file = tmp_path("m.onnx"), .handler = "h",
+                            .export_path = out, .format = ARCHIVE_FORMAT_NO_ARCHIVE, .force = true,
+                            .extra_files = extras, .extra_file_count = 1};
+  inferd_status st;
+  if (archive_write(&w, NULL, 0, &st) != INFERD_OK) fail_msg("%s", st.message);
+  assert_int_equal(access(tmp_path("dforce/m/index_to_name.json"), F_OK), 0);
   w.extra_file_count = 0;
-  assert_int_equal(archive_write(&w, NULL, 0, &st), INFERD_OK);
-  assert_int_equal(access(tmp_path("werr/m/index_to_name.json"), F_OK), -1);
-  m = open_ok(tmp_path("werr/m"));
+  if (archive_write(&w, NULL, 0, &st) != INFERD_OK) fail_msg("%s", st.message);
+  assert_int_equal(access(tmp_path("dforce/m/index_to_name.json"), F_OK), -1);
+  archive_model *m = open_ok(tmp_path("dforce/m"));
   assert_int_equal(archive_file_count(m), 0);
   archive_close(m);
-  DIR *d = opendir(tmp_path("werr"));
+  DIR *d = opendir(out);
   assert_non_null(d);
   for (struct dirent *e; (e = readdir(d));)
     if (strstr(e->d_name, ".tmp")) fail_msg("a temporary directory was left: %s", e->d_name);
   closedir(d);
+  assert_int_equal(rename(tmp_path("dforce/m"), tmp_path("dforce/real")), 0);
+  assert_int_equal(symlink("real", tmp_path("dforce/m")), 0);
+  w.extra_file_count = 1;
+  if (archive_write(&w, NULL, 0, &st) != INFERD_OK) fail_msg("through a link: %s", st.message);
+  struct stat sb;
+  assert_int_equal(lstat(tmp_path("dforce/m"), &sb), 0);
+  assert_true(S_ISLNK(sb.st_mode));
+  assert_int_equal(access(tmp_path("dforce/real/index_to_name.json"), F_OK), 0);
 }
 
 static void bare_onnx(void **state) {
@@ -856,6 +875,7 @@ int main(void) {
       cmocka_unit_test(write_then_open),
       cmocka_unit_test(stored_entry_checked),
       cmocka_unit_test(write_errors),
+      cmocka_unit_test(directory_replaced),
       cmocka_unit_test(bare_onnx),
       cmocka_unit_test(mobilenet_through_mar),
       cmocka_unit_test(malformed_archives),
