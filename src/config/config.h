@@ -178,9 +178,10 @@ const config_model *config_find_model(const config_server *cfg, const char *name
  * ranges of models={...}; each must be a plain integer. Other top-level keys are listed
  * in `ignored` (but `handler`, the handler's own section), never expanded or resolved
  * (aliases are not followed). Refused, with the file's line: invalid YAML, a top level
- * that is not a mapping, more than one document, one of the five keys twice or not an
- * integer in range, minWorkers above maxWorkers, a file above 1 MiB. An empty file or
- * document gives nothing. */
+ * that is not a mapping, more than one document, one of the five keys twice or not a
+ * decimal integer in range (010, which YAML 1.1 reads as 8, too), a file above 1 MiB.
+ * An empty file or document gives nothing. The workers are taken only as TorchServe
+ * takes them (0 < minWorkers <= maxWorkers): the registry's rule, not this reader's. */
 typedef struct config_model_yaml {
   config_model values; /* name, version, mar_name NULL; an int -1 where the file gives none */
   char ignored[256];   /* "deviceType, parallelType" ("..." when cut); "" when none */

@@ -21,6 +21,7 @@
 
 typedef struct reader {
   yaml_parser_t parser;
+  const unsigned char *text; /* for the line of an encoding error */
   yaml_event_t event; /* the current one, valid while have_event */
   bool have_event;
   const char *source;
@@ -40,9 +41,16 @@ static inferd_code next(reader *r) {
   }
   const yaml_parser_t *p = &r->parser;
   if (p->error == YAML_MEMORY_ERROR) return core_fail(r->st, INFERD_NO_MEMORY, "%s: out of memory", r->source);
-  return core_fail(r->st, INFERD_INVALID_ARG, "%s: line %zu, column %zu: invalid YAML: %s%s%s%s", r->source,
-                   p->problem_mark.line + 1, p->problem_mark.column + 1, p->problem ? p->problem : "syntax error",
-                   p->context ? " (" : "", p->context ? p->context : "", p->context ? ")" : "");
+  size_t line = p->problem_mark.line + 1, column = p->problem_mark.column + 1;
+  if (p->error == YAML_READER_ERROR) { /* an encoding error: libyaml gives its byte offset only */
+    line = 1;
+    column = 1;
+    for (size_t i = 0; i < p->problem_offset; i++, column++)
+      if (r->text[i] == '\n') line++, column = 0;
+  }
+  return core_fail(r->st, INFERD_INVALID_ARG, "%s: line %zu, column %zu: invalid YAML: %s%s%s%s", r->source, line,
+                   column, p->problem ? p->problem : "syntax error", p->context ? " (" : "",
+                   p->context ? p->context : "", p->context ? ")" : "");
 }
 
 /* Copies at most size - 1 bytes of text for a one-line message, control bytes as '?'. */
@@ -73,8 +81,10 @@ static bool is_null(const yaml_event_t *e) {
   return !*v || !strcmp(v, "~") || !strcmp(v, "null") || !strcmp(v, "Null") || !strcmp(v, "NULL");
 }
 
-/* The current event is the value of `key`, one of the five: a plain integer in
- * min..max (or one tagged !!int). */
+/* The current event is the value of `key`, one of the five: a plain decimal integer
+ * in min..max (or one tagged !!int). YAML 1.1, which TorchServe's SnakeYAML reads,
+ * takes 010 as octal 8 and 0x10, 1_000 and 1:30 as numbers too: those are refused
+ * rather than read otherwise. */
 static inferd_code read_int(reader *r, const char *key, int64_t min, int64_t max, int *out) {
   const yaml_event_t *e = &r->event;
   char got[40] = "a mapping or a list";
@@ -83,9 +93,9 @@ static inferd_code read_int(reader *r, const char *key, int64_t min, int64_t max
     const char *tag = (const char *)e->data.scalar.tag;
     size_t len = e->data.scalar.length;
     int64_t x;
-    if ((!tag || !strcmp(tag, INT_TAG)) && e->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
-        strlen((const char *)e->data.scalar.value) == len &&
-        config__parse_int64((const char *)e->data.scalar.value, min, max, &x)) {
+    const char *v = (const char *)e->data.scalar.value, *digits = v + (*v == '+' || *v == '-');
+    if ((!tag || !strcmp(tag, INT_TAG)) && e->data.scalar.style == YAML_PLAIN_SCALAR_STYLE && strlen(v) == len &&
+        !(digits[0] == '0' && digits[1]) && config__parse_int64(v, min, max, &x)) {
       *out = (int)x;
       return INFERD_OK;
     }
@@ -167,16 +177,12 @@ inferd_code config_model_yaml_parse(const void *text, size_t size, const char *s
   if (size > CONFIG_MODEL_YAML_MAX_BYTES)
     return core_fail(st, INFERD_INVALID_ARG, "%s: %zu bytes, above the %d a model-config.yaml may have", source, size,
                      CONFIG_MODEL_YAML_MAX_BYTES);
-  reader r = {.source = source, .st = st};
+  reader r = {.text = text, .source = source, .st = st};
   if (!yaml_parser_initialize(&r.parser)) return core_fail(st, INFERD_NO_MEMORY, "%s: out of memory", source);
   yaml_parser_set_input_string(&r.parser, text, size);
   inferd_code rc = read_stream(&r, out);
   if (r.have_event) yaml_event_delete(&r.event);
   yaml_parser_delete(&r.parser);
-  /* as in models={...}, 0 workers is "automatic", which any bound admits */
-  if (rc == INFERD_OK && v->min_workers >= 0 && v->max_workers > 0 && v->min_workers > v->max_workers)
-    rc = core_fail(st, INFERD_INVALID_ARG, "%s: minWorkers %d exceeds maxWorkers %d", source, v->min_workers,
-                   v->max_workers);
   if (rc != INFERD_OK) {
     memset(out, 0, sizeof *out);
     v->batch_size = v->max_batch_delay_ms = v->response_timeout_s = v->min_workers = v->max_workers = -1;

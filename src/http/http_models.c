@@ -551,7 +551,8 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
     read_end(r, opened);
   }
 
-  config_model_yaml yaml;
+  config_model_yaml yaml = {.values = {.batch_size = -1, .max_batch_delay_ms = -1, .response_timeout_s = -1,
+                                        .min_workers = -1, .max_workers = -1}};
   if (code == INFERD_OK) code = read_model_yaml(ar, m, &yaml, st);
   const config_model *cm = code == INFERD_OK ? config_find_model(cfg, m->name, m->version) : NULL;
   const config_model *y = &yaml.values;
@@ -563,13 +564,20 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
                                cm ? cm->max_batch_delay_ms : cfg->max_batch_delay);
   m->response_timeout_s = pick(p->response_timeout_s, y->response_timeout_s,
                                cm ? cm->response_timeout_s : cfg->default_response_timeout);
-  /* workers: a registration over the API without initial_workers gets none, unless the
-   * archive's model-config.yaml names some (as in TorchServe). 0 workers is "none" when
-   * the request says so or by that default, else "automatic" (one per NUMA node). */
+  /* Workers, as TorchServe counts them: the yaml's minWorkers and maxWorkers only
+   * together, with 0 < minWorkers <= maxWorkers (else they are logged and left). Over the
+   * API: initial_workers, the yaml's, default_workers_per_model when set above 0, else
+   * none. At startup: the yaml's, models={...}'s minWorkers, default_workers_per_model,
+   * where 0 is "automatic" (one per NUMA node). */
+  bool yaml_workers = y->min_workers > 0 && y->max_workers >= y->min_workers;
+  if (code == INFERD_OK && !yaml_workers && (y->min_workers >= 0 || y->max_workers >= 0))
+    core_log(CORE_LOG_WARN, "model %s: %s: minWorkers %d and maxWorkers %d are not used (TorchServe takes them when "
+             "0 < minWorkers <= maxWorkers)", m->name, archive_config_file(ar), y->min_workers, y->max_workers);
   bool api = !p->loaded_at_startup;
-  int workers = pick(p->workers, y->min_workers, api ? 0 : cm ? cm->min_workers : cfg->default_workers_per_model);
-  bool none = api && workers == 0 && (p->workers == 0 || y->min_workers < 0);
-  int max_workers = y->max_workers >= 0 ? y->max_workers : cm ? cm->max_workers : 0; /* only reported */
+  int workers = pick(p->workers, yaml_workers ? y->min_workers : -1,
+                     api || !cm ? cfg->default_workers_per_model : cm->min_workers);
+  bool none = api && workers == 0;
+  int max_workers = yaml_workers ? y->max_workers : cm ? cm->max_workers : 0; /* only reported */
   if (m->batch_size < 1) m->batch_size = 1;
   if (code == INFERD_OK) code = load_labels(ar, path, &m->labels, st);
   double t_archive = core_now_seconds() - t0, t_engine = 0;

@@ -46,13 +46,15 @@ mv "$WORK/v2/mnet.mar" "$WORK/store/mnet-v2.mar"
 "${INFERD_PYTHON:-/usr/bin/python3}" "$SRC/tests/fixtures/make_tiny.py" "$WORK/store/mlp.onnx" --mlp
 printf 'minWorkers: 1\nmaxWorkers: 3\nbatchSize: 4\nmaxBatchDelay: 20\nresponseTimeout: 30\ndeviceType: gpu\nhandler:\n  topk: 3\n' \
   >"$WORK/model-config.yaml"
-yaml_archive() { # NAME FORMAT
+yaml_archive() { # NAME FORMAT [YAML]
   "$INFERD" archive --model-name "$1" --serialized-file "$WORK/store/mlp.onnx" --handler tensor \
-    --config-file "$WORK/model-config.yaml" --archive-format "$2" --export-path "$WORK/v2" >/dev/null
+    --config-file "${3:-$WORK/model-config.yaml}" --archive-format "$2" --export-path "$WORK/v2" >/dev/null
 }
 yaml_archive ys default
 yaml_archive ym default
-mv "$WORK/v2/ys.mar" "$WORK/v2/ym.mar" "$WORK/store/"
+printf 'minWorkers: 2\nbatchSize: 2\n' >"$WORK/yw.yaml" # minWorkers without maxWorkers: not taken
+yaml_archive yw default "$WORK/yw.yaml"
+mv "$WORK/v2/ys.mar" "$WORK/v2/ym.mar" "$WORK/v2/yw.mar" "$WORK/store/"
 yaml_archive ym no-archive # the directory v2/ym, broken below as ybad
 
 serve_ports
@@ -60,6 +62,7 @@ serve_config "$WORK/config.properties" \
   "model_store=$WORK/store" \
   "enable_model_api=true" \
   "load_models=ys.mar" \
+  "default_workers_per_model=1" \
   'models={"dv": {"2.0": {"defaultVersion": true, "batchSize": 8}}, "ys": {"1.0": {"batchSize": 8, "minWorkers": 2, "maxBatchDelay": 5}}}'
 serve_start "$WORK" --ts-config "$WORK/config.properties" --foreground
 serve_wait_ready 60
@@ -158,7 +161,8 @@ mcall "nothing registered by the bad requests" 200 'r["models"] == []' "${MA[@]}
 # ---- pagination: 101 models (bare .onnx files of a tiny MLP, registered with no workers) --
 for i in $(seq -w 0 100); do
   ln -s mlp.onnx "$WORK/store/m$i.onnx"
-  code=$(curl -s -o "$WORK/body" -w '%{http_code}' "${MA[@]}" -X POST "$M/models?url=m$i.onnx") || code=000
+  code=$(curl -s -o "$WORK/body" -w '%{http_code}' "${MA[@]}" -X POST "$M/models?url=m$i.onnx&initial_workers=0") ||
+    code=000
   [ "$code" = 200 ] || fail "register m$i: HTTP $code: $(head -c 300 "$WORK/body")"
 done
 names() { # FIRST COUNT: the names m<FIRST> .. as a Python list
@@ -230,6 +234,10 @@ mcall "register ym with batch_size and initial_workers: the request wins" 200 \
 mcall "describe ym: batch_size from the request, the rest from the yaml" 200 "$(settings 2 20 30 0 3)" \
   "${MA[@]}" "$M/models/ym"
 mcall "unregister ym again" 200 '' "${MA[@]}" -X DELETE "$M/models/ym"
+mcall "register yw, whose yaml has minWorkers alone: default_workers_per_model's 1 worker" 200 \
+  '"registered with 1 initial workers" in r["status"]' "${MA[@]}" -X POST "$M/models?url=yw.mar&synchronous=true"
+mcall "describe yw: its batchSize, the default's workers" 200 "$(settings 2 100 120 1 1)" "${MA[@]}" "$M/models/yw"
+mcall "unregister yw" 200 '' "${MA[@]}" -X DELETE "$M/models/yw"
 rm -rf "$WORK/store/ybad" && mv "$WORK/v2/ym" "$WORK/store/ybad"
 printf 'batchSize: 4\nmaxBatchDelay: soon\n' >"$WORK/store/ybad/model-config.yaml"
 mcall "a model-config.yaml with a bad value: 400 naming file, line and key" 400 \

@@ -816,7 +816,11 @@ static void model_yaml_errors(void **state) {
   yaml_fails("batchSize: [8]\n", "got a mapping or a list", NULL);
   yaml_fails("a: &x 8\nbatchSize: *x\n", "line 2", "got an alias");
   yaml_fails("batchSize: 8\nbatchSize: 4\n", "line 2", "batchSize is given twice");
-  yaml_fails("minWorkers: 4\nmaxWorkers: 2\n", "minWorkers 4 exceeds maxWorkers 2", NULL);
+  yaml_fails("maxBatchDelay: 010\n", "got '010'", NULL); /* YAML 1.1: octal 8 */
+  yaml_fails("batchSize: +08\n", "got '+08'", NULL);
+  yaml_fails("batchSize: 0x10\n", "got '0x10'", NULL);
+  yaml_fails("batchSize: 1_0\n", "got '1_0'", NULL);
+  yaml_fails("a: b\nc: \xff\xfe\n", "line 2, column 4: invalid YAML", NULL); /* an encoding error's line */
   yaml_fails("- batchSize: 8\n", "line 1", "expected a mapping");
   yaml_fails("just text\n", "expected a mapping", NULL);
   yaml_fails("batchSize: 8\n---\nbatchSize: 4\n", "line 2", "one document");
@@ -824,7 +828,6 @@ static void model_yaml_errors(void **state) {
   yaml_fails("batchSize: 8\nminWorkers: 1: 2\n", "line 2", "invalid YAML: mapping values are not allowed");
   yaml_fails("handler: {a: [1, 2}\n", "invalid YAML", NULL);
   yaml_fails("batchSize: \"\\x00\"\n", "got '?'", NULL);
-  yaml_fails("a: \xff\xfe\n", "invalid YAML", NULL);
   /* a file above the bound is refused before it is parsed */
   size_t size = CONFIG_MODEL_YAML_MAX_BYTES + 1;
   char *huge = malloc(size);
