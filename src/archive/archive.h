@@ -47,7 +47,12 @@ typedef enum archive_kind {
 typedef struct archive_params {
   uint64_t max_total_bytes; /* bytes all entries of a .mar may unpack to; 0 = 4 GiB */
   uint32_t max_entries;     /* entries of a .mar or files of a directory; 0 = 10000 */
-  uint64_t max_extra_bytes; /* bytes of all extra files together; 0 = 256 MiB */
+  uint64_t max_extra_bytes; /* bytes of the extra files read, together; 0 = 256 MiB */
+  /* NULL: every extra file is read. Else only these (and the manifest's configFile):
+   * the others are neither read nor listed, so an archive that also carries, say, the
+   * PyTorch checkpoint costs neither its memory nor the max_extra_bytes it would take. */
+  const char *const *only_files;
+  int only_file_count;
 } archive_params;
 
 /* Opens the model at `path` (a .mar or other zip, a directory, or an .onnx file).

@@ -69,14 +69,29 @@ struct archive_model {
 typedef struct limits {
   uint64_t max_total_bytes, max_extra_bytes;
   uint32_t max_entries;
+  const char *const *only_files; /* archive_params.only_files */
+  int only_file_count;
 } limits;
 
 static limits limits_of(const archive_params *p) {
-  limits l = {4ull << 30, 256ull << 20, 10000};
+  limits l = {4ull << 30, 256ull << 20, 10000, NULL, 0};
   if (p && p->max_total_bytes) l.max_total_bytes = p->max_total_bytes;
   if (p && p->max_extra_bytes) l.max_extra_bytes = p->max_extra_bytes;
   if (p && p->max_entries) l.max_entries = p->max_entries;
+  if (p && p->only_files) {
+    l.only_files = p->only_files;
+    l.only_file_count = p->only_file_count;
+  }
   return l;
+}
+
+/* Whether the extra file `name` of m is to be read (archive_params.only_files). */
+static bool wanted(const limits *lim, const archive_model *m, const char *name) {
+  if (!lim->only_files) return true;
+  if (m->manifest.config_file && strcmp(name, m->manifest.config_file) == 0) return true;
+  for (int i = 0; i < lim->only_file_count; i++)
+    if (strcmp(name, lim->only_files[i]) == 0) return true;
+  return false;
 }
 
 /* ==== names ================================================================================= */
@@ -473,7 +488,7 @@ static inferd_code open_zip(zip_t *z, const char *path, const limits *lim, archi
   uint64_t extra_bytes = 0;
   for (size_t i = 0; i < count && rc == INFERD_OK; i++) {
     const zip_entry *e = &entries[i];
-    if (e == manifest || e == onnx) continue;
+    if (e == manifest || e == onnx || !wanted(lim, m, e->name)) continue;
     if (e->size > lim->max_extra_bytes - extra_bytes) {
       rc = core_fail(st, INFERD_TOO_LARGE, "extra files hold more than %llu bytes (at '%s')",
                      (unsigned long long)lim->max_extra_bytes, e->name);
@@ -602,6 +617,7 @@ static inferd_code walk_directory(walk *w, const char *root, const char *rel, in
     }
     if (strcmp(name, MANIFEST_PATH) == 0 || strcmp(name, w->m->manifest.serialized_file) == 0) continue;
     if (!archive__valid_entry_name(name, false)) continue; /* a name no .mar could hold (control characters) */
+    if (!wanted(w->lim, w->m, name)) continue;
     void *data;
     size_t size;
     if ((rc = core_file_read(path, w->lim->max_extra_bytes - w->extra_bytes, &data, &size, st)) != INFERD_OK) {

@@ -61,6 +61,7 @@ static const char IMAGE_CLASSIFIER[] = "image_classifier";
 /* A model served as tensors only (KServe v2 infer): what a bare .onnx whose input is not
  * an image gets, or what a manifest may name. */
 static const char TENSOR[] = "tensor";
+#define LABELS_FILE "index_to_name.json" /* the image_classifier's labels, as TorchServe names them */
 
 /* ---- placement ------------------------------------------------------------------------- */
 
@@ -410,13 +411,13 @@ static inferd_code check_image_model(const inferd_model *engine, const char *nam
 static inferd_code load_labels(const archive_model *ar, const char *path, handler_labels **out, inferd_status *st) {
   *out = NULL;
   size_t size;
-  const void *json = archive_file(ar, "index_to_name.json", &size);
-  if (json) return handler_labels_parse(json, size, "index_to_name.json", out, st);
+  const void *json = archive_file(ar, LABELS_FILE, &size);
+  if (json) return handler_labels_parse(json, size, LABELS_FILE, out, st);
   if (archive_get_kind(ar) != ARCHIVE_ONNX) return INFERD_OK;
   char sibling[4096];
   const char *slash = strrchr(path, '/');
   int dir_len = slash ? (int)(slash - path) : 1;
-  snprintf(sibling, sizeof sibling, "%.*s/index_to_name.json", dir_len, slash ? path : ".");
+  snprintf(sibling, sizeof sibling, "%.*s/" LABELS_FILE, dir_len, slash ? path : ".");
   inferd_code code = handler_labels_load(sibling, out, st);
   return code == INFERD_NOT_FOUND ? INFERD_OK : code;
 }
@@ -515,7 +516,11 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
   double t0 = core_now_seconds();
   core_log(CORE_LOG_INFO, "loading %s%s%s", p->path, p->name ? " as model " : "", p->name ? p->name : "");
   archive_model *ar = NULL;
-  code = archive_open(path, NULL, &ar, st);
+  /* only the files it uses: an archive may carry more (the PyTorch checkpoint, a
+   * handler's data), which would cost memory and count against the extra-file bound */
+  static const char *const used_files[] = {LABELS_FILE};
+  const archive_params ap = {.only_files = used_files, .only_file_count = (int)CORE_ARRAY_LEN(used_files)};
+  code = archive_open(path, &ap, &ar, st);
   if (code != INFERD_OK) return code;
 
   http__model *m = calloc(1, sizeof *m), *was_default = NULL;

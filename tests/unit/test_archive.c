@@ -556,6 +556,46 @@ static void directory_replaced(void **state) {
   assert_int_equal(access(tmp_path("dforce/real/index_to_name.json"), F_OK), 0);
 }
 
+/* only_files: the other extra files are neither read nor listed, and do not count
+ * against max_extra_bytes; the manifest's configFile is read all the same. */
+static void only_some_files(void **state) {
+  make_inputs();
+  char out[256], labels[256], big[256], yaml[256];
+  snprintf(out, sizeof out, "%s", tmp_path("only"));
+  snprintf(labels, sizeof labels, "%s", tmp_path("index_to_name.json"));
+  snprintf(big, sizeof big, "%s", tmp_path("model.pt"));
+  snprintf(yaml, sizeof yaml, "%s", tmp_path("model-config.yaml"));
+  mkdir(out, 0755);
+  size_t big_size = 2 << 20;
+  char *bytes = malloc(big_size);
+  assert_non_null(bytes);
+  for (size_t i = 0; i < big_size; i++) bytes[i] = (char)(i * 2654435761u >> 24); /* hardly compresses */
+  write_bytes(big, bytes, big_size);
+  free(bytes);
+  write_bytes(yaml, "batchSize: 4\n", 13);
+  const char *extras[] = {labels, big};
+  for (int form = 0; form < 2; form++) {
+    archive_write_params w = {.model_name = "o", .serialized_file = tmp_path("m.onnx"), .handler = "h",
+                              .export_path = out, .extra_files = extras, .extra_file_count = 2,
+                              .config_file = yaml, .force = true,
+                              .format = form ? ARCHIVE_FORMAT_NO_ARCHIVE : ARCHIVE_FORMAT_DEFAULT};
+    char written[512];
+    inferd_status st;
+    if (archive_write(&w, written, sizeof written, &st) != INFERD_OK) fail_msg("%s", st.message);
+    archive_params all = {.max_extra_bytes = 1 << 20};
+    open_fails(written, &all, INFERD_TOO_LARGE, "extra files hold more than 1048576 bytes (at 'model.pt')");
+    const char *used[] = {"index_to_name.json"};
+    archive_params some = {.max_extra_bytes = 1 << 20, .only_files = used, .only_file_count = 1};
+    archive_model *m = NULL;
+    if (archive_open(written, &some, &m, &st) != INFERD_OK) fail_msg("%s: %s", written, st.message);
+    assert_int_equal(archive_file_count(m), 2);
+    assert_file(m, "index_to_name.json", "{\"0\": [\"n0\", \"zero\"]}");
+    assert_file(m, "model-config.yaml", "batchSize: 4\n");
+    assert_null(archive_file(m, "model.pt", NULL));
+    archive_close(m);
+  }
+}
+
 static void bare_onnx(void **state) {
   write_bytes(tmp_path("resnet-18.onnx"), fake_onnx, sizeof fake_onnx - 1);
   archive_model *m = open_ok(tmp_path("resnet-18.onnx"));
@@ -876,6 +916,7 @@ int main(void) {
       cmocka_unit_test(stored_entry_checked),
       cmocka_unit_test(write_errors),
       cmocka_unit_test(directory_replaced),
+      cmocka_unit_test(only_some_files),
       cmocka_unit_test(bare_onnx),
       cmocka_unit_test(mobilenet_through_mar),
       cmocka_unit_test(malformed_archives),
