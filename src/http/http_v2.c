@@ -445,6 +445,7 @@ static void model_metadata(http_server *s, h2o_req_t *req, http__model *m, bool 
 /* One infer call's state, in req->pool: valid only while the request is (job->req). */
 typedef struct v2_call {
   http_v2_request parsed;
+  size_t upper, binary_bytes; /* answer_bounds of the parsed request, for answer() */
 } v2_call;
 
 static void *pool_alloc(void *ctx, size_t bytes) {
@@ -523,7 +524,8 @@ static void answer_bounds(const http__model *m, const http_v2_request *parsed, s
 static void answer(http__job *first) {
   h2o_req_t *req = first->req;
   http__model *m = first->model;
-  const http_v2_request *parsed = &((const v2_call *)first->call)->parsed;
+  const v2_call *call = first->call;
+  const http_v2_request *parsed = &call->parsed;
   *first->hook = NULL;
   for (http__job *row = first; row; row = row->next_row) {
     if (row->code != INFERD_OK) {
@@ -532,8 +534,7 @@ static void answer(http__job *first) {
     }
   }
   int rows = parsed->rows;
-  size_t lower, upper, binary_bytes;
-  answer_bounds(m, parsed, &lower, &upper, &binary_bytes);
+  size_t upper = call->upper, binary_bytes = call->binary_bytes;
   /* infer() refused what cannot fit before it ran anything; an answer that grows past
    * the limit stops being formatted there and is refused below. */
   size_t limit = (size_t)http__loop_of(req)->server->config->max_response_size;
@@ -699,8 +700,8 @@ static void infer(http_server *s, h2o_req_t *req, h2o_iovec_t name, h2o_iovec_t 
   }
   /* An answer whose smallest possible size is above max_response_size is refused before
    * any row runs. */
-  size_t lower, upper, binary_bytes;
-  answer_bounds(m, &call->parsed, &lower, &upper, &binary_bytes);
+  size_t lower;
+  answer_bounds(m, &call->parsed, &lower, &call->upper, &call->binary_bytes);
   int64_t limit = s->config->max_response_size;
   if ((uint64_t)lower > (uint64_t)limit) {
     http__send_error(req, HTTP__E_INTERNAL,
