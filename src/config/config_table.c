@@ -122,6 +122,7 @@ static const config__option options[] = {
     IGNORED("cors_allowed_origin", "no CORS support yet"),
     IGNORED("cors_allowed_methods", "no CORS support yet"),
     IGNORED("cors_allowed_headers", "no CORS support yet"),
+    IGNORED("limit_max_image_pixels", "images above 64 megapixels are always refused (PIL's limit is 179)"),
     IGNORED("keystore", "TLS is not configured through keystores"),
     IGNORED("keystore_pass", "TLS is not configured through keystores"),
     IGNORED("keystore_type", "TLS is not configured through keystores"),
