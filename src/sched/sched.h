@@ -14,7 +14,8 @@
  *     batch (they had to wait: the model is busy), rather than arriving to a worker
  *     that was idle (low load: run them now);
  *   - no other worker of the model is idle (spare capacity would run them now anyway);
- *   - the oldest request has waited less than max_batch_delay_ms (0: never wait).
+ *   - the oldest request has waited less than max_batch_delay_ms (0: never wait), and
+ *     less than half of its time to answer (its deadline), with time left to run.
  * So a batch is dispatched as soon as it is full, or the oldest request has waited
  * max_batch_delay_ms, or waiting stops paying; batching adds no latency at low load and
  * no request ever waits more than max_batch_delay_ms for a batch to fill.

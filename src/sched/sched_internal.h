@@ -46,6 +46,8 @@ typedef struct sched_worker {
   sched_request **skipped;                /* [batch_size] expired or cancelled ones */
   double *queue_seconds;                  /* [batch_size] */
   unsigned char *shape_checked;           /* [batch_size + 1]: outputs verified at batch b */
+  double last_batch_seconds;              /* its last batch's engine time: how long before
+                                             a request's deadline a held batch must start */
 } sched_worker;
 
 struct sched_model {

@@ -43,6 +43,9 @@
  *         (or job_queue_size, when that is smaller: a full queue cannot grow, and
  *         every submit meanwhile would be refused),
  *       the oldest queued request has waited max_batch_delay_ms -> dispatch (§5),
+ *       the oldest has spent half of its response timeout (or all of it but this
+ *         worker's last batch time) -> dispatch: holding it longer would turn it into
+ *         a 504 (a maxBatchDelay above responseTimeout did, without it ever running),
  *       another worker becomes idle                  -> dispatch: capacity is free,
  *       drain or stop.
  *     With max_batch_delay_ms = 0 it never holds.
@@ -326,7 +329,12 @@ static take_result worker_take_locked(sched_worker *w, batch_take *t) {
       break;
     /* Hold the partial batch open until it fills, the oldest has waited
      * max_batch_delay, a peer goes idle, or we must stop or re-bind. */
-    double until = m->ring[m->head]->enqueue_time + m->params.max_batch_delay_ms * 1e-3;
+    const sched_request *oldest = m->ring[m->head];
+    double until = oldest->enqueue_time + m->params.max_batch_delay_ms * 1e-3;
+    if (oldest->deadline > 0) { /* a hold spends at most half of the oldest's time to answer */
+      double latest = oldest->deadline - CORE_MAX(w->last_batch_seconds, (oldest->deadline - oldest->enqueue_time) / 2);
+      if (latest < until) until = latest;
+    }
     m->forming = true;
     w->state = SCHED_WORKER_READY;
     while (!w->stop && !rebind_due_locked(w) && !m->draining && m->count > 0 && m->count < fill &&
@@ -392,6 +400,7 @@ static void worker_run(sched_worker *w, const batch_take *t) {
       seconds += core_now_seconds() - t0;
       runs++;
     }
+    w->last_batch_seconds = seconds;
     if (rc == INFERD_OK)
       for (int k = 0; k < t->n; k++)
         for (int i = 0; i < m->n_outputs; i++)

@@ -866,7 +866,7 @@ static void test_scale_to_zero_flushes_queue(void **state) {
   inferd_status mst = {0};
   assert_int_equal(metrics_model_register(registry, &(metrics_model_params){.name = "mobilenet"}, &series, &mst),
                    INFERD_OK);
-  metrics_model_set_queue_depth_source(registry, series, sched_queue_depth, m);
+  metrics_model_set_sources(registry, series, sched_queue_depth, NULL, m);
   gate_close(&h);
   test_req *held = hold_one_worker(&h, m, 0);
   test_req *q1 = new_req(&h, 1, false), *q2 = new_req(&h, 2, false);
@@ -909,7 +909,7 @@ static void test_scale_to_zero_flushes_queue(void **state) {
   assert_int_equal(back->code, INFERD_OK);
   check_all(&h);
   assert_int_equal(rendered_queue_depth(registry), 0);
-  metrics_model_set_queue_depth_source(registry, series, NULL, NULL);
+  metrics_model_set_sources(registry, series, NULL, NULL, NULL);
   metrics_registry_free(registry);
   sched_model_free(m);
   harness_free(&h);
@@ -1311,6 +1311,23 @@ static void test_max_batch_delay(void **state) {
   sched_model_free(m);
   p.batch_size = 4;
   p.job_queue_size = 64;
+
+  /* A hold spends at most half of the oldest request's response timeout: with
+   * max_batch_delay 10 minutes and a 2 s timeout, the held request runs after about 1 s
+   * (it expired unrun at its deadline while the batch was held open). */
+  p.response_timeout_ms = 2000;
+  m = start_model(&p);
+  done = completed_now(&h);
+  gate_close(&h);
+  hold_one_worker(&h, m, 25);
+  test_req *due = new_req(&h, 26, false);
+  assert_int_equal(submit(m, due), INFERD_OK);
+  gate_open(&h);
+  assert_true(wait_completed(&h, done + 2));
+  assert_int_equal(due->code, INFERD_OK);
+  check_all(&h);
+  sched_model_free(m);
+  p.response_timeout_ms = 0;
 
   /* max_batch_delay 0: never holds (a hold with no end would outlast wait_completed) */
   p.max_batch_delay_ms = 0;
