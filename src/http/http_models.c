@@ -171,7 +171,7 @@ inferd_code http__registry_new(http_server *server, http__registry **out, inferd
 void http__model_destroy(http__model *m) {
   if (!m) return;
   /* No scrape may read the queue through m once the scheduler is gone. */
-  if (m->metrics) metrics_model_set_queue_depth_source(m->server->metrics, m->metrics, NULL, NULL);
+  if (m->metrics) metrics_model_set_sources(m->server->metrics, m->metrics, NULL, NULL, NULL);
   if (m->sched) sched_model_free(m->sched); /* drains first; joins the workers */
   if (m->metrics) metrics_model_unregister(m->server->metrics, m->metrics);
   inferd_model_free(m->engine);
@@ -342,6 +342,15 @@ static int64_t queue_depth(void *ctx) {
   sched_model_info info;
   sched_model_describe(m->sched, &info, NULL, 0);
   return info.queue_depth;
+}
+
+/* metrics_gauge_fn: inferd_workers is the workers starting, ready or busy as a scrape
+ * finds them (not the count asked for: a worker may fail to start, or be scaled away). */
+static int64_t live_workers(void *ctx) {
+  const http__model *m = ctx;
+  sched_model_info info;
+  sched_model_describe(m->sched, &info, NULL, 0);
+  return info.workers;
 }
 
 inferd_code http__resolve_path(const config_server *cfg, const char *given, bool from_api, char *out, size_t size,
@@ -660,7 +669,7 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
     m->answer_bytes = handler_classify_json_size(m->labels, HANDLER_TOPK);
     metrics_model_set_workers(m->metrics, sched_workers);
     metrics_model_set_memory(m->metrics, inferd_model_weights_bytes(m->engine));
-    metrics_model_set_queue_depth_source(r->server->metrics, m->metrics, queue_depth, m);
+    metrics_model_set_sources(r->server->metrics, m->metrics, queue_depth, live_workers, m);
     code = insert(r, m, cm && cm->default_version, &was_default, st);
   }
   if (code != INFERD_OK) {

@@ -156,14 +156,18 @@ void metrics_model_set_memory(metrics_model *m, uint64_t bytes);
 /* Reads a gauge's current value from its owner, e.g. the scheduler's queue depth. */
 typedef int64_t (*metrics_gauge_fn)(void *ctx);
 
-/* From now on m's inferd_queue_depth is fn(ctx), called by metrics_render on the scraping
- * thread with the registry's lock held (fn must not call into the registry), instead of
- * the sum of metrics_model_queue_depth_add: a count kept by increments drifts as soon as
- * one way out of the queue is missed (requests flushed when the last worker goes, or
- * skipped as expired), the owner's own count cannot. fn NULL: back to the increments.
- * Takes the registry's lock: once it returns no render is still calling the old fn, so
- * the caller may free what ctx points to. `ctx` is borrowed until then. */
-void metrics_model_set_queue_depth_source(metrics_registry *r, metrics_model *m, metrics_gauge_fn fn, void *ctx);
+/* From now on m's inferd_queue_depth is queue_depth(ctx) and its inferd_workers
+ * workers(ctx), called by metrics_render on the scraping thread with the registry's lock
+ * held (they must not call into the registry), instead of the sum of
+ * metrics_model_queue_depth_add and the value of metrics_model_set_workers: a count kept
+ * by increments drifts as soon as one way out of the queue is missed (requests flushed
+ * when the last worker goes, or skipped as expired), and a worker count set at
+ * registration misses workers that failed to start; the owner's own counts cannot. A
+ * NULL fn: back to the stored value. Takes the registry's lock: once it returns no
+ * render is still calling the old fns, so the caller may free what ctx points to. `ctx`
+ * is borrowed until then. */
+void metrics_model_set_sources(metrics_registry *r, metrics_model *m, metrics_gauge_fn queue_depth,
+                               metrics_gauge_fn workers, void *ctx);
 
 /* Appends every series to out in the Prometheus text format 0.0.4. NO_MEMORY when the
  * buffer cannot grow (out keeps what was written). */

@@ -22,8 +22,9 @@ struct metrics_model {
   metrics_counter ts_requests, ts_inference_us, ts_queue_us; /* TorchServe's meanings */
   uint64_t batch_bounds[METRICS_MAX_BUCKETS];
   metrics_gauge queue_depth, workers, memory_bytes;
-  metrics_gauge_fn queue_depth_fn; /* NULL: render queue_depth; under the registry's lock */
-  void *queue_depth_ctx;
+  /* metrics_model_set_sources, under the registry's lock; NULL: render the gauge */
+  metrics_gauge_fn queue_depth_fn, workers_fn;
+  void *source_ctx;
 };
 
 struct metrics_registry {

@@ -174,10 +174,12 @@ void metrics_model_ts_answered(metrics_model *m, uint64_t us, uint64_t queue_us)
 }
 void metrics_model_batch(metrics_model *m, int size) { metrics_histogram_observe(&m->batch_size, size > 0 ? (uint64_t)size : 0); }
 void metrics_model_queue_depth_add(metrics_model *m, int64_t delta) { metrics_gauge_add(&m->queue_depth, delta); }
-void metrics_model_set_queue_depth_source(metrics_registry *r, metrics_model *m, metrics_gauge_fn fn, void *ctx) {
-  pthread_mutex_lock(&r->lock); /* render reads the pair under it */
-  m->queue_depth_fn = fn;
-  m->queue_depth_ctx = fn ? ctx : NULL;
+void metrics_model_set_sources(metrics_registry *r, metrics_model *m, metrics_gauge_fn queue_depth,
+                               metrics_gauge_fn workers, void *ctx) {
+  pthread_mutex_lock(&r->lock); /* render reads them under it */
+  m->queue_depth_fn = queue_depth;
+  m->workers_fn = workers;
+  m->source_ctx = queue_depth || workers ? ctx : NULL;
   pthread_mutex_unlock(&r->lock);
 }
 void metrics_model_set_workers(metrics_model *m, int64_t workers) { metrics_gauge_set(&m->workers, workers); }

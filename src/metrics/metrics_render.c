@@ -185,7 +185,7 @@ static const struct family {
     {"inferd_batch_size", "histogram", "Requests per batch run.", SERIES_BATCH_HIST},
     {"inferd_queue_depth", "gauge", "Requests waiting in the model's queue.", SERIES_QUEUE_DEPTH},
     {"inferd_workers", "gauge", "Worker threads running the model.", SERIES_WORKERS},
-    {"inferd_model_memory_bytes", "gauge", "Memory held by the model's weights, plans and worker arenas, in bytes.", SERIES_MEMORY},
+    {"inferd_model_memory_bytes", "gauge", "Memory held by the model's weights (one copy, shared by its workers), in bytes.", SERIES_MEMORY},
 };
 
 static void put_header(writer *w, const char *name, const char *type, const char *help) {
@@ -256,12 +256,12 @@ static void put_model_series(writer *w, const struct family *f, const metrics_mo
   case SERIES_BATCH_HIST: put_histogram(w, f->name, m, &m->batch_size, 1); break;
   case SERIES_QUEUE_DEPTH: /* the registry's lock is held: the source cannot change */
     put_series_name(w, f->name, "", m, NULL, NULL);
-    printf_(w, "%lld\n", (long long)(m->queue_depth_fn ? m->queue_depth_fn(m->queue_depth_ctx)
+    printf_(w, "%lld\n", (long long)(m->queue_depth_fn ? m->queue_depth_fn(m->source_ctx)
                                                          : metrics_gauge_get(&m->queue_depth)));
     break;
-  case SERIES_WORKERS:
+  case SERIES_WORKERS: /* as the queue depth */
     put_series_name(w, f->name, "", m, NULL, NULL);
-    printf_(w, "%lld\n", (long long)metrics_gauge_get(&m->workers));
+    printf_(w, "%lld\n", (long long)(m->workers_fn ? m->workers_fn(m->source_ctx) : metrics_gauge_get(&m->workers)));
     break;
   case SERIES_MEMORY:
     put_series_name(w, f->name, "", m, NULL, NULL);

@@ -105,6 +105,12 @@ mcall "describe: 1 worker, max 2" 200 "$(workers 1 2 1)" "${MA[@]}" "$M/models/m
 mcall "min_worker=2, max_worker=3, model_version=1.0" 200 '"Workers scaled to 2 " in r["status"]' \
   "${MA[@]}" -X PUT "$M/models/mnet?min_worker=2&max_worker=3&model_version=1.0&synchronous=true"
 mcall "describe: 2 workers, max 3" 200 "$(workers 2 3 2)" "${MA[@]}" "$M/models/mnet"
+metric_workers() { # MODEL VERSION: inferd_workers of that model at a scrape
+  curl -s --max-time 30 "http://127.0.0.1:$METRICS_PORT/metrics" |
+    sed -n "s/^inferd_workers{model_name=\"$1\",model_version=\"$2\"} //p"
+}
+[ "$(metric_workers mnet 1.0)" = 2 ] && echo "ok   /metrics: inferd_workers 2" ||
+  fail "/metrics: inferd_workers of mnet is '$(metric_workers mnet 1.0)', want 2"
 mcall "max_worker below min_worker" 400 \
   'r == {"code": 400, "type": "BadRequestException", "message": "max_worker cannot be less than min_worker."}' \
   "${MA[@]}" -X PUT "$M/models/mnet?min_worker=3&max_worker=2&synchronous=true"
@@ -123,6 +129,8 @@ mcall "a model_version that is not UTF-8: kept where well-formed, else U+FFFD" 4
 mcall "back to 1 by the version in the path" 200 '"Workers scaled to 1 " in r["status"]' \
   "${MA[@]}" -X PUT "$M/models/mnet/1.0?min_worker=1&synchronous=true"
 mcall "describe: 1 worker, max 1 again" 200 "$(workers 1 1 1)" "${MA[@]}" "$M/models/mnet"
+[ "$(metric_workers mnet 1.0)" = 1 ] && echo "ok   /metrics: inferd_workers 1 after scaling down" ||
+  fail "/metrics: inferd_workers of mnet is '$(metric_workers mnet 1.0)', want 1"
 mcall "classify after scaling" 200 'list(r)[0] == "Egyptian cat"' "${IA[@]}" -T "$PHOTO" "$I/predictions/mnet"
 mcall "the same version again: conflict" 409 '' "${MA[@]}" -X POST "$M/models?url=mnet.mar&synchronous=true"
 mcall "register mnet 2.0" 200 '"Version: 2.0" in r["status"]' \

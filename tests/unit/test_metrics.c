@@ -545,9 +545,11 @@ static void test_queue_depth_source(void **state) {
   metrics_model *a = NULL;
   assert_int_equal(metrics_model_register(r, &(metrics_model_params){.name = "m", .version = "1"}, &a, &st), INFERD_OK);
   const char *series = "inferd_queue_depth{model_name=\"m\",model_version=\"1\"} ";
+  const char *workers_series = "inferd_workers{model_name=\"m\",model_version=\"1\"} ";
   metrics_model_queue_depth_add(a, 2); /* two submits whose requests never came out through a batch */
   int64_t depth = 0;
-  metrics_model_set_queue_depth_source(r, a, fake_depth, &depth);
+  metrics_model_set_workers(a, 3); /* what a registration asked for */
+  metrics_model_set_sources(r, a, fake_depth, fake_depth, &depth);
   const int64_t seen[] = {0, 5, 0};
   for (size_t i = 0; i < sizeof seen / sizeof *seen; i++) {
     depth = seen[i];
@@ -557,14 +559,20 @@ static void test_queue_depth_source(void **state) {
     const char *at = strstr(b.data, series);
     assert_non_null(at);
     assert_int_equal(strtoll(at + strlen(series), NULL, 10), seen[i]);
+    at = strstr(b.data, workers_series);
+    assert_non_null(at);
+    assert_int_equal(strtoll(at + strlen(workers_series), NULL, 10), seen[i]);
     metrics_buffer_free(&b);
   }
-  metrics_model_set_queue_depth_source(r, a, NULL, NULL);
+  metrics_model_set_sources(r, a, NULL, NULL, NULL);
   metrics_buffer b = {0};
   assert_int_equal(metrics_render(r, &b, &st), INFERD_OK);
   const char *at = strstr(b.data, series);
   assert_non_null(at);
   assert_int_equal(strtoll(at + strlen(series), NULL, 10), 2);
+  at = strstr(b.data, workers_series); /* back to the stored count */
+  assert_non_null(at);
+  assert_int_equal(strtoll(at + strlen(workers_series), NULL, 10), 3);
   metrics_buffer_free(&b);
   metrics_registry_free(r);
 }
