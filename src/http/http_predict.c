@@ -116,10 +116,12 @@ void http__job_cancel(http__job *first) {
   for (http__job *row = first; row; row = row->next_row) sched_request_cancel(&row->request);
 }
 
-/* h2o disposes the request (client gone, HTTP/2 stream reset) before we answered. */
+/* h2o disposes the request (client gone, HTTP/2 stream reset) before we answered:
+ * counted under 499 as an HTTP/1 client that left is (let_go). */
 static void on_request_dispose(void *p) {
   http__job *first = *(http__job **)p;
   if (!first) return; /* answered already */
+  metrics_model_response(first->model->metrics, 499);
   first->req = NULL;
   http__job_unwait(first);
   http__job_cancel(first);

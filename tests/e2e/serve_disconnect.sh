@@ -4,7 +4,7 @@
 # reads, so that the connection is closed.
 #
 # resnet-152.mar with batchSize 1 and one worker: 60 clients post the photo at once over
-# HTTP/1.1 and each gives up after 0.5 s (curl --max-time). A worker runs one image in
+# HTTP/1.1, then again over HTTP/2, and each gives up after 0.5 s (curl --max-time). A worker runs one image in
 # tens of milliseconds here, so most of the 60 are still queued when their client leaves.
 # Then one more request, which must be 200 with 5 labels: the queue is first-in first-out
 # with one worker, so once it is answered every earlier request has run or been skipped.
@@ -37,8 +37,8 @@ metric() {
 ran() { metric 'inferd_inference_latency_milliseconds_count{'; }
 answered_499() { metric 'inferd_requests_total{' 'code="499"'; }
 
-run_case() { # run_case TIMEOUT_S
-  local timeout=$1 i
+run_case() { # run_case TIMEOUT_S CURL_PROTOCOL_FLAG
+  local timeout=$1 protocol=$2 i
   serve_ports
   serve_config "$WORK/config.properties" \
     "model_store=model_store" \
@@ -50,18 +50,18 @@ run_case() { # run_case TIMEOUT_S
   serve_start "$WORK" --ts-config "$WORK/config.properties" --foreground --disable-token-auth
   serve_wait_ready 180
   local url="http://127.0.0.1:$INFERENCE_PORT/predictions/resnet-152"
-  call "responseTimeout $timeout: warm-up request" 200 'len(r) == 5' -X POST --data-binary "@$WORK/cat.jpg" "$url"
+  call "$protocol: warm-up request" 200 'len(r) == 5' -X POST --data-binary "@$WORK/cat.jpg" "$url"
 
   local ran0 gone0 pids=()
   ran0=$(ran)
   gone0=$(answered_499)
   for i in $(seq 1 "$N"); do
-    curl -s --http1.1 --max-time 0.5 -o /dev/null -w '%{http_code}\n' -X POST --data-binary "@$WORK/cat.jpg" "$url" \
+    curl -s "$protocol" --max-time 0.5 -o /dev/null -w '%{http_code}\n' -X POST --data-binary "@$WORK/cat.jpg" "$url" \
       >"$WORK/client.$i" 2>/dev/null &
     pids+=($!)
   done
   for i in "${pids[@]}"; do wait "$i" || true; done
-  call "responseTimeout $timeout: a request after the $N clients left" 200 'len(r) == 5' \
+  call "$protocol: a request after the $N clients left" 200 'len(r) == 5' \
     -X POST --data-binary "@$WORK/cat.jpg" "$url"
 
   local answered ran_n gone_n
@@ -70,22 +70,25 @@ run_case() { # run_case TIMEOUT_S
   gone_n=$(($(answered_499) - gone0))
   echo "     $N clients gave up after 0.5 s: $answered answered 200 in time, $ran_n ran, $gone_n answered 499"
   if [ "$ran_n" -lt $((N / 2)) ]; then
-    echo "ok   responseTimeout $timeout: fewer than half of the $N requests ran ($ran_n)"
+    echo "ok   $protocol: fewer than half of the $N requests ran ($ran_n)"
   else
-    fail "responseTimeout $timeout: $ran_n of the $N requests ran after their clients had left"
+    fail "$protocol: $ran_n of the $N requests ran after their clients had left"
   fi
   if [ "$gone_n" -ge $((N - ran_n)) ] && [ "$gone_n" -le "$N" ]; then
-    echo "ok   responseTimeout $timeout: each request that did not run was answered 499 ($gone_n)"
+    echo "ok   $protocol: each request that did not run was answered 499 ($gone_n)"
   else
-    fail "responseTimeout $timeout: $gone_n answered 499, want $((N - ran_n)) to $N"
+    fail "$protocol: $gone_n answered 499, want $((N - ran_n)) to $N"
   fi
   serve_stop 60
-  [ "$SERVER_STATUS" = 0 ] && echo "ok   responseTimeout $timeout: SIGTERM: exit 0" ||
-    fail "responseTimeout $timeout: SIGTERM: exit status $SERVER_STATUS"
+  [ "$SERVER_STATUS" = 0 ] && echo "ok   $protocol: SIGTERM: exit 0" ||
+    fail "$protocol: SIGTERM: exit status $SERVER_STATUS"
   rm -f "$WORK"/client.*
 }
 
-run_case 120
+run_case 120 --http1.1
+# HTTP/2 (cleartext, prior knowledge): a client that leaves resets its streams, h2o
+# disposes their requests, and the dispose hook cancels them and counts the 499
+run_case 120 --http2-prior-knowledge
 
 if [ "$failures" != 0 ]; then
   echo "$failures failure(s); server log:" >&2
