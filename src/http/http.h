@@ -110,6 +110,9 @@ inferd_code http_multipart_find(const char *body, size_t size, const char *bound
 
 /* ---- KServe v2 infer requests (pure; exposed for tests and the fuzzer) ----------------- */
 
+/* Memory for the parsed request (the HTTP layer: the request's pool). NULL: out of memory. */
+typedef void *(*http_v2_alloc_fn)(void *ctx, size_t bytes);
+
 /* What the model being asked expects; all borrowed for the duration of the call. */
 typedef struct http_v2_spec {
   const char *model_name;         /* for messages */
@@ -119,6 +122,11 @@ typedef struct http_v2_spec {
   const char *const *output_names; /* [output_count] */
   int output_count;
   int max_rows;                   /* largest batch n accepted (the model's job_queue_size) */
+  /* Memory for the input's numbers from JSON "data" alone, when the caller copies them
+   * out before it parses again (the HTTP layer: its thread's scratch buffer, so that a
+   * 602 KB image does not go to malloc per request); NULL: the alloc of http_v2_parse. */
+  http_v2_alloc_fn data_alloc;
+  void *data_alloc_ctx;
 } http_v2_spec;
 
 /* A validated request. Pointers are into the body given to http_v2_parse or into
@@ -135,9 +143,6 @@ typedef struct http_v2_request {
   const int *outputs;          /* [output_count]: indexes into spec->output_names */
   const bool *output_binary;   /* [output_count]: answer that output as binary tensor data */
 } http_v2_request;
-
-/* Memory for the parsed request (the HTTP layer: the request's pool). NULL: out of memory. */
-typedef void *(*http_v2_alloc_fn)(void *ctx, size_t bytes);
 
 /* Parses and validates POST /v2/models/{m}/infer: the body, and the value of its
  * Inference-Header-Content-Length header (header == NULL: absent; then the whole body

@@ -167,8 +167,8 @@ typedef struct http__loop {
   bool thread_started;
   handler_image_ctx *image; /* this thread's preprocessing buffers */
   EVP_ENCODE_CTX *base64;   /* for images sent as base64 text (NULL: out of memory) */
-  uint8_t *decoded;         /* their bytes, grown to the largest one (max_request_size) */
-  size_t decoded_cap;
+  uint8_t *scratch;         /* http__loop_scratch */
+  size_t scratch_cap;
   struct http__job *free_jobs; /* recycled prediction jobs, this thread only */
   h2o_linklist_t waiting;      /* requests waiting for the scheduler, by http__job.waiting */
   h2o_timeout_entry_t deadline_tick; /* linked while `waiting` is not empty */
@@ -397,6 +397,11 @@ void http__ts_answered(const http__model *m, const http__job *first);
 
 void http__predict(http_server *server, h2o_req_t *req, const http__path *path);
 void http__predict_loop_init(http__loop *loop);  /* on the loop thread */
+/* The loop's scratch buffer, at least `bytes` long, for what a handler needs only until
+ * it returns (an image decoded from base64, a v2 input's numbers before they are copied
+ * into the jobs): grown to the largest asked for (bounded by max_request_size), kept,
+ * never freed per request. NULL when it cannot grow. Loop thread only. */
+void *http__loop_scratch(http__loop *loop, size_t bytes);
 void http__predict_loop_free(http__loop *loop);  /* on the loop thread, at exit */
 
 /* ---- KServe v2 (http_v2.c) -------------------------------------------------------------- */

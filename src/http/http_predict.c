@@ -343,9 +343,9 @@ void http__predict_loop_free(http__loop *loop) {
   loop->image = NULL;
   EVP_ENCODE_CTX_free(loop->base64);
   loop->base64 = NULL;
-  free(loop->decoded);
-  loop->decoded = NULL;
-  loop->decoded_cap = 0;
+  free(loop->scratch);
+  loop->scratch = NULL;
+  loop->scratch_cap = 0;
 }
 
 /* ---- the request ---------------------------------------------------------------------------------- */
@@ -375,28 +375,33 @@ static bool find_image(h2o_req_t *req, h2o_iovec_t *image, inferd_status *st) {
   return true;
 }
 
+void *http__loop_scratch(http__loop *loop, size_t bytes) {
+  if (bytes > loop->scratch_cap) {
+    uint8_t *bigger = realloc(loop->scratch, bytes);
+    if (!bigger) return NULL;
+    loop->scratch = bigger;
+    loop->scratch_cap = bytes;
+  }
+  return loop->scratch;
+}
+
 /* TorchServe's image_classifier takes an image sent as text (a text/plain body, a
  * form field that is not a file) as base64 and decodes it. Bytes that are not a JPEG
  * or PNG are decoded here as base64 (OpenSSL's decoder, which skips line breaks) into
- * the loop's buffer, and used when they decode to a JPEG or PNG; anything else stays
- * as it came, for the image decoder's "not a JPEG or PNG". */
+ * the loop's scratch buffer, and used when they decode to a JPEG or PNG; anything else
+ * stays as it came, for the image decoder's "not a JPEG or PNG". */
 static void from_base64(http__loop *loop, h2o_iovec_t *image) {
   if (handler_image_detect(image->base, image->len) != HANDLER_IMAGE_UNKNOWN || !loop->base64 || image->len > INT_MAX)
     return;
-  size_t need = image->len + 4; /* base64 decodes to 3 bytes per 4 */
-  if (need > loop->decoded_cap) {
-    uint8_t *bigger = realloc(loop->decoded, need);
-    if (!bigger) return;
-    loop->decoded = bigger;
-    loop->decoded_cap = need;
-  }
+  uint8_t *decoded = http__loop_scratch(loop, image->len + 4); /* base64 decodes to 3 bytes per 4 */
   int n = 0, tail = 0;
+  if (!decoded) return;
   EVP_DecodeInit(loop->base64);
-  if (EVP_DecodeUpdate(loop->base64, loop->decoded, &n, (const unsigned char *)image->base, (int)image->len) < 0 ||
-      EVP_DecodeFinal(loop->base64, loop->decoded + n, &tail) < 0)
+  if (EVP_DecodeUpdate(loop->base64, decoded, &n, (const unsigned char *)image->base, (int)image->len) < 0 ||
+      EVP_DecodeFinal(loop->base64, decoded + n, &tail) < 0)
     return;
-  if (handler_image_detect(loop->decoded, (size_t)(n + tail)) != HANDLER_IMAGE_UNKNOWN)
-    *image = h2o_iovec_init(loop->decoded, (size_t)(n + tail));
+  if (handler_image_detect(decoded, (size_t)(n + tail)) != HANDLER_IMAGE_UNKNOWN)
+    *image = h2o_iovec_init(decoded, (size_t)(n + tail));
 }
 
 void http__predict(http_server *s, h2o_req_t *req, const http__path *path) {

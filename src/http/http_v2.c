@@ -48,10 +48,11 @@
  * for a [1,3,224,224] tensor) comes from the HTTP thread's JSON arena
  * (http_json_arena.c), which is reset, not freed, once the tree has been read, before
  * the rows are submitted. What it holds is bounded by what the tree of a
- * max_request_size body needs. Not malloc-free, though: h2o 2.2's pool hands a block
- * of 1 KB or more (the parsed input, 602 KB for an image; the answer) straight to
- * malloc, freed with the request, a few per request. Parsing into the recycled jobs'
- * input slots and rendering into per-job buffers would remove them; not done yet.
+ * max_request_size body needs. The input's numbers go to the loop's scratch buffer
+ * (http__loop_scratch), grown to the largest request and kept: infer() copies them into
+ * the jobs before it returns. The answer still takes a block of the request's pool,
+ * which h2o 2.2 gives from malloc when it is 1 KB or more (a 1000-class output is about
+ * 10 KB): it must outlive the jobs, which are recycled as soon as it is written.
  *
  * Threading: the handlers run on the HTTP thread that owns the request; the rows come
  * back to that same thread through http_predict.c's done queue.
@@ -226,7 +227,8 @@ static inferd_code parse_input(v2_parse *p, const json_t *input, const char *bin
   if (count != elems)
     return bad(p->st, "input '%s': \"data\" has %s%zu values, shape needs %zu", p->input,
                count > elems ? "more than " : "", count > elems ? elems : count, elems);
-  float *dest = p->alloc(p->alloc_ctx, elems * sizeof(float));
+  float *dest = spec->data_alloc ? spec->data_alloc(spec->data_alloc_ctx, elems * sizeof(float))
+                                 : p->alloc(p->alloc_ctx, elems * sizeof(float));
   if (!dest) return core_fail(p->st, INFERD_NO_MEMORY, "out of memory for %zu input values", elems);
   count = 0;
   code = walk_data(p, data, (int)rank, elems, &count, dest);
@@ -455,6 +457,9 @@ static void *pool_alloc(void *ctx, size_t bytes) {
   return h2o_mem_alloc_pool((h2o_mem_pool_t *)ctx, bytes ? bytes : 1); /* aligned for any type */
 }
 
+/* The input's numbers: infer() copies them into the jobs before the loop parses again. */
+static void *scratch_alloc(void *ctx, size_t bytes) { return http__loop_scratch(ctx, bytes ? bytes : 1); }
+
 static void json_number(http__buf *b, float x) {
   if (isfinite(x))
     http__buf_printf(b, "%.9g", (double)x);
@@ -647,7 +652,9 @@ static bool model_spec(h2o_req_t *req, const http__model *m, http_v2_spec *spec)
                          .item_dims = item,
                          .output_names = names,
                          .output_count = count,
-                         .max_rows = m->job_queue_size > 0 ? m->job_queue_size : 1};
+                         .max_rows = m->job_queue_size > 0 ? m->job_queue_size : 1,
+                         .data_alloc = scratch_alloc,
+                         .data_alloc_ctx = http__loop_of(req)};
   return true;
 }
 
@@ -730,7 +737,7 @@ static void infer(http_server *s, h2o_req_t *req, h2o_iovec_t name, h2o_iovec_t 
       http__model_release(m);
       return;
     }
-    http_v2_copy_row(&call->parsed, r, job->input);
+    http_v2_copy_row(&call->parsed, r, job->input); /* out of the loop's scratch buffer */
     job->received = now;
     job->model = m;
     job->finish = finish_row;
@@ -740,6 +747,7 @@ static void infer(http_server *s, h2o_req_t *req, h2o_iovec_t name, h2o_iovec_t 
       first = job;
     last = job;
   }
+  call->parsed.data = NULL; /* the loop's scratch: the next request's once infer() returns */
   for (http__job *row = first; row; row = row->next_row) row->first_row = first;
   metrics_model_ts_request(m->metrics);
   int queued = submit_rows(loop, first, n, &st);

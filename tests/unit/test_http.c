@@ -388,6 +388,31 @@ static void parse_image(const char *body, size_t len, parse_memory *memory) {
     if (r.data[i] != image_value(i)) fail_msg("data[%zu] is %g, want %g", i, (double)r.data[i], (double)image_value(i));
 }
 
+/* spec.data_alloc: the input's numbers (602 KB here) come from it, what else the parse
+ * keeps (output indexes, the id) from alloc, a few bytes: the server gives the first
+ * its thread's scratch buffer and the second the request's pool, whose blocks of 1 KB
+ * or more h2o takes from malloc. */
+static void test_v2_data_alloc(void **state) {
+  (void)state;
+  size_t len;
+  char *body = image_request(&len);
+  parse_memory data = image_parse_memory(), rest = image_parse_memory();
+  http_v2_spec spec = image_spec;
+  spec.data_alloc = parse_alloc;
+  spec.data_alloc_ctx = &data;
+  http_v2_request r;
+  inferd_status st = {0};
+  if (http_v2_parse(body, len, NULL, 0, &spec, parse_alloc, &rest, &r, &st) != INFERD_OK)
+    fail_msg("parse: %s", st.message);
+  assert_true((const char *)r.data >= data.base && (const char *)r.data < data.base + data.cap);
+  assert_int_equal(data.used, IMAGE_ELEMS * sizeof(float));
+  if (rest.used >= 1024) fail_msg("%zu bytes from alloc besides the numbers", rest.used);
+  for (size_t i = 0; i < IMAGE_ELEMS; i += 997) assert_true(r.data[i] == image_value(i));
+  free(data.base);
+  free(rest.base);
+  free(body);
+}
+
 /* The second parse of the same request on one thread takes no malloc: every jansson
  * allocation (~150,000) comes from the arena, which neither grows nor falls back to
  * malloc. Without the arena each number of the request is a malloc. */
@@ -873,6 +898,7 @@ int main(void) {
       cmocka_unit_test(test_buf_json_string_utf8),
       cmocka_unit_test(test_log_one_line),
       cmocka_unit_test(test_v2_outputs),
+      cmocka_unit_test(test_v2_data_alloc),
       cmocka_unit_test(test_json_arena_steady_state),
       cmocka_unit_test(test_json_arena_keep_limit),
       cmocka_unit_test(test_json_arena_outside_objects),
