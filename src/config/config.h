@@ -180,7 +180,8 @@ const config_model *config_find_model(const config_server *cfg, const char *name
  * (aliases are not followed). Refused, with the file's line: invalid YAML, a top level
  * that is not a mapping, more than one document, one of the five keys twice or not a
  * decimal integer in range (010, which YAML 1.1 reads as 8, too), a file above 1 MiB.
- * An empty file or document gives nothing. The workers are taken only as TorchServe
+ * A key given as 0 counts as not given, as in TorchServe (maxBatchDelay: 0 leaves the
+ * delay to models={...} and the global key). An empty file or document gives nothing. The workers are taken only as TorchServe
  * takes them (0 < minWorkers <= maxWorkers): the registry's rule, not this reader's. */
 typedef struct config_model_yaml {
   config_model values; /* name, version, mar_name NULL; an int -1 where the file gives none */

@@ -82,7 +82,8 @@ static bool is_null(const yaml_event_t *e) {
 }
 
 /* The current event is the value of `key`, one of the five: a plain decimal integer
- * in min..max (or one tagged !!int). YAML 1.1, which TorchServe's SnakeYAML reads,
+ * in min..max (or one tagged !!int), or 0, which leaves *out unset: TorchServe's
+ * ModelConfig defaults every key to 0 and takes only values above it. YAML 1.1, which TorchServe's SnakeYAML reads,
  * takes 010 as octal 8 and 0x10, 1_000 and 1:30 as numbers too: those are refused
  * rather than read otherwise. */
 static inferd_code read_int(reader *r, const char *key, int64_t min, int64_t max, int *out) {
@@ -95,8 +96,9 @@ static inferd_code read_int(reader *r, const char *key, int64_t min, int64_t max
     int64_t x;
     const char *v = (const char *)e->data.scalar.value, *digits = v + (*v == '+' || *v == '-');
     if ((!tag || !strcmp(tag, INT_TAG)) && e->data.scalar.style == YAML_PLAIN_SCALAR_STYLE && strlen(v) == len &&
-        !(digits[0] == '0' && digits[1]) && config__parse_int64(v, min, max, &x)) {
-      *out = (int)x;
+        !(digits[0] == '0' && digits[1]) && config__parse_int64(v, CORE_MIN(min, 0), max, &x) &&
+        (x == 0 || x >= min)) {
+      if (x != 0) *out = (int)x;
       return INFERD_OK;
     }
     got[0] = '\'';

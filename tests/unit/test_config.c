@@ -790,10 +790,15 @@ static void model_yaml_keys(void **state) {
     assert_int_equal(y.values.batch_size, -1);
     assert_int_equal(y.values.max_workers, -1);
   }
-  /* flow style, a document marker, 0 workers (automatic, as in models={...}) */
-  y = yaml_ok("--- {batchSize: 2, minWorkers: 0, maxWorkers: 0}\n");
+  /* flow style, a document marker; 0 is "not given", as TorchServe reads it */
+  y = yaml_ok("--- {batchSize: 2, minWorkers: 0, maxWorkers: 0, maxBatchDelay: 0, responseTimeout: 0}\n");
   assert_int_equal(y.values.batch_size, 2);
-  assert_int_equal(y.values.min_workers, 0);
+  assert_int_equal(y.values.min_workers, -1);
+  assert_int_equal(y.values.max_workers, -1);
+  assert_int_equal(y.values.max_batch_delay_ms, -1);
+  assert_int_equal(y.values.response_timeout_s, -1);
+  y = yaml_ok("batchSize: 0\n");
+  assert_int_equal(y.values.batch_size, -1);
 
   /* many ignored keys: the list is cut, never overflows */
   char big[4096] = "";
@@ -808,7 +813,7 @@ static void model_yaml_errors(void **state) {
   (void)state;
   yaml_fails("batchSize: eight\n", "line 1", "batchSize: expected an integer in 1..1024, got 'eight'");
   yaml_fails("minWorkers: 1\nbatchSize: \"8\"\n", "line 2", "got '8'");
-  yaml_fails("batchSize: 0\n", "1..1024", NULL);
+  yaml_fails("batchSize: -1\n", "1..1024", NULL);
   yaml_fails("batchSize: 1025\n", "1..1024", NULL);
   yaml_fails("maxBatchDelay: -1\n", "maxBatchDelay", NULL);
   yaml_fails("responseTimeout: 99999999999999999999\n", "responseTimeout", NULL);
