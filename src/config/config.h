@@ -190,6 +190,11 @@ typedef struct config_model_yaml {
 
 enum { CONFIG_MODEL_YAML_MAX_BYTES = 1 << 20 };
 
+/* Every value "not given": what a model without a model-config.yaml has. */
+#define CONFIG_MODEL_YAML_NONE                                                                              \
+  ((config_model_yaml){.values = {.batch_size = -1, .max_batch_delay_ms = -1, .response_timeout_s = -1,    \
+                                  .min_workers = -1, .max_workers = -1}})
+
 /* Parses `text` (need not be NUL-terminated); `source` names it in messages:
  * "model-config.yaml: line 3: batchSize: expected an integer in 1..1024, got 'eight'". */
 inferd_code config_model_yaml_parse(const void *text, size_t size, const char *source, config_model_yaml *out,

@@ -173,9 +173,7 @@ static inferd_code read_stream(reader *r, config_model_yaml *out) {
 
 inferd_code config_model_yaml_parse(const void *text, size_t size, const char *source, config_model_yaml *out,
                                     inferd_status *st) {
-  memset(out, 0, sizeof *out);
-  config_model *v = &out->values;
-  v->batch_size = v->max_batch_delay_ms = v->response_timeout_s = v->min_workers = v->max_workers = -1;
+  *out = CONFIG_MODEL_YAML_NONE;
   if (size > CONFIG_MODEL_YAML_MAX_BYTES)
     return core_fail(st, INFERD_INVALID_ARG, "%s: %zu bytes, above the %d a model-config.yaml may have", source, size,
                      CONFIG_MODEL_YAML_MAX_BYTES);
@@ -185,10 +183,7 @@ inferd_code config_model_yaml_parse(const void *text, size_t size, const char *s
   inferd_code rc = read_stream(&r, out);
   if (r.have_event) yaml_event_delete(&r.event);
   yaml_parser_delete(&r.parser);
-  if (rc != INFERD_OK) {
-    memset(out, 0, sizeof *out);
-    v->batch_size = v->max_batch_delay_ms = v->response_timeout_s = v->min_workers = v->max_workers = -1;
-  }
+  if (rc != INFERD_OK) *out = CONFIG_MODEL_YAML_NONE;
   return rc;
 }
 

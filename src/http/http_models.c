@@ -437,13 +437,11 @@ static int pick(int requested, int from_archive, int from_config) {
   return from_config;
 }
 
-/* The archive's model-config.yaml when its manifest names one (every value -1
- * otherwise); the keys inferd does not use are logged. */
+/* The archive's model-config.yaml when its manifest names one (else *out is left as
+ * it is); the keys inferd does not use are logged. */
 static inferd_code read_model_yaml(const archive_model *ar, const http__model *m, config_model_yaml *out,
                                    inferd_status *st) {
   const char *name = archive_config_file(ar);
-  *out = (config_model_yaml){.values = {.batch_size = -1, .max_batch_delay_ms = -1, .response_timeout_s = -1,
-                                        .min_workers = -1, .max_workers = -1}};
   if (!name) return INFERD_OK;
   inferd_code code;
   size_t size = 0;
@@ -565,8 +563,7 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
     read_end(r, opened);
   }
 
-  config_model_yaml yaml = {.values = {.batch_size = -1, .max_batch_delay_ms = -1, .response_timeout_s = -1,
-                                        .min_workers = -1, .max_workers = -1}};
+  config_model_yaml yaml = CONFIG_MODEL_YAML_NONE;
   if (code == INFERD_OK) code = read_model_yaml(ar, m, &yaml, st);
   const config_model *cm = code == INFERD_OK ? config_find_model(cfg, m->name, m->version) : NULL;
   const config_model *y = &yaml.values;
