@@ -458,7 +458,8 @@ static inferd_code check_coefficient_memory(const uint8_t *data, size_t size, in
  * restart marker, a data segment ending early, an inconsistent progression: libjpeg
  * made up pixels there. "N extraneous bytes before marker" is refused too, though PIL
  * accepts it and some cameras put junk before EOI: damaged entropy-coded data often
- * shows only as that warning (the damaged-JPEG case in handler_test does). TurboJPEG
+ * shows only as that warning (the damaged-JPEG case in handler_test does); the one
+ * exception is a few zero bytes right before the end marker (eoi_padding). TurboJPEG
  * keeps the text of the first warning only, so damage after a harmless first warning
  * goes unseen (as in PIL, which ignores warnings). */
 static int harmless_jpeg_warning(const char *message) {
@@ -493,10 +494,11 @@ static inferd_code jpeg_error(handler_image_ctx *ctx, inferd_status *st) {
 /* "Corrupt JPEG data: N extraneous bytes before marker 0xd9": a few zero bytes of
  * padding between the last scan and the end-of-image marker, which some encoders write
  * and PIL decodes without a word. The same warning is what damaged entropy-coded data
- * usually ends in (the decoder, out of step, finishes its MCUs early and skips the
- * rest), and TurboJPEG keeps only the last warning, so it is taken for padding only
- * when the skipped bytes are zeros, at most EOI_PADDING_MAX of them, right before a
- * final marker. Returns N then, else 0. */
+ * usually ends in, often the only one (the decoder, out of step, finishes its MCUs
+ * early and skips the rest), so it is taken for padding only when the skipped bytes
+ * are zeros, at most EOI_PADDING_MAX of them, right before a final marker. Returns N
+ * then, else 0. (TurboJPEG reports the first warning, so none came before this one;
+ * the second decode without the padding checks that again, whatever the version.) */
 enum { EOI_PADDING_MAX = 16 };
 static size_t eoi_padding(const char *message, const uint8_t *data, size_t size) {
   unsigned n;
