@@ -23,6 +23,10 @@
  * manifest, .onnx bytes and extra files. A manifest that parsed is written as the
  * MANIFEST.json of a directory holding its serializedFile, which must open with the
  * same model name, version and handler.
+ *
+ * An archive that opened is opened once more reading only its labels, as the server
+ * does (archive_params.only_files): it must open, with exactly the labels and the
+ * configFile of the full read, byte for byte.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -223,6 +227,34 @@ static void check_directory_manifest(const uint8_t *data, size_t size, const arc
   archive_close(d);
 }
 
+/* The same bytes opened reading only the labels (as the server opens a model): they
+ * open too, and hold the labels and the configFile of `all`, the same bytes, and no
+ * other file. */
+static void check_only_files(const uint8_t *data, size_t size, const archive_params *params, const archive_model *all) {
+  static const char *const labels[] = {"index_to_name.json"};
+  archive_params only = *params;
+  only.only_files = labels;
+  only.only_file_count = 1;
+  archive_model *some = NULL;
+  inferd_status st = {0};
+  if (archive_open_memory(data, size, &only, &some, &st) != INFERD_OK) fail("refused reading only the labels");
+  const char *config = archive_config_file(all);
+  int want = 0;
+  for (int i = 0; i < archive_file_count(all); i++) {
+    const char *name;
+    size_t n;
+    const void *bytes = archive_file_at(all, i, &name, &n);
+    bool kept = strcmp(name, labels[0]) == 0 || (config && strcmp(name, config) == 0);
+    size_t got_size = 0;
+    const void *got = archive_file(some, name, &got_size);
+    if (kept != (got != NULL)) fail("only_files kept another set of files");
+    if (got && (got_size != n || memcmp(got, bytes, n) != 0)) fail("only_files read other bytes");
+    want += kept;
+  }
+  if (archive_file_count(some) != want) fail("only_files holds a file the full read does not");
+  archive_close(some);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   inferd_status st = {0};
   archive_manifest m;
@@ -271,6 +303,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     if (f) check_same(a, f);
     check_directory_of(a, &params);
+    check_only_files(data, size, &params, a);
     archive_close(f);
     archive_close(a);
   }
