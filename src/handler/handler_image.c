@@ -518,18 +518,21 @@ static int jpeg_decompress(handler_image_ctx *ctx, const uint8_t *data, size_t s
                        cmyk ? TJPF_CMYK : TJPF_RGB, TJFLAG_ACCURATEDCT | TJFLAG_LIMITSCANS);
 }
 
+/* A decode that failed: OK (the decoder reset) for a harmless warning, else the error. */
+static inferd_code harmless_or_error(handler_image_ctx *ctx, inferd_status *st) {
+  if (tjGetErrorCode(ctx->tj) != TJERR_WARNING || !harmless_jpeg_warning(tjGetErrorStr2(ctx->tj)))
+    return jpeg_error(ctx, st);
+  reset_decoder(ctx);
+  return INFERD_OK;
+}
+
 /* A decode that ended on a warning: harmless ones are let through; padding before
  * the end marker is dropped and the image decoded again, which must then be clean
  * (but for the harmless warnings). The pixels are the last decode's. */
 static inferd_code jpeg_warning(handler_image_ctx *ctx, const uint8_t *data, size_t size, int dw, int dh, int cmyk,
                                 inferd_status *st) {
-  if (tjGetErrorCode(ctx->tj) != TJERR_WARNING) return jpeg_error(ctx, st);
-  size_t pad = eoi_padding(tjGetErrorStr2(ctx->tj), data, size);
-  if (!pad) {
-    if (!harmless_jpeg_warning(tjGetErrorStr2(ctx->tj))) return jpeg_error(ctx, st);
-    reset_decoder(ctx);
-    return INFERD_OK;
-  }
+  size_t pad = tjGetErrorCode(ctx->tj) == TJERR_WARNING ? eoi_padding(tjGetErrorStr2(ctx->tj), data, size) : 0;
+  if (!pad) return harmless_or_error(ctx, st);
   reset_decoder(ctx);
   if (!ctx->tj) return core_fail(st, INFERD_NO_MEMORY, "image: out of memory for the JPEG decoder");
   size_t kept = size - 2 - pad;
@@ -538,13 +541,7 @@ static inferd_code jpeg_warning(handler_image_ctx *ctx, const uint8_t *data, siz
   memcpy(copy, data, kept);
   copy[kept] = 0xFF;
   copy[kept + 1] = 0xD9;
-  inferd_code rc = INFERD_OK;
-  if (jpeg_decompress(ctx, copy, kept + 2, dw, dh, cmyk) != 0) {
-    if (tjGetErrorCode(ctx->tj) != TJERR_WARNING || !harmless_jpeg_warning(tjGetErrorStr2(ctx->tj)))
-      rc = jpeg_error(ctx, st);
-    else
-      reset_decoder(ctx);
-  }
+  inferd_code rc = jpeg_decompress(ctx, copy, kept + 2, dw, dh, cmyk) != 0 ? harmless_or_error(ctx, st) : INFERD_OK;
   free(copy);
   return rc;
 }
