@@ -1,7 +1,7 @@
 # Libraries of the server-side subsystems (DESIGN.md §3), linked to the subsystem
 # library that uses them. Included from the root CMakeLists.txt after the
 # inferd_<subsystem> libraries are created from src/<subsystem>/*.c.
-pkg_check_modules(TURBOJPEG REQUIRED IMPORTED_TARGET libturbojpeg)
+pkg_check_modules(LIBJPEG REQUIRED IMPORTED_TARGET libjpeg)
 pkg_check_modules(SPNG REQUIRED IMPORTED_TARGET spng)
 pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)
 pkg_check_modules(LIBXML2 REQUIRED IMPORTED_TARGET libxml-2.0)
@@ -13,7 +13,7 @@ pkg_check_modules(CURL REQUIRED IMPORTED_TARGET libcurl)
 pkg_check_modules(YAML REQUIRED IMPORTED_TARGET yaml-0.1)
 pkg_check_modules(LIBCRYPTO REQUIRED IMPORTED_TARGET libcrypto)
 
-set(_inferd_deps_handler PkgConfig::TURBOJPEG PkgConfig::SPNG PkgConfig::JANSSON)
+set(_inferd_deps_handler PkgConfig::LIBJPEG PkgConfig::SPNG PkgConfig::JANSSON)
 set(_inferd_deps_topo PkgConfig::HWLOC PkgConfig::LIBXML2)
 set(_inferd_deps_archive PkgConfig::LIBZIP PkgConfig::ZLIB PkgConfig::JANSSON)
 set(_inferd_deps_config PkgConfig::JANSSON PkgConfig::YAML)

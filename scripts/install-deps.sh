@@ -10,7 +10,7 @@ packages=(
   # engine
   libdnnl-dev libprotobuf-c-dev protobuf-c-compiler libonnx-dev
   # server, handlers, tools
-  libh2o-evloop-dev libjansson-dev libturbojpeg0-dev libspng-dev libhwloc-dev libxml2-dev
+  libh2o-evloop-dev libjansson-dev libjpeg62-turbo-dev libspng-dev libhwloc-dev libxml2-dev
   libzip-dev libcurl4-openssl-dev zlib1g-dev libssl-dev libuv1-dev libyaml-dev
   # tests
   libcmocka-dev python3-torch python3-torchvision python3-onnx python3-numpy

@@ -81,7 +81,7 @@ static const config__option options[] = {
     {"max_batch_delay", NULL, NULL, CONFIG_T_INT, 0, AT(max_batch_delay), 0, 600000, "100",
      "milliseconds a request may wait for its batch to fill (default of maxBatchDelay)"},
     {"jpeg_dct_scaling", NULL, NULL, CONFIG_T_BOOL, 0, AT(jpeg_dct_scaling), 0, 0, "false",
-     "inferd only: decode JPEGs of 1536 pixels and more on the shorter side at a reduced size (TurboJPEG's DCT "
+     "inferd only: decode JPEGs of 1536 pixels and more on the shorter side at a reduced size (libjpeg's DCT "
      "scaling; about twice as fast on photos, but pixels differ from PIL's by a few 1/255, which can reorder "
      "close classes)"},
 

@@ -8,21 +8,19 @@
  *   antialiasing) -> CenterCrop(224) -> ToTensor() -> Normalize(ImageNet mean/std).
  * PNGs and JPEGs decoded at full size give the same bytes as PIL before ToTensor (the
  * same libjpeg-turbo decoder, PIL's resampling arithmetic), so the tensor is bit-equal
- * to torchvision's. Photos much larger than needed are decoded with TurboJPEG's DCT
- * scaling, which changes pixels by a few 1/255 at most (see handler_image.c).
+ * to torchvision's. Photos much larger than needed may be decoded with libjpeg's DCT
+ * scaling (params.scaled_jpeg), which changes pixels by a few 1/255 (see handler_image.c).
  *
  * Threading: a handler_image_ctx belongs to one thread at a time (make one per HTTP or
  * preprocessing thread); different contexts run concurrently. handler_labels is
  * read-only once loaded and may be shared by any number of threads. The other
  * functions keep no state.
  *
- * Memory: a context owns every buffer preprocessing needs (the decoder handle, the
- * decoded image - one row of it for a non-interlaced PNG -, the resampler's coefficients
- * and rows). They grow to fit the largest
- * image seen and are then reused, so a stream of similar images allocates nothing;
- * buffers above params.retain_bytes are released after the image that needed them.
- * (libjpeg-turbo still allocates its own per-image working memory inside
- * tjDecompress2; inferd cannot hand it a buffer through the TurboJPEG API.)
+ * Memory: a context owns every buffer preprocessing needs (the decoders, a strip of
+ * decoded rows - the whole image for an interlaced PNG -, the resampler's coefficients
+ * and rows). They grow to fit the largest image seen and are then reused; buffers above
+ * params.retain_bytes are released after the image that needed them. (libjpeg still
+ * allocates its own working memory for each image, through its memory manager.)
  *
  * Errors: a bad image is INVALID_ARG with a one-line message starting "image: ";
  * nothing an image contains can crash or abort.
@@ -47,8 +45,10 @@ enum {
   HANDLER_IMAGE_TENSOR_FLOATS = HANDLER_IMAGE_CHANNELS * HANDLER_IMAGE_CROP * HANDLER_IMAGE_CROP,
 };
 
-/* Images with more pixels (width x height as stored in the file) are refused. */
-#define HANDLER_IMAGE_MAX_PIXELS 64000000ll /* 64 megapixels */
+/* Images with more pixels (width x height as stored in the file) are refused: PIL's
+ * limit, above which it raises DecompressionBombError (so TorchServe refuses them too).
+ * An interlaced PNG, the one image decoded whole, may have at most 64 megapixels. */
+#define HANDLER_IMAGE_MAX_PIXELS 178956970ll /* PIL's limit: 2 x Image.MAX_IMAGE_PIXELS */
 
 typedef enum handler_image_format {
   HANDLER_IMAGE_UNKNOWN = 0,
@@ -59,9 +59,9 @@ typedef enum handler_image_format {
 typedef struct handler_image_params {
   /* Buffers larger than this are released after the image that needed them, so that
    * one huge image does not pin its memory in every context. 0 = default 48 MiB
-   * (the pixels of a 12-megapixel PNG or JPEG fit). */
+   * (the pixels of a 16-megapixel interlaced PNG fit). */
   size_t retain_bytes;
-  /* Nonzero: decode a JPEG whose shorter side is at least 1536 with TurboJPEG's DCT
+  /* Nonzero: decode a JPEG whose shorter side is at least 1536 with libjpeg's DCT
    * scaling (a 12-megapixel photo in about half the time), no longer bit-equal to PIL:
    * up to a few 1/255 per element, enough to reorder close classes. Default 0: every
    * JPEG gives the bytes PIL gives. */
@@ -83,7 +83,7 @@ typedef struct handler_image_info {
 typedef struct handler_image_ctx handler_image_ctx;
 
 /* A context for one thread; `params` may be NULL for defaults. Returns NULL when out of
- * memory (or when TurboJPEG cannot be initialized). Free with handler_image_ctx_free. */
+ * memory. Free with handler_image_ctx_free. */
 handler_image_ctx *handler_image_ctx_new(const handler_image_params *params);
 void handler_image_ctx_free(handler_image_ctx *ctx);
 

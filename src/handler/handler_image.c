@@ -6,11 +6,8 @@
  * The answer must be the one TorchServe gives, so every step copies what PIL and
  * torchvision do, down to the integer arithmetic:
  *
- *  1. Decode. The format is told by its magic bytes. JPEG: TurboJPEG (libjpeg-turbo,
- *     the library PIL links too) with the accurate integer IDCT and fancy upsampling,
- *     PIL's defaults, straight to RGB; grayscale is replicated to three channels by
- *     libjpeg; CMYK/YCCK is decoded to CMYK and converted with PIL's cmyk2rgb (PIL reads
- *     every CMYK JPEG as Adobe-inverted). PNG: libspng to RGB8, any colour type and bit
+ *  1. Decode. The format is told by its magic bytes. JPEG: libjpeg-turbo, the library
+ *     PIL links too, with PIL's settings (handler_jpeg.c). PNG: libspng to RGB8, any colour type and bit
  *     depth: alpha and tRNS are dropped as convert("RGB") drops them, 16-bit samples keep
  *     their high byte as PIL's unpackers do. (PIL opens 16-bit grayscale as mode "I" and
  *     clips it to 255 in convert("RGB"), a nearly white picture; inferd keeps the high
@@ -30,7 +27,7 @@
  *
  * Scaled JPEG decoding, when params.scaled_jpeg asks for it (the server's
  * jpeg_dct_scaling key; off by default). A JPEG whose shorter side is at least 1536 is decoded with
- * TurboJPEG's DCT scaling, at the smallest factor M/8 <= 1/2 that keeps the shorter
+ * libjpeg's DCT scaling, at the smallest factor M/8 <= 1/2 that keeps the shorter
  * side >= 768 (3 x 256), then resized as above with the filter mapped onto the scaled
  * pixels (the image keeps its true extent w * M/8, and torchvision's output size from
  * the true w x h, so the geometry is PIL's). Measured here (best of runs;
@@ -48,24 +45,21 @@
  * TorchServe would not give, which is why exact decoding is the default.
  *
  * Refused (INVALID_ARG, one line starting "image: "): empty input, an unknown format,
- * more than HANDLER_IMAGE_MAX_PIXELS pixels or a side longer than 65535 (JPEG's own
- * limit, applied to PNG too so that one row stays small), and any data libjpeg or
- * libspng reports as corrupt or truncated. libjpeg goes on after "Corrupt JPEG data"
- * warnings and PIL then classifies a half-grey picture; inferd refuses it instead, so a
- * damaged upload gets a 400 rather than a confident wrong answer. Warnings after which
- * no data is lost (zero SOS parameter bytes, an unknown JFIF revision, ...; see
- * harmless_jpeg_warning) are let through, as PIL lets them, and so are a few zero
- * bytes of padding before the end-of-image marker (eoi_padding: the image is decoded
- * again without them, and that decode must be clean).
+ * more than HANDLER_IMAGE_MAX_PIXELS pixels (PIL's limit) or a side longer than 65535
+ * (JPEG's own limit, applied to PNG too so that one row stays small), and any data
+ * libjpeg or libspng reports as corrupt or truncated. libjpeg goes on after "Corrupt
+ * JPEG data" warnings and PIL then classifies a half-grey picture; inferd refuses it
+ * instead (handler_jpeg.c says which warnings lose nothing and are let through).
  *
- * Row-by-row PNG decoding. A non-interlaced PNG is never held whole: libspng decodes
- * it one row at a time (SPNG_DECODE_PROGRESSIVE) and each row the crop needs goes
- * straight through the horizontal pass, so memory is one decoded row plus the rows of
- * 224 resampled pixels the vertical pass reads (~4.7 MB at most for a 64 MP image)
- * instead of width x height x 3 bytes: a 186 KB all-zero 7999x8000 PNG took 192 MB
- * (VmHWM +190 MB), now +5 MB, and 0.6 s instead of 1.5 s. Same passes on the same rows,
- * so the same bytes. Adam7-interlaced PNGs are still decoded whole (each pass touches
- * rows all over the image), bounded by HANDLER_IMAGE_MAX_PIXELS.
+ * Row-by-row decoding. No image is held whole but an interlaced PNG: libjpeg hands
+ * over a strip of rows at a time, libspng one row (SPNG_DECODE_PROGRESSIVE), and each
+ * row the crop needs goes straight through the horizontal pass, so memory is the
+ * decoded strip plus the rows of 224 resampled pixels the vertical pass reads (~9 MB
+ * at most, for a 179 MP image) instead of width x height x 3 bytes: a 186 KB all-zero
+ * 7999x8000 PNG took 192 MB (VmHWM +190 MB), now +5 MB, and 0.6 s instead of 1.5 s;
+ * a 96 MP JPEG takes +5 MB. Same passes on the same rows, so the same bytes.
+ * Adam7-interlaced PNGs are decoded whole (each pass touches rows all over the image),
+ * so they may have at most WHOLE_MAX_PIXELS.
  *
  * Memory and threads. A context belongs to one thread at a time. Its buffers (decoded
  * pixels, resampled rows, coefficients, libspng's working memory) grow to the largest
@@ -85,24 +79,21 @@
 #endif
 
 #include <spng.h>
-#include <turbojpeg.h>
 
 #include "core/core.h"
-#include "handler/handler.h"
+#include "handler/handler_internal.h"
 
 enum {
   CROP = HANDLER_IMAGE_CROP,
-  ROW_BYTES = HANDLER_IMAGE_CROP * 3, /* one row of the crop, RGB */
-  MAX_SIDE = 65535,                   /* JPEG's limit; PNG is held to it too */
+  ROW_BYTES = HANDLER__ROW_BYTES,
   AXIS_CACHE = 4,                     /* cached coefficient sets (axes) */
   PRECISION_BITS = 32 - 8 - 2,        /* Pillow's fixed point for 8-bit resampling */
   PNG_ARENA_MIN = 256 << 10,          /* libspng needs ~60 KB plus two rows */
-  PIXEL_PADDING = 16,                 /* bytes after the decoded image: SIMD reads 4 at a time */
+  PIXEL_PADDING = HANDLER__PIXEL_PADDING,
 };
 #define DEFAULT_RETAIN_BYTES ((size_t)48 << 20)
-/* DCT scaling (see DESIGN): only by factors of 1/2 or less, and only down to a shorter
- * side of 3 x 256, so that PIL's triangle filter still does most of the reduction. */
-#define SCALE_MIN_SHORT_SIDE (3 * HANDLER_IMAGE_RESIZE)
+/* An interlaced PNG is decoded whole: 192 MB of pixels at most. */
+#define WHOLE_MAX_PIXELS 64000000ll
 
 /* One axis of the resampling: which inputs and weights make each of the 224 outputs
  * CenterCrop keeps. */
@@ -135,7 +126,7 @@ static vertical_fn resample_vertical_avx2;
 
 struct handler_image_ctx {
   handler_image_params params;
-  tjhandle tj;
+  handler__jpeg *jpeg;
   uint8_t *pixels; /* decoded image, RGB (CMYK while converting), row-major */
   size_t pixels_cap;
   uint8_t *rows;   /* horizontally resampled rows, [n][224][3] */
@@ -158,7 +149,7 @@ struct handler_image_ctx {
  * rounded up to 64 KiB, not doubled: nothing is copied on growth, and doubling would
  * push a buffer over retain_bytes (then freed and faulted in again on every image:
  * 12-megapixel pixels of 36 MB doubled to 64 MB cost 250 ms of page faults here). */
-static int grow(void **buf, size_t *cap, size_t need) {
+int handler__grow(void **buf, size_t *cap, size_t need) {
   if (need <= *cap) return 1;
   size_t n = need > SIZE_MAX - 0xFFFF ? need : (need + 0xFFFF) & ~(size_t)0xFFFF;
   void *p = malloc(n);
@@ -266,10 +257,10 @@ handler_image_ctx *handler_image_ctx_new(const handler_image_params *params) {
   if (!ctx) return NULL;
   if (params) ctx->params = *params;
   if (!ctx->params.retain_bytes) ctx->params.retain_bytes = DEFAULT_RETAIN_BYTES;
-  ctx->tj = tjInitDecompress();
+  ctx->jpeg = handler__jpeg_new();
   ctx->png_cap = PNG_ARENA_MIN;
   ctx->png_arena = malloc(ctx->png_cap);
-  if (!ctx->tj || !ctx->png_arena) {
+  if (!ctx->jpeg || !ctx->png_arena) {
     handler_image_ctx_free(ctx);
     return NULL;
   }
@@ -285,7 +276,7 @@ handler_image_ctx *handler_image_ctx_new(const handler_image_params *params) {
 
 void handler_image_ctx_free(handler_image_ctx *ctx) {
   if (!ctx) return;
-  if (ctx->tj) tjDestroy(ctx->tj);
+  handler__jpeg_free(ctx->jpeg);
   free(ctx->pixels);
   free(ctx->rows);
   free(ctx->kernel);
@@ -294,17 +285,10 @@ void handler_image_ctx_free(handler_image_ctx *ctx) {
   free(ctx);
 }
 
-/* Resize(256) + CenterCrop(224), below; PNGs are fed to them row by row. What they need
- * of a decoded image: both axes, and the decoded rows [row0, row_end) that the vertical
- * pass reads. */
-typedef struct crop_plan {
-  const resample_axis *h, *v;
-  int row0, row_end;
-} crop_plan;
+/* Resize(256) + CenterCrop(224), below (handler_internal.h says how decoders feed them). */
+typedef handler__crop_plan crop_plan;
 static inferd_code plan_crop(handler_image_ctx *ctx, handler_image_info *info, int need_rows, crop_plan *plan,
                              inferd_status *st);
-static void crop_rows(handler_image_ctx *ctx, const crop_plan *plan, const uint8_t *src, size_t stride, int y,
-                      int count);
 static void crop_vertical(handler_image_ctx *ctx, const crop_plan *plan, const uint8_t *rows, size_t stride,
                           uint8_t *rgb);
 static inferd_code resize_crop(handler_image_ctx *ctx, handler_image_info *info, uint8_t *rgb, inferd_status *st);
@@ -319,261 +303,15 @@ handler_image_format handler_image_detect(const void *data, size_t size) {
   return HANDLER_IMAGE_UNKNOWN;
 }
 
-static inferd_code check_size(int width, int height, inferd_status *st) {
+inferd_code handler__check_size(int width, int height, int64_t max_pixels, inferd_status *st) {
   if (width <= 0 || height <= 0)
     return core_fail(st, INFERD_INVALID_ARG, "image: %dx%d has no pixels", width, height);
-  if ((int64_t)width * height > HANDLER_IMAGE_MAX_PIXELS)
-    return core_fail(st, INFERD_INVALID_ARG, "image: %dx%d is %.1f megapixels, more than the %lld allowed",
-                     width, height, (double)width * height / 1e6, HANDLER_IMAGE_MAX_PIXELS / 1000000);
-  if (width > MAX_SIDE || height > MAX_SIDE)
-    return core_fail(st, INFERD_INVALID_ARG, "image: %dx%d has a side longer than %d pixels", width, height, MAX_SIDE);
-  return INFERD_OK;
-}
-
-/* The smallest DCT scaling factor of at most 1/2 that keeps the shorter side at least
- * SCALE_MIN_SHORT_SIDE; 1/1 when there is none (shorter side under 1536). */
-static tjscalingfactor choose_scale(const handler_image_ctx *ctx, int width, int height) {
-  tjscalingfactor best = {1, 1};
-  if (!ctx->params.scaled_jpeg) return best;
-  int64_t shorter = CORE_MIN(width, height);
-  int count = 0;
-  const tjscalingfactor *factors = tjGetScalingFactors(&count);
-  for (int i = 0; factors && i < count; i++) {
-    tjscalingfactor f = factors[i];
-    if (2 * f.num > f.denom) continue;                                 /* more than 1/2 */
-    if (shorter * f.num < (int64_t)SCALE_MIN_SHORT_SIDE * f.denom) continue; /* too small */
-    if ((int64_t)f.num * best.denom < (int64_t)best.num * f.denom) best = f;
-  }
-  return best;
-}
-
-/* PIL's cmyk2rgb on the Adobe-inverted samples libjpeg returns, in place (4 -> 3 bytes
- * per pixel; each write lands at or before what is still to be read). */
-static void cmyk_to_rgb(uint8_t *p, size_t pixels) {
-  for (size_t i = 0; i < pixels; i++) {
-    const uint8_t *in = p + 4 * i;
-    int nk = in[3]; /* PIL: k = 255 - raw, nk = 255 - k */
-    uint8_t rgb[3];
-    for (int c = 0; c < 3; c++) {
-      int ink = 255 - in[c];
-      int t = ink * nk + 128;
-      int v = nk - (((t >> 8) + t) >> 8); /* nk - ink * nk / 255, rounded */
-      rgb[c] = (uint8_t)(v < 0 ? 0 : v);
-    }
-    memcpy(p + 3 * i, rgb, 3);
-  }
-}
-
-/* What the marker segments before the first scan say about libjpeg's memory: the frame
- * (SOFn) type, its components' sampling factors, and how many components the first scan
- * (SOS) carries. Every read is bounded by `size`; what cannot be parsed is left zero
- * (TurboJPEG then refuses the file with its own message). */
-typedef struct jpeg_frame {
-  int sof;                   /* 0xC0..0xCF, 0 when no SOF was found */
-  int components;
-  int h[4], v[4];            /* sampling factors of the first four components, 1..4 */
-  int first_scan_components; /* 0 when no SOS was found */
-} jpeg_frame;
-
-static void jpeg_read_frame(const uint8_t *data, size_t size, jpeg_frame *f) {
-  memset(f, 0, sizeof *f);
-  size_t at = 2; /* after SOI */
-  while (at < size && data[at] == 0xFF) {
-    while (at < size && data[at] == 0xFF) at++; /* fill bytes */
-    if (at >= size) return;
-    int marker = data[at++];
-    if (marker == 0x01 || (marker >= 0xD0 && marker <= 0xD8)) continue; /* no length */
-    if (at + 2 > size) return;
-    size_t length = (size_t)data[at] << 8 | data[at + 1];
-    if (length < 2 || at + length > size) return;
-    const uint8_t *body = data + at + 2;
-    size_t body_size = length - 2;
-    if (marker == 0xDA) { /* SOS: the first scan; nothing after it matters here */
-      if (body_size >= 1) f->first_scan_components = body[0];
-      return;
-    }
-    int is_sof = marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC;
-    if (is_sof && body_size >= 6) {
-      f->sof = marker;
-      f->components = body[5];
-      for (int c = 0; c < CORE_MIN(f->components, 4) && 6 + 3 * (size_t)c + 1 < body_size; c++) {
-        f->h[c] = CORE_MAX(1, CORE_MIN(4, body[6 + 3 * c + 1] >> 4));
-        f->v[c] = CORE_MAX(1, CORE_MIN(4, body[6 + 3 * c + 1] & 15));
-      }
-    }
-    at += length;
-  }
-}
-
-/* A progressive JPEG (SOF2/6/10/14: Huffman or arithmetic), or one whose first scan
- * lacks some component, makes libjpeg keep the DCT coefficients of the whole image
- * until the last scan: 64 coefficients of 2 bytes per 8x8 block of every component, at
- * full resolution even when the output is DCT-scaled. Sequential single-scan JPEGs
- * are decoded a strip of blocks at a time. JPEG_COEFFICIENT_BUDGET caps those buffers,
- * so that a small upload cannot make a decode on the HTTP thread take hundreds of MB
- * (the review's 751 KB progressive 8000x8000 JPEG took 384 MB): 64 MiB is a 4:2:0
- * progressive colour JPEG of ~22 MP, a 4:4:4 one of ~11 MP, a grayscale one of ~33 MP;
- * photos beyond that are nearly always baseline, whose limit is HANDLER_IMAGE_MAX_PIXELS. */
-#define JPEG_COEFFICIENT_BUDGET ((int64_t)64 << 20)
-
-static int64_t jpeg_coefficient_bytes(const jpeg_frame *f, int width, int height) {
-  int max_h = 1, max_v = 1, n = CORE_MIN(f->components, 4);
-  for (int c = 0; c < n; c++) {
-    max_h = CORE_MAX(max_h, f->h[c]);
-    max_v = CORE_MAX(max_v, f->v[c]);
-  }
-  int64_t bytes = 0;
-  for (int c = 0; c < n; c++) { /* libjpeg's width_in_blocks, padded to whole MCUs */
-    int64_t across = ((int64_t)width * f->h[c] + 8 * max_h - 1) / (8 * max_h);
-    int64_t down = ((int64_t)height * f->v[c] + 8 * max_v - 1) / (8 * max_v);
-    across = (across + f->h[c] - 1) / f->h[c] * f->h[c];
-    down = (down + f->v[c] - 1) / f->v[c] * f->v[c];
-    bytes += across * down * 64 * 2;
-  }
-  return bytes;
-}
-
-static inferd_code check_coefficient_memory(const uint8_t *data, size_t size, int width, int height,
-                                            inferd_status *st) {
-  jpeg_frame f;
-  jpeg_read_frame(data, size, &f);
-  int progressive = f.sof == 0xC2 || f.sof == 0xC6 || f.sof == 0xCA || f.sof == 0xCE;
-  int multi_scan = f.first_scan_components > 0 && f.first_scan_components < f.components;
-  if (!progressive && !multi_scan) return INFERD_OK;
-  int64_t bytes = jpeg_coefficient_bytes(&f, width, height);
-  if (bytes <= JPEG_COEFFICIENT_BUDGET) return INFERD_OK;
-  return core_fail(st, INFERD_INVALID_ARG,
-                   "image: %s JPEG %dx%d would need %.0f MiB of coefficient buffers to decode, more than the %lld "
-                   "MiB allowed (a baseline JPEG of this size is accepted)",
-                   progressive ? "progressive" : "multi-scan", width, height, (double)bytes / (1 << 20),
-                   (long long)(JPEG_COEFFICIENT_BUDGET >> 20));
-}
-
-/* libjpeg warnings after which no image data is lost: PIL (so TorchServe) classifies
- * these files and so does inferd. Zero SOS parameter bytes in a sequential JPEG
- * (libjpeg: "there are some baseline files out there with all zeroes in these bytes"),
- * an unknown JFIF revision or Adobe transform code, and a bad ICC marker (ICC profiles
- * are not used). Every other warning is refused: "Premature end of JPEG file" (PIL too
- * refuses a truncated file by default), bad Huffman or arithmetic codes, a missing
- * restart marker, a data segment ending early, an inconsistent progression: libjpeg
- * made up pixels there. "N extraneous bytes before marker" is refused too, though PIL
- * accepts it and some cameras put junk before EOI: damaged entropy-coded data often
- * shows only as that warning (the damaged-JPEG case in handler_test does); the one
- * exception is a few zero bytes right before the end marker (eoi_padding). TurboJPEG
- * keeps the text of the first warning only, so damage after a harmless first warning
- * goes unseen (as in PIL, which ignores warnings). */
-static int harmless_jpeg_warning(const char *message) {
-  static const char *const harmless[] = {
-      "Warning: unknown JFIF revision number",
-      "Invalid SOS parameters for sequential JPEG",
-      "Unknown Adobe color transform code",
-      "Corrupt JPEG data: bad ICC marker",
-  };
-  for (size_t i = 0; i < CORE_ARRAY_LEN(harmless); i++)
-    if (strncmp(message, harmless[i], strlen(harmless[i])) == 0) return 1;
-  return 0;
-}
-
-/* libjpeg-turbo 2.1 keeps a TurboJPEG handle's warning flag across calls, so after one
- * damaged image every later tjDecompressHeader3 would fail with the old message: a
- * handle that reported anything is replaced by a fresh one (the error path only). */
-static void reset_decoder(handler_image_ctx *ctx) {
-  tjDestroy(ctx->tj);
-  ctx->tj = tjInitDecompress(); /* NULL when out of memory: the next JPEG says so */
-}
-
-static inferd_code jpeg_error(handler_image_ctx *ctx, inferd_status *st) {
-  const char *message = tjGetErrorStr2(ctx->tj);
-  static const char corrupt[] = "Corrupt JPEG data: "; /* libjpeg's own prefix, once is enough */
-  if (strncmp(message, corrupt, sizeof corrupt - 1) == 0) message += sizeof corrupt - 1;
-  inferd_code rc = core_fail(st, INFERD_INVALID_ARG, "image: corrupt JPEG data: %s", message);
-  reset_decoder(ctx);
-  return rc;
-}
-
-/* "Corrupt JPEG data: N extraneous bytes before marker 0xd9": a few zero bytes of
- * padding between the last scan and the end-of-image marker, which some encoders write
- * and PIL decodes without a word. The same warning is what damaged entropy-coded data
- * usually ends in, often the only one (the decoder, out of step, finishes its MCUs
- * early and skips the rest), so it is taken for padding only when the skipped bytes
- * are zeros, at most EOI_PADDING_MAX of them, right before a final marker. Returns N
- * then, else 0. (TurboJPEG reports the first warning, so none came before this one;
- * the second decode without the padding checks that again, whatever the version.) */
-enum { EOI_PADDING_MAX = 16 };
-static size_t eoi_padding(const char *message, const uint8_t *data, size_t size) {
-  unsigned n;
-  char more;
-  if (sscanf(message, "Corrupt JPEG data: %u extraneous bytes before marker 0xd9%c", &n, &more) != 1) return 0;
-  if (n == 0 || n > EOI_PADDING_MAX || size < 4 + (size_t)n || data[size - 2] != 0xFF || data[size - 1] != 0xD9)
-    return 0;
-  for (size_t i = size - 2 - n; i < size - 2; i++)
-    if (data[i] != 0) return 0;
-  return n;
-}
-
-/* Decodes into ctx->pixels; 0, or -1 with the decoder's warning or error pending. */
-static int jpeg_decompress(handler_image_ctx *ctx, const uint8_t *data, size_t size, int dw, int dh, int cmyk) {
-  /* TJFLAG_LIMITSCANS: refuse progressive JPEGs with absurd scan counts (a known DoS). */
-  return tjDecompress2(ctx->tj, data, (unsigned long)size, ctx->pixels, dw, dw * (cmyk ? 4 : 3), dh,
-                       cmyk ? TJPF_CMYK : TJPF_RGB, TJFLAG_ACCURATEDCT | TJFLAG_LIMITSCANS);
-}
-
-/* A decode that failed: OK (the decoder reset) for a harmless warning, else the error. */
-static inferd_code harmless_or_error(handler_image_ctx *ctx, inferd_status *st) {
-  if (tjGetErrorCode(ctx->tj) != TJERR_WARNING || !harmless_jpeg_warning(tjGetErrorStr2(ctx->tj)))
-    return jpeg_error(ctx, st);
-  reset_decoder(ctx);
-  return INFERD_OK;
-}
-
-/* A decode that ended on a warning: harmless ones are let through; padding before
- * the end marker is dropped and the image decoded again, which must then be clean
- * (but for the harmless warnings). The pixels are the last decode's. */
-static inferd_code jpeg_warning(handler_image_ctx *ctx, const uint8_t *data, size_t size, int dw, int dh, int cmyk,
-                                inferd_status *st) {
-  size_t pad = tjGetErrorCode(ctx->tj) == TJERR_WARNING ? eoi_padding(tjGetErrorStr2(ctx->tj), data, size) : 0;
-  if (!pad) return harmless_or_error(ctx, st);
-  reset_decoder(ctx);
-  if (!ctx->tj) return core_fail(st, INFERD_NO_MEMORY, "image: out of memory for the JPEG decoder");
-  size_t kept = size - 2 - pad;
-  uint8_t *copy = malloc(kept + 2); /* a rare file's second decode: not worth a buffer of its own */
-  if (!copy) return core_fail(st, INFERD_NO_MEMORY, "image: out of memory");
-  memcpy(copy, data, kept);
-  copy[kept] = 0xFF;
-  copy[kept + 1] = 0xD9;
-  inferd_code rc = jpeg_decompress(ctx, copy, kept + 2, dw, dh, cmyk) != 0 ? harmless_or_error(ctx, st) : INFERD_OK;
-  free(copy);
-  return rc;
-}
-
-static inferd_code decode_jpeg(handler_image_ctx *ctx, const uint8_t *data, size_t size,
-                               handler_image_info *info, inferd_status *st) {
-  if (!ctx->tj && !(ctx->tj = tjInitDecompress()))
-    return core_fail(st, INFERD_NO_MEMORY, "image: out of memory for the JPEG decoder");
-  int width, height, subsampling, colorspace;
-  if (tjDecompressHeader3(ctx->tj, data, (unsigned long)size, &width, &height, &subsampling, &colorspace) != 0)
-    return jpeg_error(ctx, st);
-  info->width = width;
-  info->height = height;
-  inferd_code rc = check_size(width, height, st);
-  if (rc == INFERD_OK) rc = check_coefficient_memory(data, size, width, height, st);
-  if (rc != INFERD_OK) return rc;
-
-  tjscalingfactor scale = choose_scale(ctx, width, height);
-  int dw = TJSCALED(width, scale), dh = TJSCALED(height, scale);
-  int cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
-  int channels = cmyk ? 4 : 3;
-  if (!grow((void **)&ctx->pixels, &ctx->pixels_cap, (size_t)dw * dh * channels + PIXEL_PADDING))
-    return core_fail(st, INFERD_NO_MEMORY, "image: out of memory for %dx%d pixels", dw, dh);
-  if (jpeg_decompress(ctx, data, size, dw, dh, cmyk) != 0 &&
-      (rc = jpeg_warning(ctx, data, size, dw, dh, cmyk, st)) != INFERD_OK)
-    return rc;
-  if (cmyk) cmyk_to_rgb(ctx->pixels, (size_t)dw * dh);
-  memset(ctx->pixels + (size_t)dw * dh * 3, 0, PIXEL_PADDING);
-  info->decoded_width = dw;
-  info->decoded_height = dh;
-  info->scale_num = scale.num;
-  info->scale_denom = scale.denom;
+  if ((int64_t)width * height > max_pixels)
+    return core_fail(st, INFERD_INVALID_ARG, "image: %dx%d is %.1f megapixels, more than the %.1f allowed", width,
+                     height, (double)width * height / 1e6, (double)max_pixels / 1e6);
+  if (width > HANDLER__MAX_SIDE || height > HANDLER__MAX_SIDE)
+    return core_fail(st, INFERD_INVALID_ARG, "image: %dx%d has a side longer than %d pixels", width, height,
+                     HANDLER__MAX_SIDE);
   return INFERD_OK;
 }
 
@@ -587,10 +325,15 @@ static inferd_code png_error(int err, inferd_status *st) {
  * bytes), then resized and cropped. */
 static inferd_code png_whole_image(handler_image_ctx *ctx, spng_ctx *png, handler_image_info *info, uint8_t *rgb,
                                    inferd_status *st) {
+  if ((int64_t)info->width * info->height > WHOLE_MAX_PIXELS)
+    return core_fail(st, INFERD_INVALID_ARG,
+                     "image: %dx%d is an interlaced PNG of %.1f megapixels, more than the %.1f allowed for an "
+                     "image decoded whole",
+                     info->width, info->height, (double)info->width * info->height / 1e6, WHOLE_MAX_PIXELS / 1e6);
   size_t bytes = 0;
   int err;
   if ((err = spng_decoded_image_size(png, SPNG_FMT_RGB8, &bytes)) != 0) return png_error(err, st);
-  if (!grow((void **)&ctx->pixels, &ctx->pixels_cap, bytes + PIXEL_PADDING))
+  if (!handler__grow((void **)&ctx->pixels, &ctx->pixels_cap, bytes + PIXEL_PADDING))
     return core_fail(st, INFERD_NO_MEMORY, "image: out of memory for %dx%d pixels", info->width, info->height);
   if ((err = spng_decode_image(png, ctx->pixels, bytes, SPNG_FMT_RGB8, 0)) != 0) return png_error(err, st);
   memset(ctx->pixels + bytes, 0, PIXEL_PADDING);
@@ -606,20 +349,20 @@ static inferd_code png_whole_image(handler_image_ctx *ctx, spng_ctx *png, handle
 static inferd_code png_row_by_row(handler_image_ctx *ctx, spng_ctx *png, handler_image_info *info, uint8_t *rgb,
                                   inferd_status *st) {
   crop_plan plan;
-  inferd_code rc = plan_crop(ctx, info, 1, &plan, st);
+  inferd_code rc = handler__plan_crop(ctx, info, &plan, st);
   if (rc != INFERD_OK) return rc;
   size_t row_bytes = (size_t)info->width * 3;
-  if (!grow((void **)&ctx->pixels, &ctx->pixels_cap, row_bytes + PIXEL_PADDING))
+  if (!handler__grow((void **)&ctx->pixels, &ctx->pixels_cap, row_bytes + PIXEL_PADDING))
     return core_fail(st, INFERD_NO_MEMORY, "image: out of memory for a row of %d pixels", info->width);
   memset(ctx->pixels + row_bytes, 0, PIXEL_PADDING);
   int err = spng_decode_image(png, NULL, 0, SPNG_FMT_RGB8, SPNG_DECODE_PROGRESSIVE);
   for (int y = 0; err == 0; y++) {
     err = spng_decode_row(png, ctx->pixels, row_bytes);
     if ((err == 0 || err == SPNG_EOI) && y >= plan.row0 && y < plan.row_end)
-      crop_rows(ctx, &plan, ctx->pixels, row_bytes, y, 1);
+      handler__crop_rows(ctx, &plan, ctx->pixels, row_bytes, y, 1);
   }
   if (err != SPNG_EOI) return png_error(err, st);
-  crop_vertical(ctx, &plan, ctx->rows, ROW_BYTES, rgb);
+  handler__crop_finish(ctx, &plan, rgb);
   return INFERD_OK;
 }
 
@@ -644,7 +387,7 @@ static inferd_code preprocess_png(handler_image_ctx *ctx, const uint8_t *data, s
   }
   info->width = (int)CORE_MIN(ihdr.width, (uint32_t)INT32_MAX);
   info->height = (int)CORE_MIN(ihdr.height, (uint32_t)INT32_MAX);
-  if ((rc = check_size(info->width, info->height, st)) != INFERD_OK) goto done;
+  if ((rc = handler__check_size(info->width, info->height, HANDLER_IMAGE_MAX_PIXELS, st)) != INFERD_OK) goto done;
   info->decoded_width = info->width;
   info->decoded_height = info->height;
   info->scale_num = info->scale_denom = 1;
@@ -687,7 +430,7 @@ static int axis_compute(handler_image_ctx *ctx, resample_axis *a) {
   double filterscale = scale < 1.0 ? 1.0 : scale;
   double support = 1.0 * filterscale; /* BILINEAR's support is 1 */
   int ksize = (int)ceil(support) * 2 + 1;
-  if (!grow((void **)&ctx->kernel, &ctx->kernel_cap, (size_t)ksize * sizeof(double))) return 0;
+  if (!handler__grow((void **)&ctx->kernel, &ctx->kernel_cap, (size_t)ksize * sizeof(double))) return 0;
   size_t need = (size_t)CROP * ksize * sizeof(int32_t);
   if (need > a->weights_cap) {
     int32_t *w = realloc(a->weights, need);
@@ -882,15 +625,19 @@ static inferd_code plan_crop(handler_image_ctx *ctx, handler_image_info *info, i
     }
   }
   int count = plan->row_end - plan->row0;
-  if ((need_rows || !h->identity) && !grow((void **)&ctx->rows, &ctx->rows_cap, (size_t)count * ROW_BYTES))
+  if ((need_rows || !h->identity) && !handler__grow((void **)&ctx->rows, &ctx->rows_cap, (size_t)count * ROW_BYTES))
     return core_fail(st, INFERD_NO_MEMORY, "image: out of memory for %d resampled rows", count);
   return INFERD_OK;
 }
 
+inferd_code handler__plan_crop(handler_image_ctx *ctx, handler_image_info *info, crop_plan *plan, inferd_status *st) {
+  return plan_crop(ctx, info, 1, plan, st);
+}
+
 /* The horizontal pass of decoded rows y .. y+count-1 (RGB, `stride` bytes apart, `src`
  * at row y, PIXEL_PADDING readable bytes after the last) into their place in ctx->rows. */
-static void crop_rows(handler_image_ctx *ctx, const crop_plan *plan, const uint8_t *src, size_t stride, int y,
-                      int count) {
+void handler__crop_rows(handler_image_ctx *ctx, const crop_plan *plan, const uint8_t *src, size_t stride, int y,
+                        int count) {
   uint8_t *dst = ctx->rows + (size_t)(y - plan->row0) * ROW_BYTES;
   if (!plan->h->identity) {
     ctx->horizontal(src, stride, count, plan->h, dst);
@@ -913,7 +660,11 @@ static void crop_vertical(handler_image_ctx *ctx, const crop_plan *plan, const u
     memcpy(rgb + (size_t)y * ROW_BYTES, rows + (size_t)(v->first + y - plan->row0) * stride, ROW_BYTES);
 }
 
-/* Resize + crop of a whole decoded image in ctx->pixels. */
+void handler__crop_finish(handler_image_ctx *ctx, const crop_plan *plan, uint8_t *rgb) {
+  crop_vertical(ctx, plan, ctx->rows, ROW_BYTES, rgb);
+}
+
+/* Resize + crop of a whole decoded image in ctx->pixels (an interlaced PNG). */
 static inferd_code resize_crop(handler_image_ctx *ctx, handler_image_info *info, uint8_t *rgb, inferd_status *st) {
   crop_plan plan;
   inferd_code rc = plan_crop(ctx, info, 0, &plan, st);
@@ -924,8 +675,8 @@ static inferd_code resize_crop(handler_image_ctx *ctx, handler_image_info *info,
     crop_vertical(ctx, &plan, first_row + (size_t)plan.h->first * 3, stride, rgb);
     return INFERD_OK;
   }
-  crop_rows(ctx, &plan, first_row, stride, plan.row0, plan.row_end - plan.row0);
-  crop_vertical(ctx, &plan, ctx->rows, ROW_BYTES, rgb);
+  handler__crop_rows(ctx, &plan, first_row, stride, plan.row0, plan.row_end - plan.row0);
+  handler__crop_finish(ctx, &plan, rgb);
   return INFERD_OK;
 }
 
@@ -941,8 +692,8 @@ inferd_code handler_image_crop(handler_image_ctx *ctx, const void *data, size_t 
   inferd_code rc;
   switch (info->format) {
   case HANDLER_IMAGE_JPEG:
-    rc = decode_jpeg(ctx, data, size, info, status);
-    if (rc == INFERD_OK) rc = resize_crop(ctx, info, rgb, status);
+    rc = handler__jpeg_crop(ctx, ctx->jpeg, (void **)&ctx->pixels, &ctx->pixels_cap, ctx->params.scaled_jpeg, data,
+                            size, info, rgb, status);
     break;
   case HANDLER_IMAGE_PNG:
     rc = preprocess_png(ctx, data, size, info, rgb, status);

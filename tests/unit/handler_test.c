@@ -196,13 +196,14 @@ static void test_parity(void **state) {
   handler_image_ctx_free(plain_ctx);
 }
 
-/* The default: the big JPEGs decoded at full size, bit-equal to PIL */
+/* The default: the big JPEGs decoded at full size, bit-equal to PIL (giant.jpg, 96
+ * megapixels, a strip of rows at a time) */
 static void test_exact_jpeg(void **state) {
   (void)state;
   handler_image_ctx *ctx = handler_image_ctx_new(NULL);
   assert_non_null(ctx);
   uint8_t *rgb = malloc(HANDLER_IMAGE_CROP_BYTES);
-  const char *files[] = {"large.jpg", "huge.jpg", "mosaic.jpg"};
+  const char *files[] = {"large.jpg", "huge.jpg", "mosaic.jpg", "giant.jpg"};
   for (size_t i = 0; i < CORE_ARRAY_LEN(files); i++) {
     blob b = read_file(files[i]);
     core_npy ref;
@@ -439,12 +440,19 @@ static void test_errors(void **state) {
   size_t idat = png_chunk(&bad, "IDAT");
   bad.data[idat + 8 + 100] ^= 0x01;
   expect_refused(ctx, bad.data, bad.size, "PNG with a bad IDAT CRC", "PNG");
-  /* a 9000x9000 PNG header (valid CRC): refused before anything is decoded */
+  /* a 14000x14000 PNG header (valid CRC): refused before anything is decoded; so is
+   * a 9000x9000 interlaced one (decoded whole, it would take 243 MB) */
   memcpy(bad.data, png.data, png.size);
+  put_be32(bad.data + ihdr + 8, 14000);
+  put_be32(bad.data + ihdr + 12, 14000);
+  put_be32(bad.data + ihdr + 8 + 13, crc32_png(bad.data + ihdr + 4, 17));
+  expect_refused(ctx, bad.data, bad.size, "196-megapixel PNG header", "196.0 megapixels, more than the 179.0");
   put_be32(bad.data + ihdr + 8, 9000);
   put_be32(bad.data + ihdr + 12, 9000);
+  bad.data[ihdr + 8 + 12] = 1; /* Adam7 */
   put_be32(bad.data + ihdr + 8 + 13, crc32_png(bad.data + ihdr + 4, 17));
-  expect_refused(ctx, bad.data, bad.size, "81-megapixel PNG header", "megapixels");
+  expect_refused(ctx, bad.data, bad.size, "81-megapixel interlaced PNG header", "interlaced PNG of 81.0 megapixels");
+  memcpy(bad.data, png.data, png.size);
   put_be32(bad.data + ihdr + 8, 70000);
   put_be32(bad.data + ihdr + 12, 10);
   put_be32(bad.data + ihdr + 8 + 13, crc32_png(bad.data + ihdr + 4, 17));
@@ -452,7 +460,7 @@ static void test_errors(void **state) {
   free(bad.data);
 
   /* JPEG: damaged entropy-coded data (libjpeg only warns; inferd refuses), and a frame
-   * header claiming 9000x9000 */
+   * header claiming 14000x14000 */
   bad = (blob){malloc(jpg.size), jpg.size};
   memcpy(bad.data, jpg.data, jpg.size);
   for (size_t i = jpg.size / 2; i < jpg.size / 2 + 64; i++) bad.data[i] = (uint8_t)(bad.data[i] * 7 + 13);
@@ -462,10 +470,17 @@ static void test_errors(void **state) {
   while (sof + 4 < bad.size && !(bad.data[sof] == 0xFF && (bad.data[sof + 1] == 0xC0 || bad.data[sof + 1] == 0xC2)))
     sof += 2 + ((size_t)bad.data[sof + 2] << 8 | bad.data[sof + 3]);
   assert_true(sof + 9 < bad.size);
-  bad.data[sof + 5] = 9000 >> 8, bad.data[sof + 6] = 9000 & 0xFF; /* height */
-  bad.data[sof + 7] = 9000 >> 8, bad.data[sof + 8] = 9000 & 0xFF; /* width */
-  expect_refused(ctx, bad.data, bad.size, "81-megapixel JPEG header", "megapixels");
+  bad.data[sof + 5] = 14000 >> 8, bad.data[sof + 6] = 14000 & 0xFF; /* height */
+  bad.data[sof + 7] = 14000 >> 8, bad.data[sof + 8] = 14000 & 0xFF; /* width */
+  expect_refused(ctx, bad.data, bad.size, "196-megapixel JPEG header", "196.0 megapixels");
   free(bad.data);
+
+  /* damage after a harmless warning: sos_zero.jpg warns at its first scan header, and
+   * that warning must not hide the damaged data after it */
+  blob sos = read_file("sos_zero.jpg");
+  for (size_t i = sos.size / 2; i < sos.size / 2 + 64; i++) sos.data[i] = (uint8_t)(sos.data[i] * 7 + 13);
+  expect_refused(ctx, sos.data, sos.size, "sos_zero.jpg with damaged data", "corrupt JPEG data");
+  free(sos.data);
 
   /* a progressive JPEG whose coefficient buffers would pass the budget is refused
    * before decoding (a small progressive one is a parity case and classifies) */
@@ -767,10 +782,10 @@ static long status_kb(const char *field) {
   return kb;
 }
 
-/* The crop of `png` in a fresh context, and how far the process's peak RSS rose above
+/* The crop of `image` in a fresh context, and how far the process's peak RSS rose above
  * its RSS before the call (kB): the peak is reset first (clear_refs 5, Linux 4.0+); when
  * that is not allowed, the old peak is the base, which can only understate the rise. */
-static long crop_peak_growth(const blob *png, uint8_t *rgb, handler_image_info *info) {
+static long crop_peak_growth(const blob *image, uint8_t *rgb, handler_image_info *info) {
   handler_image_ctx *ctx = handler_image_ctx_new(NULL);
   assert_non_null(ctx);
   long base = status_kb("VmRSS");
@@ -781,7 +796,7 @@ static long crop_peak_growth(const blob *png, uint8_t *rgb, handler_image_info *
     base = status_kb("VmHWM");
   }
   inferd_status st = {0};
-  if (handler_image_crop(ctx, png->data, png->size, rgb, info, &st) != INFERD_OK) fail_msg("%s", st.message);
+  if (handler_image_crop(ctx, image->data, image->size, rgb, info, &st) != INFERD_OK) fail_msg("%s", st.message);
   long growth = status_kb("VmHWM") - base;
   handler_image_ctx_free(ctx);
   return growth;
@@ -817,6 +832,26 @@ static void test_png_row_by_row(void **state) {
   free(whole_rgb);
   free(png.data);
   free(interlaced.data);
+}
+
+/* giant.jpg (96 megapixels, 288 MB as RGB) is decoded a strip of rows at a time: the
+ * peak RSS rises by less than a twentieth of its pixels (its bytes are test_exact_jpeg's) */
+static void test_jpeg_row_by_row(void **state) {
+  (void)state;
+  blob jpg = read_file("giant.jpg");
+  uint8_t *rgb = malloc(HANDLER_IMAGE_CROP_BYTES);
+  handler_image_info info;
+  long growth = crop_peak_growth(&jpg, rgb, &info);
+  long pixels_kb = (long)info.width * info.height * 3 / 1024;
+  print_message("%dx%d JPEG (%zu bytes), a strip at a time: peak RSS +%ld kB (the whole image is %ld kB)\n",
+                info.width, info.height, jpg.size, growth, pixels_kb);
+  assert_int_equal(info.width, 12000);
+  assert_int_equal(info.decoded_width, 12000);
+  if (growth < 0 || growth > pixels_kb / 20)
+    fail_msg("peak RSS grew by %ld kB decoding the JPEG; expected under %ld kB (a twentieth of the image)", growth,
+             pixels_kb / 20);
+  free(rgb);
+  free(jpg.data);
 }
 
 /* ==== time per image ======================================================================= */
@@ -889,6 +924,7 @@ int main(void) {
       cmocka_unit_test(test_classify_edges),
       cmocka_unit_test(test_labels),
       cmocka_unit_test(test_png_row_by_row),
+      cmocka_unit_test(test_jpeg_row_by_row),
       cmocka_unit_test(test_timing),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
