@@ -7,7 +7,9 @@
  * int64, int32, uint8, int8 and bool, C order. Every other header is refused with a
  * message that says what was found. The parser never reads past `size`.
  */
+#include <ctype.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,56 +27,124 @@ static const struct {
     {"|u1", INFERD_DTYPE_UINT8}, {"|i1", INFERD_DTYPE_INT8},  {"|b1", INFERD_DTYPE_BOOL},
 };
 
-/* Finds the value text after 'key': in the header dict; NULL if absent. */
-static const char *dict_value(const char *header, const char *key) {
-  char quoted[32];
-  snprintf(quoted, sizeof quoted, "'%s'", key);
-  const char *p = strstr(header, quoted);
-  if (!p) return NULL;
-  p += strlen(quoted);
-  while (*p == ' ') p++;
-  if (*p != ':') return NULL;
-  p++;
-  while (*p == ' ') p++;
-  return p;
+/* The header is read as the Python literal it is, token by token, not searched for its
+ * keys: a search finds 'fortran_order' or 'shape' inside another key's string as well
+ * (a file with an extra key, which numpy.load refuses, then had its Fortran-order data
+ * taken for C order). Exactly the keys 'descr', 'fortran_order' and 'shape', each once,
+ * in any order, quoted with ' or " as Python allows; a trailing comma; after the '}'
+ * only the padding (spaces, and the '\n' that ends it). */
+typedef struct header_reader {
+  const char *at;
+} header_reader;
+
+static void skip_space(header_reader *r) {
+  while (*r->at == ' ' || *r->at == '\t' || *r->at == '\n' || *r->at == '\r') r->at++;
 }
 
-static inferd_code parse_header(const char *header, core_npy *out, inferd_status *st) {
-  const char *descr = dict_value(header, "descr");
-  if (!descr || *descr != '\'') return core_fail(st, INFERD_INVALID_ARG, "npy: header has no 'descr'");
+/* A quoted string into `out` (cut to out_size - 1); false if none or unterminated. */
+static bool read_quoted(header_reader *r, char *out, size_t out_size) {
+  char quote = *r->at;
+  if (quote != '\'' && quote != '"') return false;
+  const char *end = strchr(r->at + 1, quote);
+  if (!end) return false;
+  size_t n = (size_t)(end - (r->at + 1));
+  if (n >= out_size) n = out_size - 1;
+  memcpy(out, r->at + 1, n);
+  out[n] = '\0';
+  r->at = end + 1;
+  return true;
+}
+
+static bool read_word(header_reader *r, const char *word) {
+  size_t n = strlen(word);
+  if (strncmp(r->at, word, n) != 0 || isalnum((unsigned char)r->at[n]) || r->at[n] == '_') return false;
+  r->at += n;
+  return true;
+}
+
+static inferd_code read_descr(header_reader *r, core_npy *out, inferd_status *st) {
+  char got[32];
+  if (!read_quoted(r, got, sizeof got)) return core_fail(st, INFERD_INVALID_ARG, "npy: 'descr' is not a dtype string");
   out->dtype = INFERD_DTYPE_UNDEFINED;
-  for (size_t i = 0; i < CORE_ARRAY_LEN(descrs); i++) {
-    size_t n = strlen(descrs[i].descr);
-    if (strncmp(descr + 1, descrs[i].descr, n) == 0 && descr[1 + n] == '\'') out->dtype = descrs[i].dtype;
-  }
-  if (out->dtype == INFERD_DTYPE_UNDEFINED) {
-    char got[16] = {0};
-    sscanf(descr, "'%15[^']'", got);
+  for (size_t i = 0; i < CORE_ARRAY_LEN(descrs); i++)
+    if (strcmp(got, descrs[i].descr) == 0) out->dtype = descrs[i].dtype;
+  if (out->dtype == INFERD_DTYPE_UNDEFINED)
     return core_fail(st, INFERD_INVALID_ARG,
                      "npy: dtype '%s' not supported (want little-endian float32, int64, int32, uint8, int8 or bool)",
                      got);
-  }
-  const char *fortran = dict_value(header, "fortran_order");
-  if (!fortran) return core_fail(st, INFERD_INVALID_ARG, "npy: header has no 'fortran_order'");
-  if (strncmp(fortran, "False", 5) != 0)
-    return core_fail(st, INFERD_INVALID_ARG, "npy: Fortran-order arrays are not supported");
-  const char *shape = dict_value(header, "shape");
-  if (!shape || *shape != '(') return core_fail(st, INFERD_INVALID_ARG, "npy: header has no 'shape' tuple");
-  shape++;
+  return INFERD_OK;
+}
+
+static inferd_code read_fortran_order(header_reader *r, inferd_status *st) {
+  if (read_word(r, "False")) return INFERD_OK;
+  if (read_word(r, "True")) return core_fail(st, INFERD_INVALID_ARG, "npy: Fortran-order arrays are not supported");
+  return core_fail(st, INFERD_INVALID_ARG, "npy: 'fortran_order' is not True or False");
+}
+
+/* A tuple of non-negative integers: "()", "(3,)", "(1, 3, 8, 8)" (a trailing comma
+ * allowed; one element needs it: "(3)" is no tuple in Python). */
+static inferd_code read_shape(header_reader *r, core_npy *out, inferd_status *st) {
+  if (*r->at != '(') return core_fail(st, INFERD_INVALID_ARG, "npy: 'shape' is not a tuple");
+  r->at++;
   out->rank = 0;
+  bool comma = false; /* the last element was followed by a comma */
   for (;;) {
-    while (*shape == ' ' || *shape == ',') shape++;
-    if (*shape == ')') break;
-    if (*shape < '0' || *shape > '9') return core_fail(st, INFERD_INVALID_ARG, "npy: malformed shape");
+    skip_space(r);
+    if (*r->at == ')') break;
+    if (out->rank > 0 && !comma) return core_fail(st, INFERD_INVALID_ARG, "npy: malformed shape");
+    if (*r->at < '0' || *r->at > '9') return core_fail(st, INFERD_INVALID_ARG, "npy: malformed shape");
     if (out->rank == INFERD_MAX_RANK)
       return core_fail(st, INFERD_INVALID_ARG, "npy: rank above %d not supported", INFERD_MAX_RANK);
     errno = 0;
     char *end;
-    long long d = strtoll(shape, &end, 10);
+    long long d = strtoll(r->at, &end, 10);
     if (errno || d < 0 || d > (1LL << 40)) return core_fail(st, INFERD_INVALID_ARG, "npy: bad dimension");
     out->dims[out->rank++] = d;
-    shape = end;
+    r->at = end;
+    skip_space(r);
+    comma = *r->at == ',';
+    if (comma) r->at++;
   }
+  if (out->rank == 1 && !comma) return core_fail(st, INFERD_INVALID_ARG, "npy: malformed shape");
+  r->at++; /* the ')' */
+  return INFERD_OK;
+}
+
+static inferd_code parse_header(const char *header, core_npy *out, inferd_status *st) {
+  enum { DESCR, FORTRAN_ORDER, SHAPE, KEYS };
+  static const char *const names[KEYS] = {"descr", "fortran_order", "shape"};
+  bool seen[KEYS] = {false};
+  header_reader r = {header};
+  skip_space(&r);
+  if (*r.at != '{') return core_fail(st, INFERD_INVALID_ARG, "npy: header is not a dict");
+  r.at++;
+  for (;;) {
+    skip_space(&r);
+    if (*r.at == '}') break;
+    char key[32];
+    if (!read_quoted(&r, key, sizeof key)) return core_fail(st, INFERD_INVALID_ARG, "npy: malformed header dict");
+    int k = 0;
+    while (k < KEYS && strcmp(key, names[k]) != 0) k++;
+    if (k == KEYS) return core_fail(st, INFERD_INVALID_ARG, "npy: unexpected key '%s' in the header", key);
+    if (seen[k]) return core_fail(st, INFERD_INVALID_ARG, "npy: key '%s' twice in the header", key);
+    seen[k] = true;
+    skip_space(&r);
+    if (*r.at != ':') return core_fail(st, INFERD_INVALID_ARG, "npy: malformed header dict");
+    r.at++;
+    skip_space(&r);
+    inferd_code rc = k == DESCR ? read_descr(&r, out, st)
+                     : k == FORTRAN_ORDER ? read_fortran_order(&r, st)
+                                          : read_shape(&r, out, st);
+    if (rc != INFERD_OK) return rc;
+    skip_space(&r);
+    if (*r.at == ',') r.at++;
+    else if (*r.at != '}') return core_fail(st, INFERD_INVALID_ARG, "npy: malformed header dict");
+  }
+  r.at++; /* the '}' */
+  skip_space(&r);
+  if (*r.at != '\0') return core_fail(st, INFERD_INVALID_ARG, "npy: text after the header dict");
+  for (int k = 0; k < KEYS; k++)
+    if (!seen[k]) return core_fail(st, INFERD_INVALID_ARG, "npy: header has no '%s'", names[k]);
   return INFERD_OK;
 }
 
@@ -95,8 +165,11 @@ inferd_code core_npy_parse(const void *bytes, size_t size, core_npy *out, inferd
   } else {
     return core_fail(st, INFERD_INVALID_ARG, "npy: format version %u not supported", major);
   }
-  if (header_len > 65536 || header_start + header_len > size)
-    return core_fail(st, INFERD_INVALID_ARG, "npy: truncated header");
+  if (header_len > 65536)
+    return core_fail(st, INFERD_INVALID_ARG, "npy: header of %zu bytes (at most 65536 read)", header_len);
+  if (header_start + header_len > size) return core_fail(st, INFERD_INVALID_ARG, "npy: truncated header");
+  if (memchr(b + header_start, '\0', header_len))
+    return core_fail(st, INFERD_INVALID_ARG, "npy: NUL byte in the header");
   char header[65537];
   memcpy(header, b + header_start, header_len);
   header[header_len] = '\0';

@@ -23,6 +23,9 @@ What it makes, in OUT (the only argument):
   float64.npy, int64.npy    right shape, wrong dtype
   truncated.npy             good.npy minus its last 10 bytes
   not_npy.npy               a text file with an .npy name
+  hidden_fortran.npy        a Fortran-order [1,3,8,8] whose header has an extra key 'note'
+                            holding the text "'fortran_order': False" before the real key
+  after_dict.npy            good.npy's header with text after the dict's '}'
   two_inputs.onnx           Add(a, b): two inputs, where `inferd run` feeds one
   cases.tsv                 one case a line: NAME <tab> MODEL <tab> INPUT <tab> REGEX, where
                             REGEX (grep -Ei) must match inferd's one-line message; MODEL
@@ -171,6 +174,21 @@ def main():
     cases.append(("truncated .npy", "good.onnx", "truncated.npy", "npy.*bytes"))
     write(out, "not_npy.npy", b"this is not a NumPy file\n" * 8)
     cases.append(("text file named .npy", "good.onnx", "not_npy.npy", "npy.*magic"))
+    # Headers numpy.load refuses must be refused here too, not searched for their keys:
+    # an extra key whose string holds "'fortran_order': False" in front of the real
+    # 'fortran_order': True (a search took the first, read Fortran-order data as C order
+    # and exited 0), and text after the dict's '}'.
+    def npy_v1(header, data):
+        header += " " * (-(10 + len(header) + 1) % 64) + "\n"
+        return b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode("latin1") + data
+    fortran = np.asfortranarray(x)
+    write(out, "hidden_fortran.npy",
+          npy_v1("{'note': \"'fortran_order': False\", 'descr': '<f4', 'fortran_order': True, 'shape': (1, 3, 8, 8), }",
+                 fortran.tobytes(order="F")))
+    cases.append(("extra key hiding fortran_order: True", "good.onnx", "hidden_fortran.npy", "npy.*key 'note'"))
+    write(out, "after_dict.npy",
+          npy_v1("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3, 8, 8), } junk", x.tobytes()))
+    cases.append(("text after the header dict", "good.onnx", "after_dict.npy", "npy.*after the header"))
     cases.append(("missing input file", "good.onnx", "no_such_input.npy", "no such file"))
 
     # two inputs: `inferd run` feeds one (with --input, and with --bench)
