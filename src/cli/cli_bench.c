@@ -148,6 +148,7 @@ static int run_sweep(const bench_params *base, const int range[3], int json) {
   for (; rc == 0 && done < n; done++) {
     ps[done] = *base;
     ps[done].concurrency = range[0] + done * range[2];
+    if (ps[done].processes > ps[done].concurrency) ps[done].processes = ps[done].concurrency;
     char err[512] = "";
     if (!json) printf("%s== concurrency %d\n", done ? "\n" : "", ps[done].concurrency);
     if (bench_server_run(&ps[done], &rs[done], err, sizeof err) != 0) {
@@ -286,7 +287,8 @@ int cli_bench(int argc, char **argv) {
   /* What runs, and so what the report says: never more clients than requests, nor more
    * processes than clients. */
   if (p.concurrency > p.requests) p.concurrency = (int)p.requests;
-  if (p.processes > p.concurrency) p.processes = p.concurrency;
+  /* a sweep has no --concurrency (0 here): run_sweep caps the processes per level */
+  if (!range[0] && p.processes > p.concurrency) p.processes = p.concurrency;
   if (!readable_file(p.file)) return bad("--file is not a readable regular file", p.file);
   if (p.model && !readable_file(p.model)) return bad("--model is not a readable regular file", p.model);
   if (p.labels && !readable_file(p.labels)) return bad("--labels is not a readable regular file", p.labels);

@@ -155,6 +155,20 @@ check_json "$WORK/capped.json" 'r["concurrency"] == 3 and r["processes"] == 3' \
   "50 clients over 8 processes for 3 requests: reported as the 3 clients and 3 processes that ran"
 check_json "$WORK/capped.json" 'r["ok"] == 3 and r["errors"] == 0 and r["status"] == {"202": 3} and r["latency_ms"]["max"] > 0' \
   "202 answers are successes, in the counts as in the latencies"
+# --processes with --concurrency-range: each level runs over min(P, its clients)
+# processes (the flag was dropped: every level ran in one process, reported as 0).
+timeout 120 "$INFERD" bench --mode server --url "http://127.0.0.1:$INFERENCE_PORT/x" --file "$PHOTO" --requests 4 \
+  --concurrency-range 1:3:2 --processes 2 --json >"$WORK/sweep_processes.json" || fail "sweep with --processes: exit $?"
+check_json "$WORK/sweep_processes.json" '[(x["concurrency"], x["processes"], x["ok"]) for x in r["sweep"]] == [(1, 1, 4), (3, 2, 4)]' \
+  "a sweep with --processes 2: level 1 on 1 process, level 3 on 2"
+if strace -f -o /dev/null true 2>/dev/null; then
+  strace -f -e trace=clone,clone3 -e signal=none -o "$WORK/sweep.strace" "$INFERD" bench --mode server \
+    --url "http://127.0.0.1:$INFERENCE_PORT/x" --file "$PHOTO" --requests 4 --concurrency-range 3:3 --processes 2 \
+    >/dev/null || fail "sweep with --processes under strace: exit $?"
+  forks=$(grep -E 'clone3?\(.*SIGCHLD' "$WORK/sweep.strace" | grep -vc CLONE_THREAD || true)
+  [ "$forks" = 2 ] && echo "ok   a sweep with --processes 2 forks 2 client processes" ||
+    fail "a sweep with --processes 2 forked $forks processes"
+fi
 { kill -KILL "$SILENT_PID" && wait "$SILENT_PID"; } 2>/dev/null || true
 SILENT_PID=
 
