@@ -10,7 +10,8 @@
  * 0), as Triton's perf_analyzer reports it: a fast 503 from a full queue would otherwise
  * pull the percentiles down exactly when the server is overloaded; failures show in the
  * status counts and errors. Percentiles are nearest-rank over every such sample (no
- * histogram): the sample at ceil(q * n) in sorted order.
+ * histogram): the sample at ceil(q * n) in sorted order. With no success there is no
+ * latency: the text says so (a dash in the sweep's table); the JSON keeps 0 with "ok": 0.
  */
 #include <jansson.h>
 #include <math.h>
@@ -160,7 +161,8 @@ void bench_report(const bench_params *p, const bench_result *r, int json) {
   if (server && p->request_rate > 0) printf(", open loop at %.2f requests/s", p->request_rate);
   printf("\ntotal time:  %.3f s\n", r->seconds);
   printf("throughput:  %.2f requests/s, %.2f images/s\n", per_second(r->done, r), per_second(ok, r));
-  printf("latency:     p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms\n", s.p50, s.p90, s.p99, s.max);
+  if (ok > 0) printf("latency:     p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms\n", s.p50, s.p90, s.p99, s.max);
+  else printf("latency:     none: no %s succeeded\n", server ? "request" : "job"); /* not 0.00 ms */
   printf("%s", server ? "status:     " : "exit status:");
   for (int i = 0; i < BENCH_STATUS_SLOTS; i++)
     if (r->status_count[i]) printf(" %d x %lld", i, (long long)r->status_count[i]);
@@ -192,8 +194,12 @@ void bench_report_sweep(const bench_params *params, const bench_result *results,
     const bench_result *r = &results[i];
     latency_summary s = summarize(r, false);
     int64_t ok = successes(&params[i], r);
-    printf("%11d %12.2f %10.2f %9.2f %9.2f %9.2f %9.2f %7lld\n", params[i].concurrency, per_second(r->done, r),
-           per_second(ok, r), s.p50, s.p90, s.p99, s.max, (long long)(r->done - ok));
+    if (ok > 0)
+      printf("%11d %12.2f %10.2f %9.2f %9.2f %9.2f %9.2f %7lld\n", params[i].concurrency, per_second(r->done, r),
+             per_second(ok, r), s.p50, s.p90, s.p99, s.max, (long long)(r->done - ok));
+    else /* no success, no latency: a dash, not 0.00 */
+      printf("%11d %12.2f %10.2f %9s %9s %9s %9s %7lld\n", params[i].concurrency, per_second(r->done, r),
+             per_second(ok, r), "-", "-", "-", "-", (long long)(r->done - ok));
   }
   fflush(stdout);
 }

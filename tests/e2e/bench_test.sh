@@ -82,6 +82,11 @@ timeout 120 "$INFERD" bench --mode server --url "http://127.0.0.1:$METRICS_PORT/
   --requests 10 --concurrency 2 --timeout 5 --json >"$WORK/refused.json" || fail "bench against a closed port: exit $?"
 check_json "$WORK/refused.json" 'r["completed"] == 10 and r["errors"] == 10 and r["status"] == {"0": 10}' \
   "refused connections counted as status 0"
+# With no success there is no latency: the text says so rather than "p50 0.00 ms".
+timeout 120 "$INFERD" bench --mode server --url "http://127.0.0.1:$METRICS_PORT/predictions/x" --file "$PHOTO" \
+  --requests 4 --concurrency 2 --timeout 5 >"$WORK/refused.txt" || fail "bench against a closed port (text): exit $?"
+grep -q '^latency: *none: no request succeeded$' "$WORK/refused.txt" && echo "ok   no success: no latency printed as 0.00 ms" ||
+  fail "no success: latency line: $(grep '^latency' "$WORK/refused.txt")"
 
 # wait_file FILE: until a helper server has written FILE (it listens), at most 120 s.
 wait_file() {
