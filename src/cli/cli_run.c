@@ -147,7 +147,10 @@ static int run_once(inferd_model *m, inferd_session *s, cli__run_options *o, con
   for (int k = 0; k < n_out; k++) {
     int r;
     int64_t d[INFERD_MAX_RANK];
-    inferd_session_output_shape(s, batch, k, &r, d, &st);
+    if (inferd_session_output_shape(s, batch, k, &r, d, &st) != INFERD_OK) {
+      rc = fail(&st);
+      goto free_outs;
+    }
     outs[k] = malloc((size_t)core_shape_count(r, d) * sizeof(float) + 1);
     if (!outs[k]) {
       rc = 1;
@@ -187,8 +190,8 @@ static int run_bench(inferd_model *m, inferd_session *s, const cli__run_options 
   int64_t count = core_shape_count(in.rank, in.dims);
   int n_out = inferd_model_num_outputs(m);
   float *x = malloc((size_t)count * sizeof *x), *outs[8] = {0};
-  enum { MAX_ITERS = 1 << 16 };
-  double *lat = malloc(MAX_ITERS * sizeof *lat);
+  size_t lat_cap = 1 << 12; /* latencies; doubled when full (rarely: the run is timed by the clock) */
+  double *lat = malloc(lat_cap * sizeof *lat);
   int rc = 0;
   if (!x || !lat) {
     fprintf(stderr, "inferd: out of memory\n");
@@ -223,7 +226,13 @@ static int run_bench(inferd_model *m, inferd_session *s, const cli__run_options 
   inferd_session_profile_reset(s); /* --profile counts the timed runs only */
   int iters = 0;
   double t0 = core_now_seconds(), now = t0;
-  while ((now - t0 < o->seconds || iters < 3) && iters < MAX_ITERS) {
+  while (now - t0 < o->seconds || iters < 3) {
+    if ((size_t)iters == lat_cap) {
+      double *more = iters < INT32_MAX / 2 ? realloc(lat, 2 * lat_cap * sizeof *lat) : NULL;
+      if (!more) break; /* the runs so far are the measurement */
+      lat = more;
+      lat_cap *= 2;
+    }
     double ts = now;
     if (inferd_session_run(s, o->batch, ins, outs, &st) != INFERD_OK) {
       rc = fail(&st);

@@ -16,7 +16,9 @@
 # missing paths, a model with two inputs. It also writes cases.tsv: name, model, input,
 # and the regex (grep -Ei) the stderr line must match. Then bad arguments, by the same
 # rule: --bench on a model with two inputs (it crashed), --batch or --json without
-# --bench, --bench with --input, an unknown option, a missing value.
+# --bench, --bench with --input, an unknown option, a missing value. Last, the good
+# model's --bench, which must run for the seconds asked (it stopped at 65536 runs, 0.8 s
+# on this model) and end with its throughput line.
 #
 # Usage: malformed_test.sh INFERD_BIN WORKDIR
 #   WORKDIR is created if needed and holds the generated files and each case's logs.
@@ -97,6 +99,26 @@ arg_case "--json without --bench" "go with --bench" "$work/good.onnx" --input "$
 arg_case "--bench with --input" "--input and --output go without" "$work/good.onnx" --bench --input "$work/good.npy"
 arg_case "an unknown option" "unknown option.*--frobnicate" "$work/good.onnx" --bench --frobnicate
 arg_case "a missing value" "missing value.*--threads" "$work/good.onnx" --bench --threads
+
+# --seconds is a lower bound of the timed loop: the reported time may only exceed it
+"$inferd" run "$work/good.onnx" --bench --seconds 1.5 --json >"$work/bench.json" 2>"$work/bench.stderr"
+status=$?
+if [ "$status" -eq 0 ] && "$python" -c 'import json, sys; r = json.load(open(sys.argv[1]))
+sys.exit(0 if r["seconds"] >= 1.5 and r["iterations"] >= 3 and r["throughput"] > 0 else 1)' "$work/bench.json"; then
+    passed=$((passed + 1))
+    echo "ok   --bench --seconds 1.5 ran for the time asked: $(cat "$work/bench.json")"
+else
+    failed=$((failed + 1))
+    echo "FAIL --bench --seconds 1.5: exit status $status, $(cat "$work/bench.json" "$work/bench.stderr")"
+fi
+"$inferd" run "$work/good.onnx" --bench --seconds 0.2 >"$work/bench.txt" 2>"$work/bench.stderr"
+if [ $? -eq 0 ] && tail -n 1 "$work/bench.txt" | grep -Eq '^throughput: [0-9]+\.[0-9]+ images/s$'; then
+    passed=$((passed + 1))
+    echo "ok   --bench ends with '$(tail -n 1 "$work/bench.txt")'"
+else
+    failed=$((failed + 1))
+    echo "FAIL --bench's last line: '$(tail -n 1 "$work/bench.txt")'"
+fi
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ "$n" -gt 0 ]
