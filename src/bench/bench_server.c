@@ -131,6 +131,22 @@ static double pass_gate(const start_gate *gate) {
   return start;
 }
 
+/* A --header line for libcurl. "Name:" with an empty value would make libcurl remove
+ * that header instead (curl's -H convention); the user asked for it empty, which
+ * libcurl spells "Name;". Setup only. */
+static struct curl_slist *append_header(struct curl_slist *list, const char *line) {
+  const char *colon = strchr(line, ':');
+  if (!colon || colon[strspn(colon + 1, " \t") + 1] != '\0') return curl_slist_append(list, line);
+  size_t name = (size_t)(colon - line);
+  char *empty = malloc(name + 2);
+  if (!empty) return list;
+  memcpy(empty, line, name);
+  memcpy(empty + name, ";", 2);
+  struct curl_slist *out = curl_slist_append(list, empty);
+  free(empty);
+  return out;
+}
+
 /* Runs `requests` requests on `concurrency` clients in this process, on schedule `sc`,
  * whose start is set once the clients are made: now, or by the parent after `gate`
  * (a child process). `latency_ms` has room for `requests` samples; `progress` is
@@ -162,7 +178,7 @@ static int run_clients(const bench_params *p, schedule *sc, const start_gate *ga
   for (int i = 0; i < p->header_count; i++) own_type |= strncasecmp(p->headers[i], "content-type:", 13) == 0;
   if (!own_type) headers = curl_slist_append(headers, "Content-Type: application/octet-stream");
   headers = curl_slist_append(headers, "Expect:"); /* no 100-continue round trip */
-  for (int i = 0; i < p->header_count; i++) headers = curl_slist_append(headers, p->headers[i]);
+  for (int i = 0; i < p->header_count; i++) headers = append_header(headers, p->headers[i]);
   /* whole milliseconds, rounded up: 0 would mean no timeout at all to curl */
   long timeout_ms = (long)ceil(p->timeout_seconds * 1000.0);
   if (timeout_ms < 1) timeout_ms = 1;

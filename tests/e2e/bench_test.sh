@@ -132,14 +132,16 @@ check_json "$WORK/silent_open.json" 'r["latency_ms"]["max"] == 0 and r["ok"] == 
 { kill -KILL "$SILENT_PID" && wait "$SILENT_PID"; } 2>/dev/null || true
 SILENT_PID=
 
-# A --header 'Content-Type: ...' replaces the default one (a server that records what it got).
+# A --header 'Content-Type: ...' replaces the default one, and 'X-Empty:' is sent with an
+# empty value (libcurl would drop it as written) (a server that records what it got).
 serve_ports
 "$PY" -c '
 import http.server, sys
 class H(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         self.rfile.read(int(self.headers["Content-Length"]))
-        open(sys.argv[2], "a").write(repr(self.headers.get_all("Content-Type")) + "\n")
+        open(sys.argv[2], "a").write(repr(self.headers.get_all("Content-Type")) + " " +
+                                     repr(self.headers.get_all("X-Empty")) + "\n")
         self.send_response(202); self.send_header("Content-Length", "0"); self.end_headers()
     def log_message(self, *a): pass
 server = http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H)
@@ -149,8 +151,10 @@ server.serve_forever()
 SILENT_PID=$!
 wait_file "$WORK/typed.listening"
 timeout 120 "$INFERD" bench --mode server --url "http://127.0.0.1:$INFERENCE_PORT/x" --file "$PHOTO" --requests 2 \
-  --concurrency 1 --header "Content-Type: image/png" --json >"$WORK/typed.json" || fail "bench with a Content-Type header: exit $?"
-[ "$(sort -u "$WORK/types.txt")" = "['image/png']" ] && echo "ok   --header Content-Type replaces the default" ||
+  --concurrency 1 --header "Content-Type: image/png" --header "X-Empty:" --json >"$WORK/typed.json" ||
+  fail "bench with a Content-Type header: exit $?"
+[ "$(sort -u "$WORK/types.txt")" = "['image/png'] ['']" ] &&
+  echo "ok   --header Content-Type replaces the default; an empty value is sent empty" ||
   fail "Content-Type headers sent: $(cat "$WORK/types.txt")"
 # More clients or processes than requests: the report says what ran (3 clients, 3 processes).
 # The server answers 202: a success (any 2xx) in the counts as in the latencies.
