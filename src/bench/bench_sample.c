@@ -6,10 +6,15 @@
  * texts are read by pure functions (bench__parse_proc_stat, bench__parse_meminfo,
  * bench__cpu_percent), which tests/fuzz/fuzz_proc.c runs on any text.
  *
+ * The peak CPU is that of the busiest 100 ms interval of the run; a run shorter than
+ * one interval reports its whole span instead. Stopping wakes the thread at once (a
+ * condition variable, not a sleep), so no interval reaches past the run.
+ *
  * Invariants: one sampler per run, started and stopped by the benchmark's thread. The
  * progress counter may be written by other threads or processes (shared mapping); it
  * is only read here, atomically.
  */
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -23,7 +28,10 @@
 
 struct bench__sampler {
   pthread_t thread;
-  int stop; /* accessed with __atomic builtins */
+  pthread_mutex_t lock;
+  pthread_cond_t wake; /* signalled by stop; CLOCK_MONOTONIC */
+  bool stop;           /* under lock */
+  int intervals;       /* CPU intervals measured */
   const volatile int64_t *progress;
   int64_t total;
   int tty;
@@ -140,6 +148,7 @@ static void sample(bench__sampler *s) {
   if (read_cpu(&busy, &total) == 0) {
     double cpu = s->last_total ? bench__cpu_percent(s->last_busy, s->last_total, busy, total) : -1;
     if (cpu > s->peak_cpu) s->peak_cpu = cpu;
+    s->intervals += cpu >= 0;
     s->last_busy = busy;
     s->last_total = total;
   }
@@ -162,12 +171,21 @@ static void draw(bench__sampler *s, int final) {
 
 static void *sampler_thread(void *arg) {
   bench__sampler *s = arg;
-  while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
-    struct timespec tick = {0, 100 * 1000 * 1000}; /* 100 ms */
-    nanosleep(&tick, NULL);
+  pthread_mutex_lock(&s->lock);
+  while (!s->stop) {
+    struct timespec due;
+    clock_gettime(CLOCK_MONOTONIC, &due);
+    due.tv_nsec += 100 * 1000 * 1000; /* 100 ms */
+    if (due.tv_nsec >= 1000000000L) due.tv_sec++, due.tv_nsec -= 1000000000L;
+    while (!s->stop && pthread_cond_timedwait(&s->wake, &s->lock, &due) != ETIMEDOUT) {
+    }
+    if (s->stop) break;
+    pthread_mutex_unlock(&s->lock);
     sample(s);
     draw(s, 0);
+    pthread_mutex_lock(&s->lock);
   }
+  pthread_mutex_unlock(&s->lock);
   return NULL;
 }
 
@@ -179,7 +197,19 @@ bench__sampler *bench__sampler_start(const volatile int64_t *progress, int64_t t
   s->tty = isatty(STDERR_FILENO);
   s->start = bench__now();
   sample(s); /* the baseline of the first interval */
+  pthread_condattr_t attr; /* glibc: init, setclock and a default mutex cannot fail */
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  int cond = pthread_cond_init(&s->wake, &attr);
+  pthread_condattr_destroy(&attr);
+  if (cond != 0) {
+    free(s);
+    return NULL;
+  }
+  pthread_mutex_init(&s->lock, NULL);
   if (pthread_create(&s->thread, NULL, sampler_thread, s) != 0) {
+    pthread_cond_destroy(&s->wake);
+    pthread_mutex_destroy(&s->lock);
     free(s);
     return NULL;
   }
@@ -189,9 +219,16 @@ bench__sampler *bench__sampler_start(const volatile int64_t *progress, int64_t t
 void bench__sampler_stop(bench__sampler *s, double *peak_cpu, double *peak_memory) {
   *peak_cpu = *peak_memory = 0;
   if (!s) return;
-  __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
+  pthread_mutex_lock(&s->lock);
+  s->stop = true;
+  pthread_cond_signal(&s->wake);
+  pthread_mutex_unlock(&s->lock);
   pthread_join(s->thread, NULL);
-  /* memory only: a CPU interval of a few ms would be noise */
+  pthread_cond_destroy(&s->wake);
+  pthread_mutex_destroy(&s->lock);
+  /* The last partial interval counts for memory only (a CPU share over a few ms is
+   * noise), unless the run had no whole interval: then the CPU of the whole run. */
+  if (s->intervals == 0) sample(s);
   double memory = read_memory_percent();
   if (memory > s->peak_memory) s->peak_memory = memory;
   draw(s, 1);
