@@ -255,6 +255,9 @@ inferd_code cli__bench_parse(int argc, char **argv, cli__bench_options *o, infer
     if (p->url || p->header_count || p->processes != 1 || p->request_rate > 0 || range[0])
       return refuse(st, "--url, --header, --processes, --request-rate and --concurrency-range are for --mode server",
                     NULL);
+    /* each job's output is kept for the report (BENCH_JOB_OUTPUT_MAX bytes): 100000 is
+     * 400 MB of it, and days of processes that each load the model */
+    if (p->requests > 100000) return refuse(st, "--mode local runs at most 100000 jobs (--requests)", NULL);
   } else {
     return refuse(st, "--mode wants server or local", mode);
   }

@@ -67,6 +67,7 @@ bad_flags "malformed url" --mode server --url 'http://[bad' --file "$PHOTO" --re
 bad_flags "not http" --mode server --url ftp://127.0.0.1/x --file "$PHOTO" --requests 1 --concurrency 1
 bad_flags "a directory as --file" --mode server --url http://127.0.0.1:1/ --file "$SRC/models" --requests 1 --concurrency 1
 bad_flags "a directory as --model" --mode local --model "$SRC/models" --file "$PHOTO" --requests 1 --concurrency 1
+bad_flags "too many local jobs" --mode local --model "$MODEL" --file "$PHOTO" --requests 100000000 --concurrency 1
 mkfifo "$WORK/fifo"
 bad_flags "a FIFO as --file" --mode server --url http://127.0.0.1:1/ --file "$WORK/fifo" --requests 1 --concurrency 1
 # more clients than open files allowed (hard limit): refused, not counted as server errors
