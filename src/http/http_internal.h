@@ -106,6 +106,9 @@ typedef struct http__buf {
   size_t len, cap;
 } http__buf;
 void http__buf_init(http__buf *b, h2o_mem_pool_t *pool, size_t initial);
+/* The same over `cap` bytes at `data` that outlive the request's answer (growth past
+ * them goes to the pool). */
+void http__buf_init_over(http__buf *b, h2o_mem_pool_t *pool, char *data, size_t cap);
 void http__buf_append(http__buf *b, const char *s, size_t len);
 void http__buf_printf(http__buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void http__buf_json_string(http__buf *b, const char *s, size_t len); /* "quoted, escaped" */
@@ -170,6 +173,8 @@ typedef struct http__loop {
   uint8_t *scratch;         /* http__loop_scratch */
   size_t scratch_cap;
   struct http__job *free_jobs; /* recycled prediction jobs, this thread only */
+  struct http__block *free_blocks; /* recycled answer blocks (http__answer_memory) */
+  int free_block_count;
   h2o_linklist_t waiting;      /* requests waiting for the scheduler, by http__job.waiting */
   h2o_timeout_entry_t deadline_tick; /* linked while `waiting` is not empty */
   /* Odd inside a read section (http__read_begin); written by this thread only, read by
@@ -336,6 +341,22 @@ void http__model_destroy(http__model *m);
 
 /* ---- jobs: requests between submit and answer (http_predict.c) ---------------------------- */
 
+/* Memory an answer is written into when it must outlive the jobs (http__answer_memory). */
+typedef struct http__block {
+  struct http__block *next_free;
+  size_t cap;
+  char data[];
+} http__block;
+
+/* The dispose hook of a waiting request, in its pool (h2o_mem_alloc_shared): h2o runs
+ * http__request_disposed when it disposes the request. `job` is the first job while its
+ * client waits (NULL once answered or let go); `block` the answer block to give back. */
+typedef struct http__hook {
+  struct http__job *job;
+  http__block *block;
+  struct http__loop *loop;
+} http__hook;
+
 /* One scheduler request between its submit and its answer, with its input and output
  * slots. Recycled per HTTP thread. A prediction is one job; a KServe v2 infer of n
  * rows is n jobs linked in row order from the first, which answers for all. */
@@ -345,7 +366,7 @@ typedef struct http__job {
   inferd_code code;                  /* from the done callback */
   http__loop *loop;
   h2o_req_t *req;                    /* NULL once the client is gone (v2: first row only) */
-  struct http__job **hook;           /* in req->pool: points back here until answered */
+  struct http__hook *hook;           /* in req->pool: hook->job points back here until answered */
   http__model *model;                /* one reference (v2: held by the first row) */
   float *input;                      /* [input_capacity] */
   float *output;                     /* [output_capacity] */
@@ -375,6 +396,16 @@ void http__job_put(http__loop *loop, http__job *job);
  * the model's response_timeout has passed since the request was received, even while
  * its batch still runs (the scheduler's own check covers only requests still queued). */
 void http__job_wait(http__job *first, h2o_req_t *req);
+/* `bytes` of memory for the answer of `first`'s request (after http__job_wait) that
+ * lives until h2o disposes the request, when the dispose hook gives it back to the
+ * loop: an answer block, recycled per HTTP thread, instead of a block of the request's
+ * pool, which h2o 2.2 mallocs and frees per request at 1 KB and more (a v2 answer of a
+ * 1000-class output is ~12 KB). NULL when out of memory: use the pool then. */
+char *http__answer_memory(http__job *first, size_t bytes);
+/* What h2o runs when it disposes a request that waited (its http__hook): gives the
+ * answer block back to the loop, which keeps at most 16 of at most 1 MB; and when the
+ * client left before the answer, cancels the jobs. */
+void http__request_disposed(void *hook);
 /* The request of `first` needs no timeout any more: it came back, or its client left. */
 void http__job_unwait(http__job *first);
 /* Cancels `first` and every row after it (sched_request_cancel): a row not run yet is

@@ -51,7 +51,10 @@
  * can only attach as a shared pool entry, and h2o_mem_alloc_shared mallocs each (the
  * one callback h2o runs when a request is gone; its memory is freed with free()). The
  * number of jobs alive is bounded by the requests in flight, which
- * the models' job_queue_size and batch sizes bound.
+ * the models' job_queue_size and batch sizes bound. Answers of 1 KB and more (v2
+ * infer's), which h2o's pool would malloc, go to answer blocks that the same hook
+ * gives back to the loop once h2o has sent them and disposes the request
+ * (http__answer_memory); the loop keeps at most BLOCKS_KEPT of at most BLOCK_KEPT_BYTES.
  *
  * Threading: everything here runs on the loop thread that owns the request, except
  * on_done (worker threads), which touches only the job's code and message.
@@ -103,7 +106,7 @@ http__job *http__job_get(http__loop *loop, const http__model *m) {
 
 void http__job_put(http__loop *loop, http__job *job) {
   job->req = NULL;
-  job->hook = NULL;
+  job->hook = NULL; /* the request's hook, if any, was disarmed (hook->job = NULL) */
   job->model = NULL;
   job->finish = NULL;
   job->first_row = job->next_row = NULL;
@@ -116,10 +119,50 @@ void http__job_cancel(http__job *first) {
   for (http__job *row = first; row; row = row->next_row) sched_request_cancel(&row->request);
 }
 
-/* h2o disposes the request (client gone, HTTP/2 stream reset) before we answered:
- * counted under 499 as an HTTP/1 client that left is (let_go). */
-static void on_request_dispose(void *p) {
-  http__job *first = *(http__job **)p;
+/* ---- answer blocks ----------------------------------------------------------------------------- */
+
+enum {
+  BLOCKS_KEPT = 16,              /* free answer blocks a loop keeps */
+  BLOCK_MIN_BYTES = 16 << 10,    /* a new block holds at least this much */
+};
+#define BLOCK_KEPT_BYTES ((size_t)1 << 20) /* larger blocks are freed, not kept */
+
+char *http__answer_memory(http__job *first, size_t bytes) {
+  http__hook *hook = first->hook;
+  http__loop *loop = first->loop;
+  if (!hook || hook->block) return NULL;
+  http__block **at = &loop->free_blocks;
+  while (*at && (*at)->cap < bytes) at = &(*at)->next_free;
+  http__block *b = *at;
+  if (b) {
+    *at = b->next_free;
+    loop->free_block_count--;
+  } else {
+    size_t cap = bytes < BLOCK_MIN_BYTES ? BLOCK_MIN_BYTES : bytes;
+    if (cap > SIZE_MAX - sizeof *b || !(b = malloc(sizeof *b + cap))) return NULL;
+    b->cap = cap;
+  }
+  hook->block = b;
+  return b->data;
+}
+
+static void block_put(http__loop *loop, http__block *b) {
+  if (b->cap > BLOCK_KEPT_BYTES || loop->free_block_count >= BLOCKS_KEPT) {
+    free(b);
+    return;
+  }
+  b->next_free = loop->free_blocks;
+  loop->free_blocks = b;
+  loop->free_block_count++;
+}
+
+/* h2o disposes the request: after its answer was sent (the answer block goes back to
+ * the loop), or before we answered (client gone, HTTP/2 stream reset): counted under
+ * 499 as an HTTP/1 client that left is (let_go). */
+void http__request_disposed(void *p) {
+  http__hook *hook = p;
+  if (hook->block) block_put(hook->loop, hook->block);
+  http__job *first = hook->job;
   if (!first) return; /* answered already */
   metrics_model_response(first->model->metrics, 499);
   first->req = NULL;
@@ -158,7 +201,7 @@ static void let_go(http__job *first, bool client_gone) {
   else
     status = http__send_job_error(first->req, m, INFERD_TIMEOUT, NULL);
   metrics_model_response(m->metrics, status);
-  *first->hook = NULL; /* answered: the dispose hook must not touch the job */
+  first->hook->job = NULL; /* answered: the dispose hook must not touch the job */
   first->req = NULL;
   http__job_cancel(first);
 }
@@ -182,8 +225,8 @@ static void on_deadline_tick(h2o_timeout_entry_t *entry) {
 
 void http__job_wait(http__job *first, h2o_req_t *req) {
   first->req = req;
-  first->hook = h2o_mem_alloc_shared(&req->pool, sizeof *first->hook, on_request_dispose);
-  *first->hook = first;
+  first->hook = h2o_mem_alloc_shared(&req->pool, sizeof *first->hook, http__request_disposed);
+  *first->hook = (http__hook){.job = first, .loop = first->loop};
   http__loop *loop = first->loop;
   int timeout_s = first->model->response_timeout_s;
   first->deadline = timeout_s > 0 ? first->received + timeout_s : INFINITY;
@@ -274,7 +317,7 @@ bool http__response_fits(h2o_req_t *req, const http__model *m, size_t len) {
 static void answer(http__job *job) {
   h2o_req_t *req = job->req;
   http__model *m = job->model;
-  *job->hook = NULL; /* the dispose hook must not touch a recycled job */
+  job->hook->job = NULL; /* the dispose hook must not touch a recycled job */
   int status;
   if (job->code == INFERD_OK) {
     char *body = h2o_mem_alloc_pool(&req->pool, m->answer_bytes);
@@ -339,6 +382,12 @@ void http__predict_loop_free(http__loop *loop) {
     free(job->output);
     free(job);
   }
+  while (loop->free_blocks) {
+    http__block *b = loop->free_blocks;
+    loop->free_blocks = b->next_free;
+    free(b);
+  }
+  loop->free_block_count = 0;
   handler_image_ctx_free(loop->image);
   loop->image = NULL;
   EVP_ENCODE_CTX_free(loop->base64);

@@ -275,6 +275,13 @@ void http__buf_init(http__buf *b, h2o_mem_pool_t *pool, size_t initial) {
   b->len = 0;
 }
 
+void http__buf_init_over(http__buf *b, h2o_mem_pool_t *pool, char *data, size_t cap) {
+  b->pool = pool;
+  b->data = data;
+  b->cap = cap;
+  b->len = 0;
+}
+
 static void buf_reserve(http__buf *b, size_t extra) {
   if (b->len + extra + 1 <= b->cap) return;
   size_t cap = b->cap * 2;

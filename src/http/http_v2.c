@@ -50,9 +50,10 @@
  * the rows are submitted. What it holds is bounded by what the tree of a
  * max_request_size body needs. The input's numbers go to the loop's scratch buffer
  * (http__loop_scratch), grown to the largest request and kept: infer() copies them into
- * the jobs before it returns. The answer still takes a block of the request's pool,
- * which h2o 2.2 gives from malloc when it is 1 KB or more (a 1000-class output is about
- * 10 KB): it must outlive the jobs, which are recycled as soon as it is written.
+ * the jobs before it returns. The answer, which must outlive the jobs (recycled as soon
+ * as it is written), goes to an answer block of the loop (http__answer_memory), given
+ * back when h2o disposes the request: not to the request's pool, which h2o 2.2 fills
+ * from malloc at 1 KB and more (a 1000-class output is about 12 KB).
  *
  * Threading: the handlers run on the HTTP thread that owns the request; the rows come
  * back to that same thread through http_predict.c's done queue.
@@ -534,7 +535,7 @@ static void answer(http__job *first) {
   http__model *m = first->model;
   const v2_call *call = first->call;
   const http_v2_request *parsed = &call->parsed;
-  *first->hook = NULL;
+  first->hook->job = NULL; /* answered: the dispose hook must not touch the job */
   for (http__job *row = first; row; row = row->next_row) {
     if (row->code != INFERD_OK) {
       metrics_model_response(m->metrics, http__send_job_error(req, m, row->code, &row->request.status));
@@ -547,7 +548,12 @@ static void answer(http__job *first) {
    * the limit stops being formatted there and is refused below. */
   size_t limit = (size_t)http__loop_of(req)->server->config->max_response_size;
   http__buf b;
-  http__buf_init(&b, &req->pool, upper < limit ? upper : limit + 1);
+  size_t cap = upper < limit ? upper : limit + 1;
+  char *memory = http__answer_memory(first, cap);
+  if (memory)
+    http__buf_init_over(&b, &req->pool, memory, cap);
+  else
+    http__buf_init(&b, &req->pool, cap);
   http__buf_append(&b, "{\"model_name\": ", 15);
   http__buf_json_string(&b, m->name, strlen(m->name));
   http__buf_append(&b, ", \"model_version\": ", 19);

@@ -579,6 +579,56 @@ static void test_json_arena_outside_objects(void **state) {
   free(body);
 }
 
+/* ==== answer blocks ========================================================================= */
+
+/* A v2 answer is written into an answer block, which the request's dispose hook gives
+ * back to its loop once h2o is done with the request: the next answer reuses it, where
+ * the request's pool would malloc and free every answer of 1 KB and more. A loop keeps
+ * at most 16 blocks, none above 1 MB. */
+static void test_answer_blocks(void **state) {
+  (void)state;
+  static http__loop loop; /* only its free list is used */
+  http__job job = {.loop = &loop};
+  http__hook hook = {.loop = &loop};
+  job.hook = &hook;
+  char *a = http__answer_memory(&job, 12000);
+  assert_non_null(a);
+  memset(a, 'x', 12000);
+  assert_null(http__answer_memory(&job, 10)); /* one answer per request */
+  http__request_disposed(&hook);
+  assert_int_equal(loop.free_block_count, 1);
+
+  hook = (http__hook){.loop = &loop};
+  char *b = http__answer_memory(&job, 5000);
+  assert_ptr_equal(b, a); /* the same block again: no malloc */
+  assert_int_equal(loop.free_block_count, 0);
+  http__request_disposed(&hook);
+
+  hook = (http__hook){.loop = &loop}; /* a block above 1 MB is freed when given back */
+  char *big = http__answer_memory(&job, (size_t)2 << 20);
+  assert_non_null(big);
+  assert_ptr_not_equal(big, a);
+  memset(big, 'y', (size_t)2 << 20);
+  http__request_disposed(&hook);
+  assert_int_equal(loop.free_block_count, 1);
+
+  enum { AT_ONCE = 20 };
+  http__hook hooks[AT_ONCE];
+  for (int i = 0; i < AT_ONCE; i++) {
+    hooks[i] = (http__hook){.loop = &loop};
+    job.hook = &hooks[i];
+    assert_non_null(http__answer_memory(&job, 1000));
+  }
+  assert_int_equal(loop.free_block_count, 0);
+  for (int i = 0; i < AT_ONCE; i++) http__request_disposed(&hooks[i]);
+  assert_int_equal(loop.free_block_count, 16);
+  while (loop.free_blocks) { /* what http__predict_loop_free does */
+    http__block *next = loop.free_blocks->next_free;
+    free(loop.free_blocks);
+    loop.free_blocks = next;
+  }
+}
+
 /* ==== a server without models =============================================================== */
 
 typedef struct server_fixture {
@@ -902,6 +952,7 @@ int main(void) {
       cmocka_unit_test(test_json_arena_steady_state),
       cmocka_unit_test(test_json_arena_keep_limit),
       cmocka_unit_test(test_json_arena_outside_objects),
+      cmocka_unit_test(test_answer_blocks),
       cmocka_unit_test_setup_teardown(test_server_routes, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_server_drain, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_management_after_stop, server_setup_model_api, server_teardown),
