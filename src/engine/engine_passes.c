@@ -5,7 +5,8 @@
  *      one Gelu node (oneDNN's gelu_erf);
  *   1. op lookup: every live node maps to an engine op or the model is refused,
  *      naming the node, its op and the opset; a node's required inputs and first
- *      output must be there, and no output the op does not compute may be read.
+ *      output must be there, its attributes must be ones the op takes, with their
+ *      types (op_attrs), and no output the op does not compute may be read.
  *      A default-domain opset above ENGINE_MAX_OPSET is refused: the lowerings follow
  *      each op's definitions up to that opset (ReduceMean's and Pad's `axes` inputs of
  *      opset 18 included), and a later version of an op may mean something else;
@@ -172,6 +173,114 @@ static const float *const_float(const ir_graph *g, int v, int64_t count) {
   return ir_value_count(x) == count ? x->data : NULL;
 }
 
+/* The attributes each op takes, with their types, in opsets ENGINE_MIN_OPSET to
+ * ENGINE_MAX_OPSET (an older form the lowerings refuse anyway, as Slice's `starts`
+ * attribute before opset 10, is left out). Lowerings read attributes through
+ * ir_attr_int and friends, which return the default for an attribute of another type:
+ * Conv strides written as an INT, or Gemm's alpha as an INT, ran as if absent (stride 1,
+ * alpha 1). So an attribute that is not listed, has another type, or appears twice is
+ * refused at load, as onnx.checker and ONNX Runtime refuse it. So is one outside the
+ * opsets that define it where a lowering would not read it there: Clip's min and max
+ * became inputs in opset 11 and ReduceMean's axes one in opset 18, and an attribute
+ * left in a newer model was ignored. Rows that no lowering reads (momentum, ratio,
+ * seed, saturate, BatchNormalization's spatial) change nothing the engine computes. */
+typedef struct op_attr {
+  op_kind op;
+  const char *name;
+  ir_attr_type type;
+  int64_t until; /* the last opset that has it; 0: every opset */
+} op_attr;
+
+#define ATTR(op, name, type, until) {OP_##op, name, IR_ATTR_##type, until}
+static const op_attr op_attrs[] = {
+    ATTR(CONV, "auto_pad", STRING, 0),
+    ATTR(CONV, "dilations", INTS, 0),
+    ATTR(CONV, "group", INT, 0),
+    ATTR(CONV, "kernel_shape", INTS, 0),
+    ATTR(CONV, "pads", INTS, 0),
+    ATTR(CONV, "strides", INTS, 0),
+    ATTR(BATCHNORM, "epsilon", FLOAT, 0),
+    ATTR(BATCHNORM, "momentum", FLOAT, 0),
+    ATTR(BATCHNORM, "spatial", INT, 0),
+    ATTR(BATCHNORM, "training_mode", INT, 0),
+    ATTR(LEAKYRELU, "alpha", FLOAT, 0),
+    ATTR(CLIP, "min", FLOAT, 10),
+    ATTR(CLIP, "max", FLOAT, 10),
+    ATTR(HARDSIGMOID, "alpha", FLOAT, 0),
+    ATTR(HARDSIGMOID, "beta", FLOAT, 0),
+    ATTR(GELU, "approximate", STRING, 0),
+    ATTR(MAXPOOL, "auto_pad", STRING, 0),
+    ATTR(MAXPOOL, "ceil_mode", INT, 0),
+    ATTR(MAXPOOL, "dilations", INTS, 0),
+    ATTR(MAXPOOL, "kernel_shape", INTS, 0),
+    ATTR(MAXPOOL, "pads", INTS, 0),
+    ATTR(MAXPOOL, "storage_order", INT, 0),
+    ATTR(MAXPOOL, "strides", INTS, 0),
+    ATTR(AVERAGEPOOL, "auto_pad", STRING, 0),
+    ATTR(AVERAGEPOOL, "ceil_mode", INT, 0),
+    ATTR(AVERAGEPOOL, "count_include_pad", INT, 0),
+    ATTR(AVERAGEPOOL, "dilations", INTS, 0),
+    ATTR(AVERAGEPOOL, "kernel_shape", INTS, 0),
+    ATTR(AVERAGEPOOL, "pads", INTS, 0),
+    ATTR(AVERAGEPOOL, "strides", INTS, 0),
+    ATTR(REDUCEMEAN, "axes", INTS, 17),
+    ATTR(REDUCEMEAN, "keepdims", INT, 0),
+    ATTR(REDUCEMEAN, "noop_with_empty_axes", INT, 0),
+    ATTR(GEMM, "alpha", FLOAT, 0),
+    ATTR(GEMM, "beta", FLOAT, 0),
+    ATTR(GEMM, "transA", INT, 0),
+    ATTR(GEMM, "transB", INT, 0),
+    ATTR(SOFTMAX, "axis", INT, 0),
+    ATTR(CONCAT, "axis", INT, 0),
+    ATTR(FLATTEN, "axis", INT, 0),
+    ATTR(RESHAPE, "allowzero", INT, 0),
+    ATTR(SQUEEZE, "axes", INTS, 0),
+    ATTR(UNSQUEEZE, "axes", INTS, 0),
+    ATTR(DROPOUT, "ratio", FLOAT, 0),
+    ATTR(DROPOUT, "seed", INT, 0),
+    ATTR(TRANSPOSE, "perm", INTS, 0),
+    ATTR(SHAPE, "start", INT, 0),
+    ATTR(SHAPE, "end", INT, 0),
+    ATTR(GATHER, "axis", INT, 0),
+    ATTR(CAST, "to", INT, 0),
+    ATTR(CAST, "saturate", INT, 0),
+    ATTR(SPLIT, "axis", INT, 0),
+    ATTR(SPLIT, "split", INTS, 0),
+    ATTR(SPLIT, "num_outputs", INT, 0),
+    ATTR(PAD, "mode", STRING, 0),
+    ATTR(CONSTANTOFSHAPE, "value", TENSOR, 0),
+    ATTR(MOD, "fmod", INT, 0),
+};
+#undef ATTR
+
+static const char *attr_type_name(ir_attr_type type) {
+  static const char *const names[] = {"UNDEFINED", "FLOAT", "INT",    "STRING", "TENSOR",
+                                      "GRAPH",     "FLOATS", "INTS", "STRINGS"};
+  return (unsigned)type < CORE_ARRAY_LEN(names) ? names[type] : "an unknown type";
+}
+
+/* Checks node i's attributes against op_attrs. */
+static inferd_code check_attrs(const ir_graph *g, int i, op_kind op, inferd_status *st) {
+  const ir_node *n = &g->nodes[i];
+  for (int k = 0; k < n->n_attrs; k++) {
+    const ir_attr *a = &n->attrs[k];
+    const op_attr *row = NULL;
+    for (size_t r = 0; r < CORE_ARRAY_LEN(op_attrs) && !row; r++)
+      if (op_attrs[r].op == op && strcmp(op_attrs[r].name, a->name) == 0) row = &op_attrs[r];
+    if (!row || (row->until && g->opset > row->until))
+      return core_fail(st, INFERD_UNSUPPORTED, "node '%s' (%s): attribute '%s' is not supported (model opset %lld)",
+                       n->name, n->op_type, a->name, (long long)g->opset);
+    if (a->type != row->type)
+      return core_fail(st, INFERD_INVALID_ARG, "node '%s' (%s): attribute '%s' is %s, expected %s", n->name,
+                       n->op_type, a->name, attr_type_name(a->type), attr_type_name(row->type));
+    for (int j = 0; j < k; j++)
+      if (strcmp(n->attrs[j].name, a->name) == 0)
+        return core_fail(st, INFERD_INVALID_ARG, "node '%s' (%s): attribute '%s' is given twice", n->name,
+                         n->op_type, a->name);
+  }
+  return INFERD_OK;
+}
+
 static inferd_code lookup_ops(inferd_model *m, inferd_status *st) {
   ir_graph *g = m->graph;
   if (g->opset > ENGINE_MAX_OPSET)
@@ -196,6 +305,8 @@ static inferd_code lookup_ops(inferd_model *m, inferd_status *st) {
     if (!ok)
       return core_fail(st, INFERD_INVALID_ARG, "node '%s' (%s): needs %d input%s and an output", n->name, n->op_type,
                        need, need == 1 ? "" : "s");
+    inferd_code rc = check_attrs(g, i, op, st);
+    if (rc != INFERD_OK) return rc;
     /* ... and only Split computes more than one output: any other that is read would
      * reach its consumers with no shape at all */
     for (int k = 1; k < n->n_outputs && op != OP_SPLIT; k++) {

@@ -318,6 +318,19 @@ static inferd_code fold_constant_node(ir_graph *g, ir_node *n, inferd_status *st
     return core_fail(st, INFERD_INVALID_ARG, "node '%s' (Constant): needs one output and one value attribute", n->name);
   ir_value *out = &g->values[n->outputs[0]];
   const ir_attr *a = &n->attrs[0];
+  /* the name says the type (onnx.checker refuses a mismatch): a value_float written as
+   * an INT would otherwise become an int64 constant */
+  static const struct {
+    const char *name;
+    ir_attr_type type;
+  } kinds[] = {{"value", IR_ATTR_TENSOR}, {"value_float", IR_ATTR_FLOAT}, {"value_int", IR_ATTR_INT},
+               {"value_floats", IR_ATTR_FLOATS}, {"value_ints", IR_ATTR_INTS}};
+  bool known = false;
+  for (size_t k = 0; k < CORE_ARRAY_LEN(kinds) && !known; k++)
+    known = strcmp(kinds[k].name, a->name) == 0 && kinds[k].type == a->type;
+  if (!known)
+    return core_fail(st, INFERD_UNSUPPORTED, "node '%s' (Constant): attribute '%s' of type %d is not supported",
+                     n->name, a->name, (int)a->type);
   if (a->type == IR_ATTR_TENSOR) {
     /* The bytes move to the output, which owns them from now on (its release may drop
      * their pages); the dead node's attribute keeps no pointer to them. */

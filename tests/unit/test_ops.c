@@ -2958,6 +2958,58 @@ static void test_error_unknown_op(void **state) {
   expect_load_fails(b, INFERD_UNSUPPORTED, (const char *const[]){quoted, "FancyOp", NULL});
 }
 
+/* Regression: lowerings read attributes through ir_attr_int and friends, which give the
+ * default for an attribute of another type, so a Conv whose strides were an INT ran
+ * with stride 1 and a Gemm whose alpha was an INT ran with alpha 1. An attribute of the
+ * wrong type, one the op does not take, or one given twice is refused, naming it. */
+static void test_error_attribute_type(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 3, 8, 8));
+  b_random(b, "w", DIMS(4, 3, 3, 3), -1.0f, 1.0f);
+  b_node(b, "Conv", IN("x", "w"), OUT("y"), ATTRS(A_INTS("kernel_shape", 3, 3), A_INT("strides", 2)));
+  b_output(b, "y");
+  expect_load_fails(b, INFERD_INVALID_ARG, (const char *const[]){"Conv", "'strides' is INT, expected INTS", NULL});
+  b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 4));
+  b_random(b, "w", DIMS(4, 5), -1.0f, 1.0f);
+  b_node(b, "Gemm", IN("x", "w"), OUT("y"), ATTRS(A_INT("alpha", 2)));
+  b_output(b, "y");
+  expect_load_fails(b, INFERD_INVALID_ARG, (const char *const[]){"Gemm", "'alpha' is INT, expected FLOAT", NULL});
+  b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 4));
+  b_node(b, "Relu", IN("x"), OUT("y"), ATTRS(A_FLOAT("alpha", 0.5f)));
+  b_output(b, "y");
+  expect_load_fails(b, INFERD_UNSUPPORTED, (const char *const[]){"Relu", "'alpha' is not supported", NULL});
+  b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 4));
+  b_node(b, "Concat", IN("x", "x"), OUT("y"), ATTRS(A_INT("axis", 1), A_INT("axis", 0)));
+  b_output(b, "y");
+  expect_load_fails(b, INFERD_INVALID_ARG, (const char *const[]){"Concat", "'axis' is given twice", NULL});
+  b = b_new(__func__); /* a Constant's attribute name says its type */
+  b_input(b, "x", DIMS(0, 4));
+  b_node(b, "Constant", NULL, OUT("k"), ATTRS(A_INT("value_float", 2)));
+  b_node(b, "Add", IN("x", "k"), OUT("y"), NULL);
+  b_output(b, "y");
+  expect_load_fails(b, INFERD_UNSUPPORTED, (const char *const[]){"Constant", "'value_float'", NULL});
+}
+
+/* Regression: Clip's min and max became inputs in opset 11 and ReduceMean's axes an
+ * input in opset 18. Left as attributes in a newer model they were ignored: Clip
+ * passed everything through, ReduceMean averaged over every axis. */
+static void test_error_attribute_of_older_opset(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 4));
+  b_node(b, "Clip", IN("x"), OUT("y"), ATTRS(A_FLOAT("min", 0.0f), A_FLOAT("max", 0.5f)));
+  b_output(b, "y");
+  expect_load_fails(b, INFERD_UNSUPPORTED, (const char *const[]){"Clip", "'min'", "opset 13", NULL});
+  b = b_new(__func__);
+  b->opset = 18;
+  b_input(b, "x", DIMS(0, 4, 5));
+  b_node(b, "ReduceMean", IN("x"), OUT("y"), ATTRS(A_INTS("axes", 2)));
+  b_output(b, "y");
+  expect_load_fails(b, INFERD_UNSUPPORTED, (const char *const[]){"ReduceMean", "'axes'", "opset 18", NULL});
+}
+
 static void test_error_weight_raw_data_short(void **state) {
   static const size_t cut[] = {4, 12, 108 * 4 - 4};
   for (size_t k = 0; k < sizeof cut / sizeof *cut; k++) {
@@ -3299,6 +3351,8 @@ int main(void) {
       cmocka_unit_test(test_residual_lower_rank),
       cmocka_unit_test(test_fold_float_division_by_zero),
       cmocka_unit_test(test_error_unknown_op),
+      cmocka_unit_test(test_error_attribute_type),
+      cmocka_unit_test(test_error_attribute_of_older_opset),
       cmocka_unit_test(test_error_weight_raw_data_short),
       cmocka_unit_test(test_error_truncated_model),
       cmocka_unit_test(test_error_batch_size),
