@@ -2313,6 +2313,22 @@ static void test_avgpool_ceil_mode_exclude_pad(void **state) {
            ATTRS(A_INTS("kernel_shape", 3, 3), A_INTS("strides", 2, 2), A_INT("ceil_mode", 1)));
 }
 
+/* Regression: pads as large as the kernel put whole windows in the padding, where
+ * MaxPool wrote -FLT_MAX (oneDNN's starting value) for an output ONNX Runtime refuses.
+ * Refused, on either side; pads one smaller than the kernel still run. */
+static void test_error_pool_window_in_padding(void **state) {
+  static const int64_t pads[][4] = {{2, 2, 2, 2}, {0, 0, 0, 2}};
+  for (size_t k = 0; k < sizeof pads / sizeof *pads; k++) {
+    builder *b = b_new(__func__);
+    b_input(b, "x", DIMS(0, 3, 3, 3));
+    b_node(b, "MaxPool", IN("x"), OUT("y"),
+           ATTRS(A_INTS("kernel_shape", 2, 2), A_INTS("pads", pads[k][0], pads[k][1], pads[k][2], pads[k][3])));
+    b_output(b, "y");
+    expect_load_fails(b, INFERD_INVALID_ARG, (const char *const[]){"MaxPool", "wholly in the padding", NULL});
+  }
+  run_pool(__func__, "MaxPool", 3, 3, 3, ATTRS(A_INTS("kernel_shape", 2, 2), A_INTS("pads", 1, 1, 1, 1)));
+}
+
 static void test_global_average_pool_of_input(void **state) {
   run_pool(__func__, "GlobalAveragePool", 5, 7, 6, NULL);
 }
@@ -3266,6 +3282,7 @@ int main(void) {
       cmocka_unit_test(test_avgpool_include_pad_k3_s1_p1),
       cmocka_unit_test(test_avgpool_asymmetric_pads),
       cmocka_unit_test(test_avgpool_ceil_mode_exclude_pad),
+      cmocka_unit_test(test_error_pool_window_in_padding),
       cmocka_unit_test(test_global_average_pool_of_input),
       cmocka_unit_test(test_global_max_pool),
       cmocka_unit_test(test_global_average_pool_after_conv),

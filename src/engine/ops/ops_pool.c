@@ -39,6 +39,16 @@ inferd_code ops_pool_lower(plan_ctx *c, int node, inferd_status *st) {
       return node_fail(c, node, INFERD_INVALID_ARG, st, "kernel_shape must have %d values", w.nsp);
     bool ceil_mode = ir_attr_int(n, "ceil_mode", 0) != 0;
     if ((rc = ops_window(c, node, xv->dims + 2, ks, ceil_mode, &w, st)) != INFERD_OK) return rc;
+    /* A first or last window wholly in the padding pools no element: oneDNN's max pooling
+     * wrote -FLT_MAX there (pads 2 around a kernel of 2). ONNX Runtime refuses pads not
+     * smaller than the kernel; so does this, by the windows the pads make. */
+    for (int i = 0; i < w.nsp; i++) {
+      int64_t span = (w.kernel[i] - 1) * w.dilation[i] + 1;
+      if (w.pad_l[i] >= span || w.pad_r[i] >= span)
+        return node_fail(c, node, INFERD_INVALID_ARG, st,
+                         "a window of %lld would lie wholly in the padding (%lld before, %lld after)", (long long)span,
+                         (long long)w.pad_l[i], (long long)w.pad_r[i]);
+    }
     if (op == OP_AVERAGEPOOL && ir_attr_int(n, "count_include_pad", 0)) {
       alg = dnnl_pooling_avg_include_padding;
       const int64_t *pads;
