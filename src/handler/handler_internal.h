@@ -30,8 +30,8 @@ typedef struct handler__crop_plan {
   int row0, row_end;
 } handler__crop_plan;
 
-/* The JPEG decoder's state (handler_jpeg.c): libjpeg's decompressor, made once per
- * context and reused. */
+/* The JPEG decoder of a context (handler_jpeg.c): room for libjpeg's decompressor, made
+ * afresh for each image, and its error manager. */
 typedef struct handler__jpeg handler__jpeg;
 
 /* Makes *buf hold at least `need` bytes, contents not kept (see handler_image.c);

@@ -38,9 +38,15 @@
  * A progressive JPEG with more than MAX_SCANS scans is refused (TurboJPEG's
  * TJFLAG_LIMITSCANS, against a known denial of service).
  *
- * libjpeg reports errors through error_exit, which must not return: it longjmps back
- * to handler__jpeg_crop, which aborts the decompressor (freeing the image's memory)
- * and keeps it for the next image.
+ * A fresh libjpeg decompressor for every image, destroyed when the image is done
+ * (which frees all of libjpeg's memory for it): a decompressor keeps the quantization
+ * and Huffman tables it has read from one image to the next (for JPEG's abbreviated
+ * datastreams, tables and images sent apart), so a reused one would decode a JPEG
+ * lacking a table with the previous upload's: a Motion-JPEG frame (no DHT, libjpeg's
+ * default tables) was refused as corrupt after a JPEG with optimized tables, and a JPEG
+ * with no DQT, refused on its own as by PIL, was classified after any other. Making one
+ * costs a few small mallocs. libjpeg reports errors through error_exit, which must not
+ * return: it longjmps back to handler__jpeg_crop, which destroys the decompressor.
  */
 #include <setjmp.h>
 #include <stdio.h>
@@ -138,30 +144,19 @@ static void limit_scans(j_common_ptr c) {
 
 /* ==== decoder ============================================================================ */
 
-/* 0 when libjpeg is out of memory. */
-static int create(handler__jpeg *j) {
-  if (setjmp(j->guard.jump)) return 0;
-  jpeg_create_decompress(&j->d);
-  return 1;
-}
-
 handler__jpeg *handler__jpeg_new(void) {
-  handler__jpeg *j = calloc(1, sizeof *j);
+  handler__jpeg *j = calloc(1, sizeof *j); /* j->d stays unmade until an image comes */
   if (!j) return NULL;
   j->d.err = jpeg_std_error(&j->guard.pub);
   j->guard.pub.error_exit = error_exit;
   j->guard.pub.emit_message = emit_message;
   j->progress.progress_monitor = limit_scans;
-  if (!create(j)) {
-    free(j);
-    return NULL;
-  }
   return j;
 }
 
 void handler__jpeg_free(handler__jpeg *j) {
   if (!j) return;
-  jpeg_destroy_decompress(&j->d);
+  jpeg_destroy_decompress(&j->d); /* a no-op: each decode destroys its own; kept for safety */
   free(j);
 }
 
@@ -270,16 +265,17 @@ inferd_code handler__jpeg_crop(handler_image_ctx *ctx, handler__jpeg *j, void **
   j->guard.size = size;
   j->guard.message[0] = '\0';
   if (setjmp(j->guard.jump)) {
-    jpeg_abort_decompress(&j->d);
+    jpeg_destroy_decompress(&j->d); /* safe whatever libjpeg was doing, even creating it */
     const char *message = j->guard.message;
     static const char corrupt[] = "Corrupt JPEG data: "; /* libjpeg's own prefix, once is enough */
     if (strncmp(message, corrupt, sizeof corrupt - 1) == 0) message += sizeof corrupt - 1;
     return core_fail(st, INFERD_INVALID_ARG, "image: corrupt JPEG data: %s", message);
   }
+  jpeg_create_decompress(&j->d); /* no tables from an earlier image (see DESIGN) */
   jpeg_mem_src(&j->d, data, (unsigned long)size);
   j->d.progress = &j->progress;
   jpeg_read_header(&j->d, TRUE);
   inferd_code rc = decode(ctx, j, strip, strip_cap, scaled, info, rgb, st);
-  if (rc != INFERD_OK) jpeg_abort_decompress(&j->d);
+  jpeg_destroy_decompress(&j->d);
   return rc;
 }

@@ -20,7 +20,8 @@
  *   - error paths: empty, truncated, random, corrupt or oversized images, and a
  *     progressive JPEG whose coefficient buffers would exceed 64 MiB, are refused
  *     with INVALID_ARG and a one-line "image: ..." message, and the context keeps
- *     working afterwards;
+ *     working afterwards; a JPEG lacking its Huffman or quantization tables gets no
+ *     tables from the context's earlier images;
  *   - postprocessing: the JSON answer equals TorchServe's (keys, order and layout
  *     exactly; each probability within 1e-6 relative, and printed with the same
  *     digits wherever it is the same float32), labels as strings, lists,
@@ -513,6 +514,60 @@ static void test_errors(void **state) {
   handler_image_ctx_free(ctx);
 }
 
+/* `jpeg` without its marker segments of type `marker` (0xC4 DHT, 0xDB DQT) before the
+ * first scan: the whole file after the SOS is kept. */
+static blob jpeg_without(const blob *jpeg, uint8_t marker) {
+  blob out = {malloc(jpeg->size), 2};
+  assert_non_null(out.data);
+  memcpy(out.data, jpeg->data, 2);
+  size_t at = 2;
+  while (at + 4 <= jpeg->size && jpeg->data[at] == 0xFF && jpeg->data[at + 1] != 0xDA) {
+    size_t len = 2 + ((size_t)jpeg->data[at + 2] << 8 | jpeg->data[at + 3]);
+    assert_true(at + len <= jpeg->size);
+    if (jpeg->data[at + 1] != marker) memcpy(out.data + out.size, jpeg->data + at, len), out.size += len;
+    at += len;
+  }
+  assert_true(at + 4 <= jpeg->size && jpeg->data[at + 1] == 0xDA);
+  memcpy(out.data + out.size, jpeg->data + at, jpeg->size - at);
+  out.size += jpeg->size - at;
+  assert_true(out.size < jpeg->size);
+  return out;
+}
+
+/* libjpeg keeps a decompressor's Huffman and quantization tables from one image to the
+ * next, so a context must not let one upload's tables decode the next: a JPEG with no
+ * DHT (a Motion-JPEG frame: libjpeg's default tables, which chelsea.jpg uses) decodes
+ * as chelsea.jpg even after progressive.jpg (optimized tables), and a JPEG with no DQT
+ * is refused (as by PIL) even after a JPEG that had them. */
+static void test_jpeg_tables_not_kept(void **state) {
+  (void)state;
+  handler_image_ctx *ctx = handler_image_ctx_new(NULL);
+  assert_non_null(ctx);
+  blob jpg = read_file("chelsea.jpg"), progressive = read_file("progressive.jpg");
+  blob no_dht = jpeg_without(&jpg, 0xC4), no_dqt = jpeg_without(&jpg, 0xDB);
+  uint8_t *want = malloc(HANDLER_IMAGE_CROP_BYTES), *got = malloc(HANDLER_IMAGE_CROP_BYTES);
+  inferd_status st = {0};
+  if (handler_image_crop(ctx, jpg.data, jpg.size, want, NULL, &st) != INFERD_OK) fail_msg("%s", st.message);
+  if (handler_image_crop(ctx, progressive.data, progressive.size, got, NULL, &st) != INFERD_OK)
+    fail_msg("%s", st.message);
+  inferd_code rc = handler_image_crop(ctx, no_dht.data, no_dht.size, got, NULL, &st);
+  if (rc != INFERD_OK) fail_msg("chelsea.jpg without DHT after progressive.jpg: %s", st.message);
+  assert_memory_equal(got, want, HANDLER_IMAGE_CROP_BYTES);
+  for (int after_good = 0; after_good < 2; after_good++) {
+    if (after_good && handler_image_crop(ctx, jpg.data, jpg.size, got, NULL, &st) != INFERD_OK)
+      fail_msg("%s", st.message);
+    expect_refused(ctx, no_dqt.data, no_dqt.size, after_good ? "no DQT, after chelsea.jpg" : "no DQT",
+                   "Quantization table 0x00 was not defined");
+  }
+  free(want);
+  free(got);
+  free(no_dht.data);
+  free(no_dqt.data);
+  free(progressive.data);
+  free(jpg.data);
+  handler_image_ctx_free(ctx);
+}
+
 /* ==== postprocessing ======================================================================= */
 
 /* `json` with every number outside strings replaced by '#' (to compare layouts). */
@@ -920,6 +975,7 @@ int main(void) {
       cmocka_unit_test(test_jpeg_eoi_padding),
       cmocka_unit_test(test_model_top5),
       cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_jpeg_tables_not_kept),
       cmocka_unit_test(test_classify_torchserve),
       cmocka_unit_test(test_classify_edges),
       cmocka_unit_test(test_labels),
