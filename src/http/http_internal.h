@@ -168,7 +168,7 @@ typedef struct http__loop {
   atomic_bool stop;
   pthread_t thread;
   bool thread_started;
-  handler_image_ctx *image; /* this thread's preprocessing buffers */
+  struct http__prep *prep;  /* this thread's image preprocessing thread (http_prep.c) */
   EVP_ENCODE_CTX *base64;   /* for images sent as base64 text (NULL: out of memory) */
   uint8_t *scratch;         /* http__loop_scratch */
   size_t scratch_cap;
@@ -381,6 +381,10 @@ typedef struct http__job {
   struct http__job *next_row;        /* v2: the next row's job, NULL after the last */
   int rows_pending;                  /* v2, first row: rows submitted and not yet back */
   void *call;                        /* v2, first row: the call's state in req->pool */
+  uint8_t *image;                    /* prediction: the image bytes, copied for http_prep.c */
+  size_t image_len, image_cap;
+  bool prep_failed;                  /* came back from http_prep.c: answer request.status */
+  struct http__job *next_prep;       /* in its loop's preprocessing queue */
   struct http__job *next_free;
 } http__job;
 
@@ -413,7 +417,8 @@ void http__job_unwait(http__job *first);
 void http__job_cancel(http__job *first);
 /* Submits job->input to job->model's scheduler, to come back to job->finish on this
  * loop. OK: the scheduler owns the job until then. Else nothing was queued and *st
- * says why (UNAVAILABLE: queue full, draining, no workers; 503 + Retry-After). */
+ * says why (UNAVAILABLE: queue full, draining, no workers; 503 + Retry-After). The loop
+ * thread (v2 rows) or its preprocessing thread (predictions). */
 inferd_code http__job_submit(http__job *job, inferd_status *st);
 /* Answers a job that came back with `code` != OK (504, 503 or 500); returns the status sent. */
 int http__send_job_error(h2o_req_t *req, const http__model *m, inferd_code code, const inferd_status *why);
@@ -434,6 +439,19 @@ void http__predict_loop_init(http__loop *loop);  /* on the loop thread */
  * never freed per request. NULL when it cannot grow. Loop thread only. */
 void *http__loop_scratch(http__loop *loop, size_t bytes);
 void http__predict_loop_free(http__loop *loop);  /* on the loop thread, at exit */
+
+/* ---- image preprocessing off the loop (http_prep.c) ----------------------------------- */
+
+typedef struct http__prep http__prep;
+/* Starts `loop`'s preprocessing thread; NULL when out of memory or threads. */
+http__prep *http__prep_start(http__loop *loop, const handler_image_params *params);
+/* Queues a prediction's job whose image (job->image) is to be decoded into its input
+ * slot and submitted; a failure comes back through the loop's done queue with
+ * job->prep_failed. Loop thread. */
+void http__prep_push(http__prep *p, http__job *job);
+/* Stops and frees the thread (NULL: nothing); returns the jobs it had not started, linked
+ * by next_prep, for the loop to recycle. Loop thread, at exit. */
+http__job *http__prep_stop(http__prep *p);
 
 /* ---- KServe v2 (http_v2.c) -------------------------------------------------------------- */
 

@@ -3,15 +3,17 @@
  * over HTTP.
  *
  * The path of one prediction (DESIGN.md §1), all on the HTTP thread that owns the
- * connection except step 4:
+ * connection except the decoding of step 3 and step 4:
  *   1. look the model up and take a reference (404 when unknown);
  *   2. find the image: the raw body, or form field `data` (else `file`, else `body`)
  *      of a multipart/form-data body (400 when empty or malformed; h2o already refused
  *      bodies above max_request_size with 413);
- *   3. take a job from this thread's free list, decode and preprocess the image into
- *      the job's input slot (handler_image_preprocess; 400 for a bad image), and submit
- *      it to the model's scheduler (503 + Retry-After at once when its queue is full or
- *      it is draining). The request now waits; the loop serves other connections;
+ *   3. take a job from this thread's free list, copy the image bytes into it, and queue
+ *      it to this thread's preprocessing thread (http_prep.c), which decodes the image
+ *      into the job's input slot (handler_image_preprocess) and submits the job to the
+ *      model's scheduler; a bad image (400) or a refusal (503 + Retry-After: queue full,
+ *      draining) comes back through the done queue of step 4. The request now waits;
+ *      the loop serves other connections;
  *   4. a worker runs the batch and calls on_done on its own thread, which only sends
  *      the job to the owning loop with h2o_multithread_send_message;
  *   5. on_jobs_done, back on the loop thread, renders the top-5 JSON
@@ -57,7 +59,8 @@
  * (http__answer_memory); the loop keeps at most BLOCKS_KEPT of at most BLOCK_KEPT_BYTES.
  *
  * Threading: everything here runs on the loop thread that owns the request, except
- * on_done (worker threads), which touches only the job's code and message.
+ * http__job_submit (called by the preprocessing thread) and on_done (worker threads),
+ * which touch only the job's scheduler request, code and message.
  */
 #include <errno.h>
 #include <limits.h>
@@ -101,8 +104,14 @@ http__job *http__job_get(http__loop *loop, const http__model *m) {
   job->first_row = job->next_row = NULL;
   job->rows_pending = 0;
   job->call = NULL;
+  job->image_len = 0;
+  job->prep_failed = false;
+  atomic_store(&job->request.cancelled, false); /* a recycled job may have been cancelled */
   return job;
 }
+
+/* A job keeps an image buffer up to this size for the next image; larger ones are freed. */
+#define IMAGE_KEPT_BYTES ((size_t)1 << 20)
 
 void http__job_put(http__loop *loop, http__job *job) {
   job->req = NULL;
@@ -111,6 +120,11 @@ void http__job_put(http__loop *loop, http__job *job) {
   job->finish = NULL;
   job->first_row = job->next_row = NULL;
   job->call = NULL;
+  if (job->image_cap > IMAGE_KEPT_BYTES) {
+    free(job->image);
+    job->image = NULL;
+    job->image_cap = 0;
+  }
   job->next_free = loop->free_jobs;
   loop->free_jobs = job;
 }
@@ -319,7 +333,10 @@ static void answer(http__job *job) {
   http__model *m = job->model;
   job->hook->job = NULL; /* the dispose hook must not touch a recycled job */
   int status;
-  if (job->code == INFERD_OK) {
+  if (job->prep_failed) { /* the image or the scheduler's refusal (http_prep.c) */
+    http__send_status(req, &job->request.status);
+    status = http__error_status(http__error_from_code(job->code));
+  } else if (job->code == INFERD_OK) {
     char *body = h2o_mem_alloc_pool(&req->pool, m->answer_bytes);
     size_t len = 0;
     inferd_status st;
@@ -366,7 +383,7 @@ void http__predict_loop_init(http__loop *loop) {
   h2o_linklist_init_anchor(&loop->waiting);
   loop->deadline_tick = (h2o_timeout_entry_t){.cb = on_deadline_tick};
   handler_image_params params = {.scaled_jpeg = loop->server->config->jpeg_dct_scaling};
-  loop->image = handler_image_ctx_new(&params);
+  loop->prep = http__prep_start(loop, &params);
   loop->base64 = EVP_ENCODE_CTX_new();
   h2o_multithread_register_receiver(loop->queue, &loop->done_receiver, on_jobs_done);
 }
@@ -375,11 +392,20 @@ void http__predict_loop_free(http__loop *loop) {
   /* before h2o_context_dispose, which wants its timeouts empty */
   if (h2o_timeout_is_linked(&loop->deadline_tick)) h2o_timeout_unlink(&loop->deadline_tick);
   h2o_multithread_unregister_receiver(loop->queue, &loop->done_receiver);
+  for (http__job *job = http__prep_stop(loop->prep), *next; job; job = next) { /* never decoded */
+    next = job->next_prep;
+    http__job_unwait(job);
+    http__model_release(job->model);
+    atomic_fetch_sub(&loop->server->in_flight, 1);
+    http__job_put(loop, job);
+  }
+  loop->prep = NULL;
   while (loop->free_jobs) {
     http__job *job = loop->free_jobs;
     loop->free_jobs = job->next_free;
     free(job->input);
     free(job->output);
+    free(job->image);
     free(job);
   }
   while (loop->free_blocks) {
@@ -388,8 +414,6 @@ void http__predict_loop_free(http__loop *loop) {
     free(b);
   }
   loop->free_block_count = 0;
-  handler_image_ctx_free(loop->image);
-  loop->image = NULL;
   EVP_ENCODE_CTX_free(loop->base64);
   loop->base64 = NULL;
   free(loop->scratch);
@@ -485,7 +509,19 @@ void http__predict(http_server *s, h2o_req_t *req, const http__path *path) {
     http__model_release(m);
     return;
   }
-  http__job *job = loop->image ? http__job_get(loop, m) : NULL;
+  from_base64(loop, &image);
+  http__job *job = loop->prep ? http__job_get(loop, m) : NULL;
+  if (job && image.len > job->image_cap) {
+    uint8_t *bigger = malloc(image.len);
+    if (bigger) {
+      free(job->image);
+      job->image = bigger;
+      job->image_cap = image.len;
+    } else {
+      http__job_put(loop, job);
+      job = NULL;
+    }
+  }
   if (!job) {
     http__send_error(req, HTTP__E_UNAVAILABLE, "out of memory for a request of model %s", m->name);
     metrics_model_response(m->metrics, 503);
@@ -495,20 +531,11 @@ void http__predict(http_server *s, h2o_req_t *req, const http__path *path) {
   job->received = core_now_seconds();
   job->model = m;
   job->finish = finish_prediction;
-  from_base64(loop, &image);
-  inferd_code code = handler_image_preprocess(loop->image, image.base, image.len, job->input, NULL, &st);
-  if (code == INFERD_OK) {
-    metrics_model_ts_request(m->metrics);
-    code = http__job_submit(job, &st);
-  }
-  if (code != INFERD_OK) {
-    http__send_status(req, &st);
-    metrics_model_response(m->metrics, http__error_status(http__error_from_code(code)));
-    http__model_release(m);
-    http__job_put(loop, job);
-    return;
-  }
-  /* Queued: the scheduler owns the job until on_done; the model reference goes with it. */
+  memcpy(job->image, image.base, image.len);
+  job->image_len = image.len;
+  /* Queued for decoding (http_prep.c), then the scheduler's until on_done; the model
+   * reference goes with the job. */
   atomic_fetch_add(&s->in_flight, 1);
   http__job_wait(job, req);
+  http__prep_push(loop->prep, job);
 }

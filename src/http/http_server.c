@@ -114,6 +114,7 @@ static void *loop_main(void *arg) {
   http__loop *loop = arg;
   http_server *s = loop->server;
   http__current_loop = loop;
+  pthread_setname_np(pthread_self(), "inferd-http");
   loop->evloop = h2o_evloop_create();
   h2o_context_init(&loop->ctx, loop->evloop, &s->globalconf);
   loop->queue = h2o_multithread_create_queue(loop->evloop);

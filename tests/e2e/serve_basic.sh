@@ -8,7 +8,9 @@
 #   and version, 400 corrupt / truncated / empty image, 413 above max_request_size (by
 #   Content-Length and chunked), 401 missing / wrong token, 405 wrong method; the
 #   management API (list, describe with workers and cores, register refused without
-#   --enable-model-api); /metrics; /ping still 200 after all the bad requests; SIGTERM
+#   --enable-model-api); /metrics; /ping still 200 after all the bad requests; images
+#   decoded by the preprocessing threads ("inferd-prep"), not by the HTTP threads
+#   ("inferd-http"), whose event loops must stay free (their CPU time compared); SIGTERM
 #   exits 0 and removes key_file.json. (--start, --stop and the other signals:
 #   serve_signals.sh.)
 #
@@ -32,6 +34,12 @@ jpg = open(os.path.join(work, "cat.jpg"), "rb").read()
 open(os.path.join(work, "truncated.jpg"), "wb").write(jpg[: len(jpg) // 3])
 open(os.path.join(work, "corrupt.jpg"), "wb").write(b"\xff\xd8\xff\xe0" + bytes(range(256)) * 40)
 open(os.path.join(work, "big.bin"), "wb").write(b"\0" * 3_000_000)
+# 6000x4000 (24 megapixels) of smooth gradients: ~0.3 MB as JPEG, tens of ms to decode
+import numpy as np
+x = np.linspace(0, 255, 6000, dtype=np.float32)[None, :]
+y = np.linspace(0, 255, 4000, dtype=np.float32)[:, None]
+rgb = np.stack([x + 0 * y, 0 * x + y, (x + y) / 2], axis=2).astype(np.uint8)
+Image.fromarray(rgb).save(os.path.join(work, "gradient.jpg"), quality=90)
 PY
 cp "$DATA/coffee.png" "$WORK/coffee.png"
 
@@ -146,6 +154,28 @@ expect 200 "KServe v2 model ready" -H "$AUTH" "$I/v2/models/mobilenet/ready"
 expect 200 "ping after the bad requests" "$I/ping"
 expect 200 "predict after the bad requests" -H "$AUTH" -T "$WORK/cat.jpg" "$I/predictions/mobilenet"
 cmp -s "$WORK/body" "$WORK/raw.json" || fail "the answer changed after the bad requests"
+
+# Who decodes: CPU seconds (utime + stime of /proc/PID/task/*/stat) of the threads named
+# NAME, summed.
+thread_cpu() {
+  local name=$1 total=0 task ticks
+  for task in /proc/"$SERVER_PID"/task/*; do
+    [ "$(cat "$task/comm" 2>/dev/null)" = "$name" ] || continue
+    ticks=$(sed 's/^.*) //' "$task/stat" | awk '{print $12 + $13}')
+    total=$((total + ticks))
+  done
+  echo "$total"
+}
+http0=$(thread_cpu inferd-http) prep0=$(thread_cpu inferd-prep)
+for i in 1 2 3 4 5 6; do
+  expect 200 "24-megapixel JPEG $i" -H "$AUTH" -T "$WORK/gradient.jpg" "$I/predictions/mobilenet" >/dev/null
+done
+http=$(($(thread_cpu inferd-http) - http0)) prep=$(($(thread_cpu inferd-prep) - prep0))
+if [ "$prep" -gt 0 ] && [ "$prep" -gt $((4 * http)) ]; then
+  echo "ok   six 24-megapixel JPEGs decoded off the event loops: preprocessing threads $prep ticks, HTTP threads $http"
+else
+  fail "six 24-megapixel JPEGs: preprocessing threads took $prep CPU ticks, HTTP threads $http (want over 4 times as many)"
+fi
 
 # ---- graceful stop ----
 serve_stop 60
