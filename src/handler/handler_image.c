@@ -307,8 +307,8 @@ inferd_code handler__check_size(int width, int height, int64_t max_pixels, infer
   if (width <= 0 || height <= 0)
     return core_fail(st, INFERD_INVALID_ARG, "image: %dx%d has no pixels", width, height);
   if ((int64_t)width * height > max_pixels)
-    return core_fail(st, INFERD_INVALID_ARG, "image: %dx%d is %.1f megapixels, more than the %.1f allowed", width,
-                     height, (double)width * height / 1e6, (double)max_pixels / 1e6);
+    return core_fail(st, INFERD_INVALID_ARG, "image: %dx%d is %lld pixels (%.1f megapixels), more than the %lld allowed",
+                     width, height, (long long)width * height, (double)width * height / 1e6, (long long)max_pixels);
   if (width > HANDLER__MAX_SIDE || height > HANDLER__MAX_SIDE)
     return core_fail(st, INFERD_INVALID_ARG, "image: %dx%d has a side longer than %d pixels", width, height,
                      HANDLER__MAX_SIDE);

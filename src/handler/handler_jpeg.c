@@ -25,7 +25,9 @@
  * marker 0xd9"): damaged entropy-coded data often shows only as that warning (the
  * decoder, out of step, finishes its MCUs early and skips the rest), so it is taken
  * for padding only when the skipped bytes are zeros, at most EOI_PADDING_MAX of them,
- * right before a final EOI. Every warning is seen, not only the first.
+ * right before the EOI (bytes after it are not read, by PIL either). Every warning is
+ * seen, not only the first. libjpeg running out of memory is NO_MEMORY, not a corrupt
+ * image.
  *
  * Memory. A progressive JPEG (or one whose first scan lacks a component) makes libjpeg
  * keep the DCT coefficients of the whole image until the last scan: 64 coefficients of
@@ -74,7 +76,7 @@ typedef struct jpeg_guard {
   struct jpeg_error_mgr pub;
   jmp_buf jump;
   const uint8_t *data; /* the image being decoded (for the padding check) */
-  size_t size;
+  int out_of_memory;    /* the decode stopped for libjpeg's lack of memory */
   char message[JMSG_LENGTH_MAX]; /* why the decode stopped */
 } jpeg_guard;
 
@@ -94,25 +96,27 @@ static _Noreturn void stop(j_common_ptr c) {
 static _Noreturn void error_exit(j_common_ptr c) {
   jpeg_guard *g = (jpeg_guard *)c->err;
   c->err->format_message(c, g->message);
+  g->out_of_memory = c->err->msg_code == JERR_OUT_OF_MEMORY;
   stop(c);
 }
 
 /* "N extraneous bytes before marker 0xd9" for N zero bytes of padding right before the
- * final end-of-image marker (see DESIGN). */
-static int eoi_padding(const jpeg_guard *g) {
+ * end-of-image marker (see DESIGN). libjpeg warns with its source at the marker's 0xFF,
+ * the skipped bytes right before it; what follows the marker is never read, as PIL
+ * does not read it either. */
+static int eoi_padding(j_decompress_ptr d, const jpeg_guard *g) {
   const struct jpeg_error_mgr *e = &g->pub;
   long n = e->msg_parm.i[0];
   if (e->msg_parm.i[1] != 0xD9 || n <= 0 || n > EOI_PADDING_MAX) return 0;
-  const uint8_t *data = g->data;
-  size_t size = g->size;
-  if (size < 4 + (size_t)n || data[size - 2] != 0xFF || data[size - 1] != 0xD9) return 0;
-  for (size_t i = size - 2 - (size_t)n; i < size - 2; i++)
-    if (data[i] != 0) return 0;
+  const uint8_t *marker = d->src->next_input_byte;
+  if (marker < g->data + 2 + n || marker[0] != 0xFF) return 0;
+  for (const uint8_t *p = marker - n; p < marker; p++)
+    if (*p != 0) return 0;
   return 1;
 }
 
 /* Warnings after which no image data is lost (see DESIGN). */
-static int harmless(const jpeg_guard *g) {
+static int harmless(j_decompress_ptr d, const jpeg_guard *g) {
   switch (g->pub.msg_code) {
   case JWRN_JFIF_MAJOR:
   case JWRN_NOT_SEQUENTIAL:
@@ -120,7 +124,7 @@ static int harmless(const jpeg_guard *g) {
   case JWRN_BOGUS_ICC:
     return 1;
   case JWRN_EXTRANEOUS_DATA:
-    return eoi_padding(g);
+    return eoi_padding(d, g);
   default:
     return 0;
   }
@@ -129,7 +133,7 @@ static int harmless(const jpeg_guard *g) {
 /* Every message but errors: level -1 is a warning, the others are traces. */
 static void emit_message(j_common_ptr c, int level) {
   jpeg_guard *g = (jpeg_guard *)c->err;
-  if (level >= 0 || harmless(g)) return;
+  if (level >= 0 || harmless((j_decompress_ptr)c, g)) return; /* only decompressors here */
   c->err->format_message(c, g->message);
   stop(c);
 }
@@ -262,11 +266,13 @@ inferd_code handler__jpeg_crop(handler_image_ctx *ctx, handler__jpeg *j, void **
                                inferd_status *st) {
   if (!j) return core_fail(st, INFERD_NO_MEMORY, "image: out of memory for the JPEG decoder");
   j->guard.data = data;
-  j->guard.size = size;
+  j->guard.out_of_memory = 0;
   j->guard.message[0] = '\0';
   if (setjmp(j->guard.jump)) {
     jpeg_destroy_decompress(&j->d); /* safe whatever libjpeg was doing, even creating it */
     const char *message = j->guard.message;
+    if (j->guard.out_of_memory)
+      return core_fail(st, INFERD_NO_MEMORY, "image: out of memory decoding the JPEG (%s)", message);
     static const char corrupt[] = "Corrupt JPEG data: "; /* libjpeg's own prefix, once is enough */
     if (strncmp(message, corrupt, sizeof corrupt - 1) == 0) message += sizeof corrupt - 1;
     return core_fail(st, INFERD_INVALID_ARG, "image: corrupt JPEG data: %s", message);
