@@ -173,6 +173,7 @@ typedef struct http__loop {
   uint8_t *scratch;         /* http__loop_scratch */
   size_t scratch_cap;
   struct http__job *free_jobs; /* recycled prediction jobs, this thread only */
+  int free_job_count;
   struct http__block *free_blocks; /* recycled answer blocks (http__answer_memory) */
   int free_block_count;
   h2o_linklist_t waiting;      /* requests waiting for the scheduler, by http__job.waiting */
@@ -438,13 +439,19 @@ void http__predict_loop_init(http__loop *loop);  /* on the loop thread */
  * into the jobs): grown to the largest asked for (bounded by max_request_size), kept,
  * never freed per request. NULL when it cannot grow. Loop thread only. */
 void *http__loop_scratch(http__loop *loop, size_t bytes);
-void http__predict_loop_free(http__loop *loop);  /* on the loop thread, at exit */
+/* Stops the loop's preprocessing thread and answers what it sent back: before the
+ * loop's models may go away, whether or not the loop's h2o objects are then freed. */
+void http__predict_loop_stop(http__loop *loop);  /* on the loop thread, at exit */
+void http__predict_loop_free(http__loop *loop);  /* on the loop thread, at exit, after stop */
 
 /* ---- image preprocessing off the loop (http_prep.c) ----------------------------------- */
 
 typedef struct http__prep http__prep;
 /* Starts `loop`'s preprocessing thread; NULL when out of memory or threads. */
 http__prep *http__prep_start(http__loop *loop, const handler_image_params *params);
+/* True when `limit` jobs already wait to be decoded (answer 503 then). Only the loop
+ * pushes, so a false answer holds until its next push. Loop thread. */
+bool http__prep_full(http__prep *p, int limit);
 /* Queues a prediction's job whose image (job->image) is to be decoded into its input
  * slot and submitted; a failure comes back through the loop's done queue with
  * job->prep_failed. Loop thread. */

@@ -52,8 +52,10 @@
  * pool and makes one small malloc: the dispose hook (http__job_wait), which h2o 2.2
  * can only attach as a shared pool entry, and h2o_mem_alloc_shared mallocs each (the
  * one callback h2o runs when a request is gone; its memory is freed with free()). The
- * number of jobs alive is bounded by the requests in flight, which
- * the models' job_queue_size and batch sizes bound. Answers of 1 KB and more (v2
+ * number of jobs alive is bounded by the requests in flight, which the models'
+ * job_queue_size (their scheduler's queue, and each loop's queue of images to decode)
+ * and batch sizes bound; a loop keeps at most FREE_JOBS_KEPT of them between requests,
+ * each with an image buffer of at most IMAGE_KEPT_BYTES. Answers of 1 KB and more (v2
  * infer's), which h2o's pool would malloc, go to answer blocks that the same hook
  * gives back to the loop once h2o has sent them and disposes the request
  * (http__answer_memory); the loop keeps at most BLOCKS_KEPT of at most BLOCK_KEPT_BYTES.
@@ -87,16 +89,29 @@ static bool grow(float **slot, size_t *capacity, size_t floats) {
   return true;
 }
 
+/* What a loop keeps of the jobs it recycles: at most FREE_JOBS_KEPT jobs (a burst's
+ * are freed past that), each with an image buffer of at most IMAGE_KEPT_BYTES. */
+enum { FREE_JOBS_KEPT = 256 };
+#define IMAGE_KEPT_BYTES ((size_t)512 << 10)
+
+static void job_free(http__job *job) {
+  free(job->input);
+  free(job->output);
+  free(job->image);
+  free(job);
+}
+
 http__job *http__job_get(http__loop *loop, const http__model *m) {
   http__job *job = loop->free_jobs;
-  if (job)
+  if (job) {
     loop->free_jobs = job->next_free;
-  else if (!(job = calloc(1, sizeof *job)))
+    loop->free_job_count--;
+  } else if (!(job = calloc(1, sizeof *job))) {
     return NULL;
+  }
   if (!grow(&job->input, &job->input_capacity, m->input_elems) ||
       !grow(&job->output, &job->output_capacity, m->output_elems)) {
-    job->next_free = loop->free_jobs;
-    loop->free_jobs = job;
+    job_free(job);
     return NULL;
   }
   job->loop = loop;
@@ -110,10 +125,11 @@ http__job *http__job_get(http__loop *loop, const http__model *m) {
   return job;
 }
 
-/* A job keeps an image buffer up to this size for the next image; larger ones are freed. */
-#define IMAGE_KEPT_BYTES ((size_t)1 << 20)
-
 void http__job_put(http__loop *loop, http__job *job) {
+  if (loop->free_job_count >= FREE_JOBS_KEPT) {
+    job_free(job);
+    return;
+  }
   job->req = NULL;
   job->hook = NULL; /* the request's hook, if any, was disarmed (hook->job = NULL) */
   job->model = NULL;
@@ -127,6 +143,7 @@ void http__job_put(http__loop *loop, http__job *job) {
   }
   job->next_free = loop->free_jobs;
   loop->free_jobs = job;
+  loop->free_job_count++;
 }
 
 void http__job_cancel(http__job *first) {
@@ -283,7 +300,6 @@ inferd_code http__job_submit(http__job *job, inferd_status *st) {
   job->request.deadline = 0; /* the model's response_timeout after enqueue */
   job->request.done = on_done;
   job->request.user = job;
-  atomic_store(&job->request.cancelled, false);
   job->message = (h2o_multithread_message_t){{NULL, NULL}};
   inferd_code code = sched_submit(job->model->sched, &job->request);
   if (code == INFERD_UNAVAILABLE)
@@ -333,7 +349,7 @@ static void answer(http__job *job) {
   http__model *m = job->model;
   job->hook->job = NULL; /* the dispose hook must not touch a recycled job */
   int status;
-  if (job->prep_failed) { /* the image or the scheduler's refusal (http_prep.c) */
+  if (job->prep_failed && job->code != INFERD_TIMEOUT) { /* the image, a refusal (http_prep.c) */
     http__send_status(req, &job->request.status);
     status = http__error_status(http__error_from_code(job->code));
   } else if (job->code == INFERD_OK) {
@@ -384,30 +400,37 @@ void http__predict_loop_init(http__loop *loop) {
   loop->deadline_tick = (h2o_timeout_entry_t){.cb = on_deadline_tick};
   handler_image_params params = {.scaled_jpeg = loop->server->config->jpeg_dct_scaling};
   loop->prep = http__prep_start(loop, &params);
+  if (!loop->prep)
+    core_log(CORE_LOG_ERROR, "http thread %d: cannot start its image preprocessing thread: its predictions get 503",
+             loop->index);
   loop->base64 = EVP_ENCODE_CTX_new();
   h2o_multithread_register_receiver(loop->queue, &loop->done_receiver, on_jobs_done);
+}
+
+void http__predict_loop_stop(http__loop *loop) {
+  http__job *left = http__prep_stop(loop->prep); /* joined: it sends nothing more */
+  loop->prep = NULL;
+  h2o_evloop_run(loop->evloop, 0); /* what it sent back: answered, recycled */
+  for (http__job *job = left, *next; job; job = next) { /* never decoded: let go */
+    next = job->next_prep;
+    http__job_unwait(job);
+    if (job->req) job->hook->job = NULL; /* its request lives on (to the process exit) */
+    http__model_release(job->model);
+    atomic_fetch_sub(&loop->server->in_flight, 1);
+    http__job_put(loop, job);
+  }
 }
 
 void http__predict_loop_free(http__loop *loop) {
   /* before h2o_context_dispose, which wants its timeouts empty */
   if (h2o_timeout_is_linked(&loop->deadline_tick)) h2o_timeout_unlink(&loop->deadline_tick);
   h2o_multithread_unregister_receiver(loop->queue, &loop->done_receiver);
-  for (http__job *job = http__prep_stop(loop->prep), *next; job; job = next) { /* never decoded */
-    next = job->next_prep;
-    http__job_unwait(job);
-    http__model_release(job->model);
-    atomic_fetch_sub(&loop->server->in_flight, 1);
-    http__job_put(loop, job);
-  }
-  loop->prep = NULL;
   while (loop->free_jobs) {
     http__job *job = loop->free_jobs;
     loop->free_jobs = job->next_free;
-    free(job->input);
-    free(job->output);
-    free(job->image);
-    free(job);
+    job_free(job);
   }
+  loop->free_job_count = 0;
   while (loop->free_blocks) {
     http__block *b = loop->free_blocks;
     loop->free_blocks = b->next_free;
@@ -506,6 +529,13 @@ void http__predict(http_server *s, h2o_req_t *req, const http__path *path) {
   }
   if (status) {
     metrics_model_response(m->metrics, status);
+    http__model_release(m);
+    return;
+  }
+  if (loop->prep && http__prep_full(loop->prep, m->job_queue_size)) { /* as a full scheduler queue */
+    http__send_error(req, HTTP__E_UNAVAILABLE, "Model \"%s\" has %d requests waiting for their images to be decoded",
+                     m->name, m->job_queue_size);
+    metrics_model_response(m->metrics, 503);
     http__model_release(m);
     return;
   }

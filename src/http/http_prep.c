@@ -13,16 +13,24 @@
  * with the status to answer (job->prep_failed); the loop answers 400 / 503 then.
  *
  * The queue is FIFO between one loop and its thread, under a mutex only those two take
- * (no lock shared by loops). Jobs count in the server's in_flight from the moment they
- * are queued here, and wait with their deadline and dispose hook on the loop
- * (http__job_wait) as queued jobs do: a client that leaves or times out while its image
- * is still being decoded cancels the job, which this thread then hands back without
- * decoding it (a cancel that comes between that check and sched_submit is lost, as
- * sched_submit clears the flag: the job then runs and is recycled unanswered).
+ * (no lock shared by loops), and bounded: a job is refused (503 + Retry-After, as for a
+ * full scheduler queue) when the model's job_queue_size jobs already wait here, so
+ * what decoding holds (the body, its copy, the 602 KB input slot) stays bounded as the
+ * scheduler's queue bounds the rest. Jobs count in the server's in_flight from the
+ * moment they are queued, and wait with their deadline and dispose hook on the loop
+ * (http__job_wait) as queued jobs do: a client that leaves or times out while its
+ * image waits or decodes cancels the job, which this thread then hands back without
+ * decoding it or, seen after the decode, without submitting it (sched_submit clears
+ * the flag, so a cancel in the instant between that check and the submit is lost: the
+ * job runs and is recycled unanswered). While the server drains, jobs are handed back
+ * undecoded with 503.
  *
  * Threading: http__prep_start / push / stop on the loop thread; everything else on the
- * preprocessing thread, which touches only the jobs queued to it (their image, input,
- * code and status, model) and never job->req.
+ * preprocessing thread, which reads what the loop wrote before the push (image, model,
+ * deadline, the cancelled flag, atomically) and writes the job's input, scheduler
+ * request, code, message and prep_failed, never job->req. http__prep_stop joins the
+ * thread, so nothing of it runs after the loop stopped it (the loop does so before its
+ * models can go away).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -37,6 +45,7 @@ struct http__prep {
   pthread_mutex_t lock;
   pthread_cond_t wake;
   http__job *head, *tail; /* queued, by job->next_prep; under lock */
+  int queued;             /* jobs in the queue; under lock */
   bool stop;              /* under lock */
 };
 
@@ -44,10 +53,14 @@ struct http__prep {
 static void prepare(http__prep *p, http__job *job) {
   inferd_status st = {0};
   inferd_code code;
-  if (atomic_load(&job->request.cancelled))
+  if (atomic_load(&job->request.cancelled) || core_now_seconds() >= job->deadline)
     code = core_fail(&st, INFERD_TIMEOUT, "cancelled before its image was decoded");
+  else if (atomic_load(&p->loop->server->draining))
+    code = core_fail(&st, INFERD_UNAVAILABLE, "The server is shutting down and accepts no new requests.");
   else
     code = handler_image_preprocess(p->image, job->image, job->image_len, job->input, NULL, &st);
+  if (code == INFERD_OK && atomic_load(&job->request.cancelled))
+    code = core_fail(&st, INFERD_TIMEOUT, "cancelled while its image was decoded");
   if (code == INFERD_OK) {
     metrics_model_ts_request(job->model->metrics);
     code = http__job_submit(job, &st);
@@ -70,6 +83,7 @@ static void *prep_main(void *arg) {
     http__job *job = p->head;
     p->head = job->next_prep;
     if (!p->head) p->tail = NULL;
+    p->queued--;
     pthread_mutex_unlock(&p->lock);
     prepare(p, job);
     pthread_mutex_lock(&p->lock);
@@ -99,6 +113,13 @@ http__prep *http__prep_start(http__loop *loop, const handler_image_params *param
   return p;
 }
 
+bool http__prep_full(http__prep *p, int limit) {
+  pthread_mutex_lock(&p->lock);
+  bool full = p->queued >= limit;
+  pthread_mutex_unlock(&p->lock);
+  return full;
+}
+
 void http__prep_push(http__prep *p, http__job *job) {
   job->next_prep = NULL;
   pthread_mutex_lock(&p->lock);
@@ -107,6 +128,7 @@ void http__prep_push(http__prep *p, http__job *job) {
   else
     p->head = job;
   p->tail = job;
+  p->queued++;
   pthread_cond_signal(&p->wake);
   pthread_mutex_unlock(&p->lock);
 }

@@ -17,9 +17,10 @@
  * Threads. number_of_netty_threads HTTP threads (0: one per usable CPU, at most 4).
  * Each makes its own h2o_evloop and h2o_context (h2o's buffers are thread-local), one
  * h2o_multithread queue, and accepts on its copy of every listener. A connection stays
- * on the thread that accepted it. Requests are routed (http_routes.c), authorized,
- * parsed and preprocessed on that thread; a prediction is then queued to its model's
- * scheduler and the connection waits while the loop serves others. The worker that
+ * on the thread that accepted it. Requests are routed (http_routes.c), authorized and
+ * parsed on that thread; a prediction's image is decoded by the thread's preprocessing
+ * thread (http_prep.c), which queues it to its model's scheduler, and the connection
+ * waits while the loop serves others. The worker that
  * finishes it sends the request back with h2o_multithread_send_message to the loop
  * that owns the connection, which renders and sends the response. So every h2o object
  * is only ever touched by its own loop thread.
@@ -148,6 +149,7 @@ static void *loop_main(void *arg) {
   loop->ctx.shutdown_requested = 1;
   double until = core_now_seconds() + 0.2;
   while (!connections_closed(loop) && core_now_seconds() < until) h2o_evloop_run(loop->evloop, 10);
+  http__predict_loop_stop(loop);
   if (!connections_closed(loop)) {
     core_log(CORE_LOG_DEBUG, "http thread %d: connections still open at exit; h2o objects left to the process exit", loop->index);
     return NULL;
