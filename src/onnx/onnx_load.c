@@ -248,6 +248,8 @@ static inferd_code add_declared(ir_graph *g, name_table *names, const Onnx__Valu
     idx = ir_graph_add_value(g, vi->name, INFERD_DTYPE_UNDEFINED, -1, NULL, NULL);
     if (idx == IR_NONE) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
     table_put(names, g, idx);
+  } else if (g->values[idx].is_input) {
+    return core_fail(st, INFERD_INVALID_ARG, "graph input '%s' is listed twice", vi->name);
   } else {
     return INFERD_OK; /* an initializer also listed as an input (older exporters): a constant */
   }
@@ -483,6 +485,10 @@ static inferd_code build_graph(ir_graph *g, const Onnx__ModelProto *m, inferd_st
     const Onnx__TensorProto *t = gp->initializer[i];
     if (!t->name || !*t->name) {
       rc = core_fail(st, INFERD_INVALID_ARG, "initializer %zu has no name", i);
+      goto out;
+    }
+    if (table_find(&names, g, t->name) != IR_NONE) { /* which one is meant? (not SSA) */
+      rc = core_fail(st, INFERD_INVALID_ARG, "initializer '%s' is defined twice", t->name);
       goto out;
     }
     int idx = ir_graph_add_value(g, t->name, INFERD_DTYPE_UNDEFINED, 0, NULL, NULL);

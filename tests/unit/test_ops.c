@@ -3009,6 +3009,25 @@ static void test_error_attribute_type(void **state) {
   expect_load_fails(b, INFERD_UNSUPPORTED, (const char *const[]){"Constant", "'value_float'", NULL});
 }
 
+/* Regression: a name defined twice (two initializers, or a graph input listed twice)
+ * loaded with the later initializer silently winning, or as a model of two inputs.
+ * ONNX graphs are single assignment: refused, naming the value. */
+static void test_error_name_defined_twice(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 4));
+  b_random(b, "w", DIMS(4), -1.0f, 1.0f);
+  b_random(b, "w", DIMS(4), 2.0f, 3.0f);
+  b_node(b, "Add", IN("x", "w"), OUT("y"), NULL);
+  b_output(b, "y");
+  expect_load_fails(b, INFERD_INVALID_ARG, (const char *const[]){"initializer 'w' is defined twice", NULL});
+  b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 4));
+  b_input(b, "x", DIMS(0, 4));
+  b_node(b, "Relu", IN("x"), OUT("y"), NULL);
+  b_output(b, "y");
+  expect_load_fails(b, INFERD_INVALID_ARG, (const char *const[]){"graph input 'x' is listed twice", NULL});
+}
+
 /* Regression: Clip's min and max became inputs in opset 11 and ReduceMean's axes an
  * input in opset 18. Left as attributes in a newer model they were ignored: Clip
  * passed everything through, ReduceMean averaged over every axis. */
@@ -3370,6 +3389,7 @@ int main(void) {
       cmocka_unit_test(test_error_unknown_op),
       cmocka_unit_test(test_error_attribute_type),
       cmocka_unit_test(test_error_attribute_of_older_opset),
+      cmocka_unit_test(test_error_name_defined_twice),
       cmocka_unit_test(test_error_weight_raw_data_short),
       cmocka_unit_test(test_error_truncated_model),
       cmocka_unit_test(test_error_batch_size),
