@@ -526,16 +526,13 @@ void http__predict(http_server *s, h2o_req_t *req, const http__path *path) {
   } else if (image.len == 0) {
     http__send_canned(req, HTTP__CANNED_EMPTY_BODY);
     status = 400;
+  } else if (loop->prep && http__prep_full(loop->prep, m->job_queue_size)) { /* as a full scheduler queue */
+    http__send_error(req, HTTP__E_UNAVAILABLE, "Model \"%s\" has %d requests waiting for their images to be decoded",
+                     m->name, m->job_queue_size);
+    status = 503;
   }
   if (status) {
     metrics_model_response(m->metrics, status);
-    http__model_release(m);
-    return;
-  }
-  if (loop->prep && http__prep_full(loop->prep, m->job_queue_size)) { /* as a full scheduler queue */
-    http__send_error(req, HTTP__E_UNAVAILABLE, "Model \"%s\" has %d requests waiting for their images to be decoded",
-                     m->name, m->job_queue_size);
-    metrics_model_response(m->metrics, 503);
     http__model_release(m);
     return;
   }
