@@ -20,10 +20,9 @@
  * moment they are queued, and wait with their deadline and dispose hook on the loop
  * (http__job_wait) as queued jobs do: a client that leaves or times out while its
  * image waits or decodes cancels the job, which this thread then hands back without
- * decoding it or, seen after the decode, without submitting it (sched_submit clears
- * the flag, so a cancel in the instant between that check and the submit is lost: the
- * job runs and is recycled unanswered). While the server drains, jobs are handed back
- * undecoded with 503.
+ * decoding it or, seen after the decode, without submitting it; a cancel in the
+ * instant between that check and the submit is kept by the scheduler, which skips the
+ * job. While the server drains, jobs are handed back undecoded with 503.
  *
  * Threading: http__prep_start / push / stop on the loop thread; everything else on the
  * preprocessing thread, which reads what the loop wrote before the push (image, model,

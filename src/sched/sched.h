@@ -94,7 +94,9 @@ struct sched_request {
                          before reusing the request to get the default again. */
   sched_done_fn done;
   void *user;         /* passed to done as is */
-  /* Set with sched_request_cancel, only after sched_submit returned OK. */
+  /* Set with sched_request_cancel. sched_submit keeps it: a request cancelled before
+     it was submitted (its client left while the caller prepared it) is accepted and
+     skipped like one cancelled in the queue. Clear it before reusing a request. */
   atomic_bool cancelled;
   /* Written by the scheduler. */
   double enqueue_time;  /* seconds, when sched_submit accepted it */

@@ -300,7 +300,6 @@ inferd_code sched_submit(sched_model *m, sched_request *r) {
   if (!r) return INFERD_INVALID_ARG;
   if (!r->input || !r->output || !r->done)
     return core_fail(&r->status, INFERD_INVALID_ARG, "request without %s", !r->input ? "input" : !r->output ? "output" : "done");
-  atomic_store_explicit(&r->cancelled, false, memory_order_relaxed);
   r->start_time = 0;
   double now = core_now_seconds();
   double deadline = r->deadline > 0 ? r->deadline

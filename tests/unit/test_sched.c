@@ -677,6 +677,33 @@ static void test_cancelled_is_skipped(void **state) {
   (void)state;
 }
 
+/* Cancelled before it was submitted (its client left while it was prepared): accepted,
+ * then skipped as if cancelled in the queue; the flag is the caller's to clear. */
+static void test_cancelled_before_submit(void **state) {
+  harness h;
+  harness_init(&h);
+  sched_model *m = start_model(&(sched_model_params){.name = "mobilenet", .batch_size = 4, .workers = 1,
+                                                     .worker = {.threads = 1}, .on_batch = on_batch,
+                                                     .stats_ctx = &h});
+  test_req *gone = new_req(&h, 1, false);
+  test_req *kept = new_req(&h, 2, false);
+  sched_request_cancel(&gone->req);
+  assert_int_equal(submit(m, gone), INFERD_OK);
+  assert_int_equal(submit(m, kept), INFERD_OK);
+  assert_true(wait_completed(&h, 2));
+  sched_model_free(m);
+  assert_int_equal(atomic_load(&gone->done_calls), 1);
+  assert_int_equal(gone->code, INFERD_TIMEOUT);
+  assert_non_null(strstr(gone->req.status.message, "cancelled"));
+  assert_true(output_untouched(gone));
+  assert_int_equal(kept->code, INFERD_OK);
+  check_all(&h);
+  assert_int_equal(h.cancelled, 1);
+  assert_int_equal(h.run, 1);
+  harness_free(&h);
+  (void)state;
+}
+
 typedef struct drain_arg {
   sched_model *m;
   harness *h;
@@ -1405,6 +1432,7 @@ int main(void) {
       cmocka_unit_test(test_queue_full_refuses_at_once),
       cmocka_unit_test(test_deadline_expires_in_queue),
       cmocka_unit_test(test_cancelled_is_skipped),
+      cmocka_unit_test(test_cancelled_before_submit),
       cmocka_unit_test(test_drain_answers_queued_then_refuses),
       cmocka_unit_test(test_scale_under_load),
       cmocka_unit_test(test_scale_to_zero_flushes_queue),
