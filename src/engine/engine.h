@@ -22,6 +22,7 @@
 #ifndef INFERD_ENGINE_H
 #define INFERD_ENGINE_H
 
+#include <float.h>
 #include <pthread.h>
 
 #include <oneapi/dnnl/dnnl.h>
@@ -321,17 +322,41 @@ typedef struct window {
 inferd_code ops_window(plan_ctx *c, int node, const int64_t *in_spatial, const int64_t *kernel, bool ceil_mode,
                        window *w, inferd_status *st);
 
-/* Saturating conversion for plan-time arithmetic on constants (an out-of-range
- * double-to-integer cast is undefined behaviour). */
-static inline int64_t engine_to_i64(double x) {
+/* Plan-time arithmetic on constants goes through long double, whose 64-bit significand
+ * holds every int64 exactly (through double, 2^53 + 1 became 2^53: Equal said true).
+ * The conversion back saturates (an out-of-range cast to an integer is undefined). */
+_Static_assert(LDBL_MANT_DIG >= 64, "int64 constants need a long double that holds them exactly");
+static inline int64_t engine_to_i64(long double x) {
   if (x != x) return 0;
-  if (x >= 9.2233720368547748e18) return INT64_MAX;
-  if (x <= -9.2233720368547758e18) return INT64_MIN;
+  if (x >= 0x1p63L) return INT64_MAX;
+  if (x <= -0x1p63L) return INT64_MIN;
   return (int64_t)x;
 }
-static inline int64_t engine_clamp(double x, int64_t lo, int64_t hi) {
+static inline int64_t engine_clamp(long double x, int64_t lo, int64_t hi) {
   int64_t v = engine_to_i64(x);
   return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* Element i of a constant of `dtype` (float, int64, int32, int8, uint8 or bool), and
+ * its store with saturation to the integer types. */
+static inline long double engine_elem_get(inferd_dtype dtype, const void *data, int64_t i) {
+  switch (dtype) {
+  case INFERD_DTYPE_FLOAT: return ((const float *)data)[i];
+  case INFERD_DTYPE_INT64: return ((const int64_t *)data)[i];
+  case INFERD_DTYPE_INT32: return ((const int32_t *)data)[i];
+  case INFERD_DTYPE_INT8: return ((const int8_t *)data)[i];
+  default: return ((const uint8_t *)data)[i];
+  }
+}
+static inline void engine_elem_put(inferd_dtype dtype, void *data, int64_t i, long double x) {
+  switch (dtype) {
+  case INFERD_DTYPE_FLOAT: ((float *)data)[i] = (float)x; break;
+  case INFERD_DTYPE_INT64: ((int64_t *)data)[i] = engine_to_i64(x); break;
+  case INFERD_DTYPE_INT32: ((int32_t *)data)[i] = (int32_t)engine_clamp(x, INT32_MIN, INT32_MAX); break;
+  case INFERD_DTYPE_INT8: ((int8_t *)data)[i] = (int8_t)engine_clamp(x, INT8_MIN, INT8_MAX); break;
+  case INFERD_DTYPE_BOOL: ((uint8_t *)data)[i] = x != 0; break;
+  default: ((uint8_t *)data)[i] = (uint8_t)engine_clamp(x, 0, UINT8_MAX);
+  }
 }
 
 /* Reads a constant int64 (or int32) list input of at most `max` values (ops_shape.c):

@@ -3009,6 +3009,55 @@ static void test_error_attribute_type(void **state) {
   expect_load_fails(b, INFERD_UNSUPPORTED, (const char *const[]){"Constant", "'value_float'", NULL});
 }
 
+/* Loads b, runs batch 1 on `x` and expects `want` exactly (n floats each). Frees b. */
+static void run_exact(builder *b, const float *x, const float *want, int n) {
+  inferd_model *m = load_or_fail(b, NULL);
+  inferd_session *s = NULL;
+  inferd_status st = {0};
+  assert_int_equal(inferd_session_new(m, &(inferd_session_params){.threads = 1}, &s, &st), INFERD_OK);
+  float got[16];
+  assert_true(n <= 16);
+  if (inferd_session_run(s, 1, (const float *const[]){x}, (float *const[]){got}, &st) != INFERD_OK)
+    fail_msg("%s: run: %s", b->what, st.message);
+  for (int i = 0; i < n; i++)
+    if (got[i] != want[i]) fail_msg("%s: y[%d] is %g, expected %g", b->what, i, (double)got[i], (double)want[i]);
+  inferd_session_free(s);
+  inferd_model_free(m);
+  b_free(b);
+}
+
+/* Regression: constants were folded through double, whose 53-bit significand turns
+ * 2^53 + 1 into 2^53: Equal(2^53 + 1, 2^53) said true and Range from 2^53 + 1 counted
+ * 2^53, 2^53 + 2, 2^53 + 4. int64 constants fold exactly. */
+static void test_fold_int64_exact(void **state) {
+  const int64_t big = (int64_t)1 << 53;
+  const float x[3] = {10.0f, 20.0f, 30.0f};
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 3));
+  b_ints(b, "p", 1, (const int64_t[]){big + 1});
+  b_ints(b, "q", 1, (const int64_t[]){big});
+  b_const(b, "ones", INFERD_DTYPE_FLOAT, 1, (const int64_t[]){3}, (const float[]){1.0f, 1.0f, 1.0f});
+  b_const(b, "zeros", INFERD_DTYPE_FLOAT, 1, (const int64_t[]){3}, (const float[]){0.0f, 0.0f, 0.0f});
+  b_node(b, "Equal", IN("p", "q"), OUT("eq"), NULL);
+  b_node(b, "Where", IN("eq", "ones", "zeros"), OUT("w"), NULL);
+  b_node(b, "Add", IN("x", "w"), OUT("y"), NULL);
+  b_output(b, "y");
+  run_exact(b, x, x, 3);
+
+  b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 3));
+  b_const(b, "start", INFERD_DTYPE_INT64, 0, NULL, (const int64_t[]){big + 1});
+  b_const(b, "limit", INFERD_DTYPE_INT64, 0, NULL, (const int64_t[]){big + 4});
+  b_const(b, "delta", INFERD_DTYPE_INT64, 0, NULL, (const int64_t[]){1});
+  b_ints(b, "q", 1, (const int64_t[]){big});
+  b_node(b, "Range", IN("start", "limit", "delta"), OUT("r"), NULL);
+  b_node(b, "Sub", IN("r", "q"), OUT("d"), NULL);
+  b_node(b, "Cast", IN("d"), OUT("f"), ATTRS(A_INT("to", 1)));
+  b_node(b, "Add", IN("x", "f"), OUT("y"), NULL);
+  b_output(b, "y");
+  run_exact(b, x, (const float[]){11.0f, 22.0f, 33.0f}, 3);
+}
+
 /* Regression: a name defined twice (two initializers, or a graph input listed twice)
  * loaded with the later initializer silently winning, or as a model of two inputs.
  * ONNX graphs are single assignment: refused, naming the value. */
@@ -3390,6 +3439,7 @@ int main(void) {
       cmocka_unit_test(test_error_attribute_type),
       cmocka_unit_test(test_error_attribute_of_older_opset),
       cmocka_unit_test(test_error_name_defined_twice),
+      cmocka_unit_test(test_fold_int64_exact),
       cmocka_unit_test(test_error_weight_raw_data_short),
       cmocka_unit_test(test_error_truncated_model),
       cmocka_unit_test(test_error_batch_size),

@@ -12,26 +12,7 @@
 
 enum { FOLD_MAX_ELEMENTS = 1 << 24 };
 
-static double get(const plan_value *v, int64_t i) {
-  switch (v->dtype) {
-  case INFERD_DTYPE_FLOAT: return ((const float *)v->data)[i];
-  case INFERD_DTYPE_INT64: return (double)((const int64_t *)v->data)[i];
-  case INFERD_DTYPE_INT32: return ((const int32_t *)v->data)[i];
-  case INFERD_DTYPE_INT8: return ((const int8_t *)v->data)[i];
-  default: return ((const uint8_t *)v->data)[i];
-  }
-}
-
-static void put(void *data, inferd_dtype dtype, int64_t i, double x) {
-  switch (dtype) {
-  case INFERD_DTYPE_FLOAT: ((float *)data)[i] = (float)x; break;
-  case INFERD_DTYPE_INT64: ((int64_t *)data)[i] = engine_to_i64(x); break;
-  case INFERD_DTYPE_INT32: ((int32_t *)data)[i] = (int32_t)engine_clamp(x, INT32_MIN, INT32_MAX); break;
-  case INFERD_DTYPE_INT8: ((int8_t *)data)[i] = (int8_t)engine_clamp(x, INT8_MIN, INT8_MAX); break;
-  case INFERD_DTYPE_BOOL: ((uint8_t *)data)[i] = x != 0; break;
-  default: ((uint8_t *)data)[i] = (uint8_t)engine_clamp(x, 0, UINT8_MAX);
-  }
-}
+static long double get(const plan_value *v, int64_t i) { return engine_elem_get(v->dtype, v->data, i); }
 
 /* Broadcasts up to three operands to one shape. */
 static bool broadcast3(plan_value *const *in, int n, int *rank, int64_t *dims) {
@@ -45,7 +26,7 @@ static bool broadcast3(plan_value *const *in, int n, int *rank, int64_t *dims) {
 }
 
 static inferd_code emit(plan_ctx *c, int node, inferd_dtype dtype, int rank, const int64_t *dims,
-                        double (*fn)(plan_value *const *in, const int64_t *offs, const void *ctx), plan_value *const *in,
+                        long double (*fn)(plan_value *const *in, const int64_t *offs, const void *ctx), plan_value *const *in,
                         int n, const void *ctx, inferd_status *st) {
   int64_t count = core_shape_count(rank, dims);
   if (count < 0 || count > FOLD_MAX_ELEMENTS) return node_fail(c, node, INFERD_UNSUPPORTED, st, "result too large to fold");
@@ -54,7 +35,7 @@ static inferd_code emit(plan_ctx *c, int node, inferd_dtype dtype, int rank, con
   int64_t idx[IR_MAX_RANK] = {0}, offs[3];
   for (int64_t e = 0; e < count; e++) {
     for (int k = 0; k < n; k++) offs[k] = ops_broadcast_offset(in[k], rank, idx);
-    put(out, dtype, e, fn(in, offs, ctx));
+    engine_elem_put(dtype, out, e, fn(in, offs, ctx));
     for (int i = rank - 1; i >= 0 && ++idx[i] == dims[i]; i--) idx[i] = 0;
   }
   inferd_code rc = plan_set_const(c, plan_node(c, node)->outputs[0], dtype, rank, dims, out, st);
@@ -62,17 +43,17 @@ static inferd_code emit(plan_ctx *c, int node, inferd_dtype dtype, int rank, con
   return rc;
 }
 
-static double f_first(plan_value *const *in, const int64_t *o, const void *ctx) { return get(in[0], o[0]); }
-static double f_equal(plan_value *const *in, const int64_t *o, const void *ctx) { return get(in[0], o[0]) == get(in[1], o[1]); }
-static double f_not(plan_value *const *in, const int64_t *o, const void *ctx) { return get(in[0], o[0]) == 0; }
-static double f_where(plan_value *const *in, const int64_t *o, const void *ctx) {
+static long double f_first(plan_value *const *in, const int64_t *o, const void *ctx) { return get(in[0], o[0]); }
+static long double f_equal(plan_value *const *in, const int64_t *o, const void *ctx) { return get(in[0], o[0]) == get(in[1], o[1]); }
+static long double f_not(plan_value *const *in, const int64_t *o, const void *ctx) { return get(in[0], o[0]) == 0; }
+static long double f_where(plan_value *const *in, const int64_t *o, const void *ctx) {
   return get(in[0], o[0]) != 0 ? get(in[1], o[1]) : get(in[2], o[2]);
 }
-static double f_mod(plan_value *const *in, const int64_t *o, const void *ctx) {
-  double a = get(in[0], o[0]), b = get(in[1], o[1]);
+static long double f_mod(plan_value *const *in, const int64_t *o, const void *ctx) {
+  long double a = get(in[0], o[0]), b = get(in[1], o[1]);
   if (b == 0) return 0;
-  if (*(const int *)ctx) return fmod(a, b); /* fmod=1: sign of the dividend */
-  double r = fmod(a, b);
+  if (*(const int *)ctx) return fmodl(a, b); /* fmod=1: sign of the dividend */
+  long double r = fmodl(a, b);
   return r != 0 && ((r < 0) != (b < 0)) ? r + b : r; /* integer Mod: sign of the divisor */
 }
 
@@ -137,14 +118,14 @@ inferd_code ops_fold_lower(plan_ctx *c, int node, inferd_status *st) {
     for (int k = 0; k < 3; k++)
       if (core_shape_count(in[k]->rank, in[k]->dims) != 1)
         return node_fail(c, node, INFERD_INVALID_ARG, st, "start, limit and delta must be scalars");
-    double start = get(in[0], 0), limit = get(in[1], 0), delta = get(in[2], 0);
+    long double start = get(in[0], 0), limit = get(in[1], 0), delta = get(in[2], 0);
     if (delta == 0) return node_fail(c, node, INFERD_INVALID_ARG, st, "delta is zero");
-    double size = fmax(ceil((limit - start) / delta), 0); /* bounded before the cast: 1e30 has no int64 */
+    long double size = fmaxl(ceill((limit - start) / delta), 0); /* bounded before the cast: 1e30 has no int64 */
     if (size > FOLD_MAX_ELEMENTS) return node_fail(c, node, INFERD_UNSUPPORTED, st, "range too large");
     int64_t count = (int64_t)size;
     void *out = malloc((size_t)(count ? count : 1) * 8);
     if (!out) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
-    for (int64_t i = 0; i < count; i++) put(out, in[0]->dtype, i, start + (double)i * delta);
+    for (int64_t i = 0; i < count; i++) engine_elem_put(in[0]->dtype, out, i, start + (long double)i * delta);
     inferd_code rc = plan_set_const(c, n->outputs[0], in[0]->dtype, 1, &count, out, st);
     free(out);
     return rc;

@@ -249,24 +249,7 @@ inferd_code ops_shape_lower(plan_ctx *c, int node, inferd_status *st) {
     if (!iv->data || count > (1 << 22)) return node_fail(c, node, INFERD_UNSUPPORTED, st, "constant too large to cast");
     void *out = malloc((size_t)(count ? count : 1) * 8);
     if (!out) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
-    for (int64_t i = 0; i < count; i++) {
-      double x;
-      switch (iv->dtype) {
-      case INFERD_DTYPE_FLOAT: x = ((const float *)iv->data)[i]; break;
-      case INFERD_DTYPE_INT64: x = (double)((const int64_t *)iv->data)[i]; break;
-      case INFERD_DTYPE_INT32: x = ((const int32_t *)iv->data)[i]; break;
-      case INFERD_DTYPE_INT8: x = ((const int8_t *)iv->data)[i]; break;
-      default: x = ((const uint8_t *)iv->data)[i];
-      }
-      switch (to) {
-      case INFERD_DTYPE_FLOAT: ((float *)out)[i] = (float)x; break;
-      case INFERD_DTYPE_INT64: ((int64_t *)out)[i] = engine_to_i64(x); break;
-      case INFERD_DTYPE_INT32: ((int32_t *)out)[i] = (int32_t)engine_clamp(x, INT32_MIN, INT32_MAX); break;
-      case INFERD_DTYPE_INT8: ((int8_t *)out)[i] = (int8_t)engine_clamp(x, INT8_MIN, INT8_MAX); break;
-      case INFERD_DTYPE_BOOL: ((uint8_t *)out)[i] = x != 0; break;
-      default: ((uint8_t *)out)[i] = (uint8_t)engine_clamp(x, 0, UINT8_MAX);
-      }
-    }
+    for (int64_t i = 0; i < count; i++) engine_elem_put(to, out, i, engine_elem_get(iv->dtype, iv->data, i));
     inferd_code rc = plan_set_const(c, n->outputs[0], to, iv->rank, iv->dims, out, st);
     free(out);
     return rc;
