@@ -2327,6 +2327,22 @@ static void test_error_pool_window_in_padding(void **state) {
     expect_load_fails(b, INFERD_INVALID_ARG, (const char *const[]){"MaxPool", "wholly in the padding", NULL});
   }
   run_pool(__func__, "MaxPool", 3, 3, 3, ATTRS(A_INTS("kernel_shape", 2, 2), A_INTS("pads", 1, 1, 1, 1)));
+  /* A dilation longer than the input steps over it from a window that starts in the
+   * padding but does not end there: width 2, taps 4 apart, 2 pads before. The same on
+   * a width of 6 reads an element in every window and loads. */
+  for (int64_t width = 2; width <= 6; width += 4) {
+    builder *b = b_new(__func__);
+    b_input(b, "x", (int)4, (const int64_t[]){0, 3, 3, width});
+    b_node(b, "MaxPool", IN("x"), OUT("y"),
+           ATTRS(A_INTS("kernel_shape", 1, 2), A_INTS("dilations", 1, 4), A_INTS("pads", 0, 2, 0, 2)));
+    b_output(b, "y");
+    if (width == 2) {
+      expect_load_fails(b, INFERD_INVALID_ARG, (const char *const[]){"MaxPool", "window 0 of spatial dimension 1", NULL});
+    } else {
+      inferd_model_free(load_or_fail(b, NULL));
+      b_free(b);
+    }
+  }
 }
 
 static void test_global_average_pool_of_input(void **state) {

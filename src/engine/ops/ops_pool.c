@@ -13,6 +13,23 @@
 
 #include "engine/engine.h"
 
+/* The first output position along spatial dim i whose window reads no element of an
+ * input of length len, or -1. Windows slide forward, so when the dilation is at most
+ * len only the first and the last can miss the input, and only when a whole span lies
+ * in the padding; a larger dilation can step over the input from inside any window. */
+static int64_t empty_window(const window *w, int i, int64_t len) {
+  int64_t k = w->kernel[i], d = w->dilation[i], span = (k - 1) * d + 1, n = w->out[i];
+  if (w->pad_l[i] >= span) return 0;
+  if (w->pad_r[i] >= span) return n - 1;
+  if (d <= len) return -1;
+  for (int64_t o = 0; o < n; o++) {
+    int64_t s = o * w->strides[i] - w->pad_l[i];   /* the window reads s, s + d, ... */
+    int64_t first = s >= 0 ? 0 : (-s + d - 1) / d; /* its first tap at 0 or after */
+    if (first >= k || s + first * d >= len) return o;
+  }
+  return -1;
+}
+
 inferd_code ops_pool_lower(plan_ctx *c, int node, inferd_status *st) {
   const ir_node *n = plan_node(c, node);
   op_kind op = plan_extra(c, node)->op;
@@ -39,15 +56,17 @@ inferd_code ops_pool_lower(plan_ctx *c, int node, inferd_status *st) {
       return node_fail(c, node, INFERD_INVALID_ARG, st, "kernel_shape must have %d values", w.nsp);
     bool ceil_mode = ir_attr_int(n, "ceil_mode", 0) != 0;
     if ((rc = ops_window(c, node, xv->dims + 2, ks, ceil_mode, &w, st)) != INFERD_OK) return rc;
-    /* A first or last window wholly in the padding pools no element: oneDNN's max pooling
-     * wrote -FLT_MAX there (pads 2 around a kernel of 2). ONNX Runtime refuses pads not
-     * smaller than the kernel; so does this, by the windows the pads make. */
+    /* A window that pools no element: oneDNN's max pooling wrote -FLT_MAX there (pads
+     * 2 around a kernel of 2). ONNX Runtime refuses pads not smaller than the kernel;
+     * this refuses by the windows the pads make (empty_window). */
     for (int i = 0; i < w.nsp; i++) {
-      int64_t span = (w.kernel[i] - 1) * w.dilation[i] + 1;
-      if (w.pad_l[i] >= span || w.pad_r[i] >= span)
+      int64_t o = empty_window(&w, i, xv->dims[2 + i]);
+      if (o >= 0)
         return node_fail(c, node, INFERD_INVALID_ARG, st,
-                         "a window of %lld would lie wholly in the padding (%lld before, %lld after)", (long long)span,
-                         (long long)w.pad_l[i], (long long)w.pad_r[i]);
+                         "window %lld of spatial dimension %d would lie wholly in the padding (kernel %lld, dilation "
+                         "%lld, %lld before, %lld after)",
+                         (long long)o, i, (long long)w.kernel[i], (long long)w.dilation[i], (long long)w.pad_l[i],
+                         (long long)w.pad_r[i]);
     }
     if (op == OP_AVERAGEPOOL && ir_attr_int(n, "count_include_pad", 0)) {
       alg = dnnl_pooling_avg_include_padding;
