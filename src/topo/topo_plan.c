@@ -11,13 +11,18 @@
  * one thread per core instead (first PUs first, as Linux numbers them): two threads on
  * one core's hyperthreads share its FMA units, so siblings are used only when needed.
  *
- *   1. Quota: when the cgroup's quota cap is below the number of slots, the nodes give
- *      up slots in turn (water-filling) until the cap is met, so that the plan stays
- *      balanced across nodes. A warning says so.
+ *   1. Quota: when the cgroup's quota cap is below the number of slots, a warning says
+ *      so and the plan uses at most cap slots. With one worker per node (workers = 0)
+ *      or more workers than the cap, the nodes give up slots in turn (water-filling)
+ *      until the cap is met, so that the plan stays balanced across nodes. With W
+ *      workers that fit, the cap bounds W x T instead: a node keeps all its slots, so
+ *      that one worker in a 4-CPU container on two 4-core nodes gets 4 threads, not the
+ *      2 its node would keep after water-filling.
  *   2. workers = 0: one worker per node with slots, using all of them (or
  *      threads_per_worker of them when fewer).
  *   3. workers = W: every worker gets the same thread count T, and a worker never spans
- *      nodes. T defaults to the largest t with sum over nodes of floor(slots/t) >= W;
+ *      nodes. T defaults to the largest t with sum over nodes of floor(slots/t) >= W
+ *      (and W x t within the quota cap);
  *      a given T that does not fit is lowered to that t, with a warning. Workers go one
  *      at a time to the node with the most slots left, so they spread over nodes.
  *      Slots left over stay idle (the plan reports slots_used).
@@ -118,10 +123,12 @@ static void apply_quota(node_slots *nodes, int n, int cap) {
   }
 }
 
-static int workers_that_fit(const node_slots *nodes, int n, int threads) {
+/* Workers of `threads` threads each that fit in the nodes' slots and, all together, in
+ * `budget` slots. */
+static int workers_that_fit(const node_slots *nodes, int n, int threads, int budget) {
   int w = 0;
   for (int i = 0; i < n; i++) w += nodes[i].cap / threads;
-  return w;
+  return CORE_MIN(w, budget / threads);
 }
 
 /* One worker's assignment before it is copied into the plan. */
@@ -179,13 +186,15 @@ inferd_code topo_plan_new(const topo *t, const topo_plan_params *params, topo_pl
     goto done;
   }
   int cap = t->machine.quota_cap;
-  if (cap > 0 && cap < total) {
-    apply_quota(nodes, n, cap);
+  bool capped = cap > 0 && cap < total;
+  if (capped) {
+    /* Per-node caps only where workers are spread by node or dealt round-robin; W
+     * workers that fit are held to the cap as a whole (W x T <= cap, see DESIGN). */
+    if (p.workers == 0 || p.workers > cap) apply_quota(nodes, n, cap);
     warn(plan, "CPU quota of %.2f CPUs (%s): using %d of %d usable %s", t->machine.cpu_quota, t->machine.quota_source,
          cap, total, unit);
   }
-  int available = 0;
-  for (int i = 0; i < n; i++) available += nodes[i].cap;
+  int available = capped ? cap : total;
   plan->slots_available = available;
 
   int workers = 0, T = p.threads_per_worker;
@@ -208,16 +217,19 @@ inferd_code topo_plan_new(const topo *t, const topo_plan_params *params, topo_pl
     for (int i = 0; i < n; i++) max_cap = CORE_MAX(max_cap, nodes[i].cap);
     int best = 1;
     for (int t_try = max_cap; t_try >= 1; t_try--)
-      if (workers_that_fit(nodes, n, t_try) >= p.workers) {
+      if (workers_that_fit(nodes, n, t_try, available) >= p.workers) {
         best = t_try;
         break;
       }
     if (T == 0) {
       T = best;
-    } else if (workers_that_fit(nodes, n, T) < p.workers) {
+    } else if (workers_that_fit(nodes, n, T, available) < p.workers) {
       if (T > max_cap)
         warn(plan, "threads_per_worker %d reduced to %d: a worker stays inside one NUMA node, and none has more than %d usable %s",
              T, best, max_cap, unit);
+      else if (capped && workers_that_fit(nodes, n, T, total) >= p.workers)
+        warn(plan, "threads_per_worker %d reduced to %d: %d workers x %d threads exceed the CPU quota's %d %s", T, best,
+             p.workers, T, available, unit);
       else
         warn(plan, "threads_per_worker %d reduced to %d: %d workers x %d threads do not fit in the %d usable %s of %s",
              T, best, p.workers, T, available, unit, n == 1 ? "this NUMA node" : "these NUMA nodes");
@@ -239,7 +251,12 @@ inferd_code topo_plan_new(const topo *t, const topo_plan_params *params, topo_pl
     /* More workers than slots: one thread each, slots dealt round-robin. */
     plan->oversubscribed = true;
     if (T > 1) warn(plan, "threads_per_worker %d reduced to 1: more workers than usable %s", T, unit);
-    int more = p.use_logical_core ? 0 : t->machine.usable_pu_count - available;
+    /* logical CPUs help only where neither node_id nor the quota limits them too */
+    int logical = 0;
+    for (int i = 0; i < t->node_count; i++)
+      if (p.node_id == TOPO_NODE_ANY || t->nodes[i].os_index == p.node_id) logical += t->nodes[i].usable_pu_count;
+    if (cap > 0) logical = CORE_MIN(logical, cap);
+    int more = p.use_logical_core ? 0 : logical - available;
     warn(plan, "%d workers on %d usable %s: workers share cores (oversubscribed); use at most %d workers%s", p.workers,
          available, unit, available, more > 0 ? " or use_logical_core" : "");
     for (int w = 0; w < p.workers; w++) {

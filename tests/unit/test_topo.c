@@ -643,13 +643,44 @@ static void test_quota_caps_the_plan(void **state) {
   assert_true(has_warning(plan, "CPU quota of 3.50 CPUs (given): using 3 of 8 usable physical cores"));
   topo_plan_free(plan);
 
-  /* Workers x threads never exceed the cap. */
+  /* Workers x threads never exceed the cap, and use all of it when they fit: one worker
+   * gets 3 threads on one node (it got 2: the cap was first split 2 + 1 over the nodes). */
   topo_plan_params p = TOPO_PLAN_PARAMS_DEFAULT;
   p.workers = 1;
   p.threads_per_worker = 4;
   plan = make_plan(t, p);
   check_plan(t, plan);
-  assert_int_equal(plan->threads_per_worker, 2); /* the cap leaves 2 on node 0 and 1 on node 1 */
+  assert_int_equal(plan->threads_per_worker, 3);
+  assert_true(has_warning(plan, "threads_per_worker 4 reduced to 3: 1 workers x 4 threads exceed the CPU quota's 3 physical cores"));
+  topo_plan_free(plan);
+  p.threads_per_worker = 0;
+  for (int workers = 1; workers <= 3; workers++) {
+    p.workers = workers;
+    plan = make_plan(t, p);
+    check_plan(t, plan);
+    assert_int_equal(plan->worker_count, workers);
+    assert_int_equal(plan->threads_per_worker, 3 / workers);
+    assert_int_equal(plan->slots_used, workers * (3 / workers));
+    assert_false(plan->oversubscribed);
+    topo_plan_free(plan);
+  }
+  topo_free(t);
+
+  /* --cpus 4 on two 4-core nodes: one worker takes the 4 CPUs of one node; two workers
+   * take 2 each, one per node. */
+  t = make_topo(&(topo_params){.synthetic = SYNTH_2x4x2, .cpu_quota = 4});
+  p = TOPO_PLAN_PARAMS_DEFAULT;
+  p.workers = 1;
+  plan = make_plan(t, p);
+  check_plan(t, plan);
+  assert_int_equal(plan->threads_per_worker, 4);
+  assert_cpus(&plan->workers[0], "0,2,4,6");
+  topo_plan_free(plan);
+  p.workers = 2;
+  plan = make_plan(t, p);
+  check_plan(t, plan);
+  assert_int_equal(plan->threads_per_worker, 2);
+  assert_int_not_equal(plan->workers[0].node, plan->workers[1].node);
   topo_plan_free(plan);
   topo_free(t);
 
@@ -661,6 +692,10 @@ static void test_quota_caps_the_plan(void **state) {
   check_plan(t, plan);
   assert_int_equal(plan->slots_available, 1);
   assert_true(plan->oversubscribed);
+  /* logical CPUs would not help: the quota caps them too */
+  assert_true(has_warning(plan, "2 workers on 1 usable physical cores: workers share cores (oversubscribed); "
+                                "use at most 1 workers"));
+  assert_false(has_warning(plan, "use_logical_core"));
   topo_plan_free(plan);
   topo_free(t);
 
