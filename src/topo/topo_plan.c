@@ -10,6 +10,8 @@
  * use_logical_core, a node whose workers take no more threads than it has cores gets
  * one thread per core instead (first PUs first, as Linux numbers them): two threads on
  * one core's hyperthreads share its FMA units, so siblings are used only when needed.
+ * When they are, each worker starts on a core of its own (two workers never share a
+ * core unless the node has too few cores for that).
  *
  *   1. Quota: when the cgroup's quota cap is below the number of slots, a warning says
  *      so and the plan uses at most cap slots. With one worker per node (workers = 0)
@@ -33,6 +35,7 @@
  * A plan is one allocation of plain arrays; it borrows its topo for binding.
  */
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,21 +97,70 @@ static int collect_slots(const topo *t, const topo_plan_params *p, node_slots *n
   return n;
 }
 
-/* With use_logical_core: when a node's workers take no more threads than the node has
- * cores, orders its slots by rank (every core's first PU, then every second PU), so
- * that each thread gets a core of its own. `tmp` holds ns->count slots. */
-static void spread_over_cores(node_slots *ns, slot *tmp) {
-  int cores = 0, max_rank = 0;
-  for (int i = 0; i < ns->count; i++) {
-    cores += ns->slots[i].rank == 0;
-    max_rank = CORE_MAX(max_rank, ns->slots[i].rank);
-  }
-  if (ns->taken > cores) return;
+/* Orders a node's slots by rank (every core's first PU, then every second PU). `tmp`
+ * holds ns->count slots. */
+static void order_by_rank(node_slots *ns, slot *tmp) {
+  int max_rank = 0;
+  for (int i = 0; i < ns->count; i++) max_rank = CORE_MAX(max_rank, ns->slots[i].rank);
   int k = 0;
   for (int r = 0; r <= max_rank; r++)
     for (int i = 0; i < ns->count; i++)
       if (ns->slots[i].rank == r) tmp[k++] = ns->slots[i];
   memcpy(ns->slots, tmp, (size_t)ns->count * sizeof *tmp);
+}
+
+/* With use_logical_core: when a node's workers take no more threads than the node has
+ * cores, orders its slots by rank, so that each thread gets a core of its own, and
+ * returns true. */
+static bool spread_over_cores(node_slots *ns, slot *tmp) {
+  int cores = 0;
+  for (int i = 0; i < ns->count; i++) cores += ns->slots[i].rank == 0;
+  if (ns->taken > cores) return false;
+  order_by_rank(ns, tmp);
+  return true;
+}
+
+/* One worker's assignment before it is copied into the plan. */
+typedef struct assignment {
+  int node;       /* index into node_slots */
+  int first;      /* first slot in that node (or flat index when oversubscribed) */
+  int threads;
+} assignment;
+
+/* With use_logical_core, when node `node`'s workers need hyperthreads (more threads than
+ * the node has cores): lays its slots out so that each worker starts on a core of its
+ * own and takes whole cores, the last one in part (its first PUs), instead of packing
+ * workers back to back: 2 workers x 3 threads on 4 two-PU cores got PUs 0-2 and 3-5,
+ * both on core 1. When workers would need more cores that way than the node has, they
+ * share cores: one-thread workers take every core's first PU before any second one (5
+ * workers on 4 cores left core 3 idle and put two workers on each of cores 0 and 1),
+ * larger ones stay packed. Its workers' slots are [first, first + threads) in
+ * assignment order. `tmp` holds ns->count slots. */
+static void align_to_cores(node_slots *ns, int node, const assignment *assign, int workers, slot *tmp) {
+  for (int pass = 0; pass < 2; pass++) { /* 0: does it fit? 1: lay it out */
+    int k = 0, next = 0; /* slots laid out in tmp; the first slot of the next core free */
+    for (int w = 0; w < workers; w++) {
+      if (assign[w].node != node) continue;
+      for (int need = assign[w].threads; need > 0;) {
+        if (next >= ns->count) { /* (only in pass 0) */
+          if (assign[w].threads == 1) order_by_rank(ns, tmp); /* all have one: T is the same for all */
+          return;
+        }
+        int end = next + 1;
+        while (end < ns->count && ns->slots[end].core == ns->slots[next].core) end++;
+        int take = CORE_MIN(need, end - next);
+        if (pass == 1)
+          for (int j = next; j < next + take; j++) tmp[k++] = ns->slots[j], ns->slots[j].rank = -1;
+        need -= take;
+        next = end;
+      }
+    }
+    if (pass == 1) {
+      for (int j = 0; j < ns->count; j++) /* the rest, unused, after them (rank -1: taken) */
+        if (ns->slots[j].rank >= 0) tmp[k++] = ns->slots[j];
+      memcpy(ns->slots, tmp, (size_t)ns->count * sizeof *tmp);
+    }
+  }
 }
 
 /* Lowers the nodes' caps, one slot at a time in turn, until they add up to `cap`. */
@@ -130,13 +182,6 @@ static int workers_that_fit(const node_slots *nodes, int n, int threads, int bud
   for (int i = 0; i < n; i++) w += nodes[i].cap / threads;
   return CORE_MIN(w, budget / threads);
 }
-
-/* One worker's assignment before it is copied into the plan. */
-typedef struct assignment {
-  int node;       /* index into node_slots */
-  int first;      /* first slot in that node (or flat index when oversubscribed) */
-  int threads;
-} assignment;
 
 static inferd_code validate(const topo *t, const topo_plan_params *p, inferd_status *st) {
   if (p->workers < 0 || p->workers > PLAN_MAX_WORKERS)
@@ -273,7 +318,8 @@ inferd_code topo_plan_new(const topo *t, const topo_plan_params *params, topo_pl
       rc = core_fail(st, INFERD_NO_MEMORY, "placement plan: out of memory");
       goto done;
     }
-    for (int i = 0; i < n; i++) spread_over_cores(&nodes[i], tmp);
+    for (int i = 0; i < n; i++)
+      if (!spread_over_cores(&nodes[i], tmp)) align_to_cores(&nodes[i], i, assign, workers, tmp);
     free(tmp);
   }
 

@@ -586,6 +586,28 @@ static void test_use_logical_core(void **state) {
   }
   p.threads_per_worker = 0;
 
+  /* Siblings needed: each worker still starts on a core of its own. 2 workers x 3 on
+   * node 0's 4 cores got CPUs 0-2 and 3-5, both on core 1 (CPUs 2 and 3). */
+  p.node_id = 0;
+  p.workers = 2;
+  p.threads_per_worker = 3;
+  plan = make_plan(t, p);
+  check_plan(t, plan);
+  assert_cpus(&plan->workers[0], "0-2");
+  assert_cpus(&plan->workers[1], "4-6");
+  topo_plan_free(plan);
+  /* More one-thread workers than cores: every core gets one before any gets two (5 on
+   * 4 cores put two on each of cores 0 and 1 and left core 3 idle). */
+  p.workers = 5;
+  p.threads_per_worker = 0;
+  plan = make_plan(t, p);
+  check_plan(t, plan);
+  int per_core[8] = {0};
+  for (int w = 0; w < plan->worker_count; w++) per_core[plan->workers[w].cores[0]]++;
+  for (int c = 0; c < 4; c++) assert_in_range(per_core[c], 1, 2);
+  topo_plan_free(plan);
+  p.node_id = TOPO_NODE_ANY;
+
   /* 16 workers fit with logical cores, not without. */
   p.workers = 16;
   plan = make_plan(t, p);
