@@ -112,8 +112,10 @@ void sched_request_cancel(sched_request *request);
 /* What a worker's bind callback learns and reports. */
 typedef struct sched_binding {
   int slot;      /* in: 0..workers-1, the smallest placement index no other worker of
-                    this model holds (reused after scale-down): the index into a
-                    topo placement plan */
+                    this model holds (reused after scale-down; a scale that changes
+                    the count renumbers the running workers 0..n-1, so a worker that
+                    failed to start leaves no hole): the index into a topo placement
+                    plan */
   int worker_id; /* in */
   int threads;   /* out: the session's thread count; 0 keeps threads_per_worker */
   char cores[SCHED_CORES_MAX]; /* out: the CPUs it is bound to ("0-3"), for describe */

@@ -19,7 +19,8 @@ enum { SCHED__MAX_OUTPUTS = 8, SCHED__NAME_MAX = 128 };
 typedef struct sched_worker {
   struct sched_model *model; /* [const] */
   int id;                    /* [const] */
-  int slot;                  /* [const] */
+  int slot;                  /* [lock] its place in the caller's plan: 0..n-1 over the
+                                live workers; renumbered by a scale that re-binds them */
   pthread_t thread;          /* [const] once started */
   int session_threads;       /* [worker] its session's thread count */
 

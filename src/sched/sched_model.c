@@ -19,7 +19,9 @@
  * Counters under the lock: `live` is the number of workers that will serve (not
  * stopping, failed or exited); a submit is refused when it is 0. Scale-down marks the
  * highest slots to stop first (so the slots in use stay 0..n-1, matching a placement
- * plan), wakes them, and joins them once they have finished their current batch.
+ * plan; a scale that changes the placement first renumbers them 0..n-1, closing the
+ * hole a worker that failed to start leaves), wakes them, and joins them once they
+ * have finished their current batch.
  * Workers that exited (stopped or failed) stay listed, for describe, until the next
  * scale or drain joins and frees them. A scale that changes the count (with a bind
  * callback) also bumps `placement`: the caller has installed a plan for the new count,
@@ -134,6 +136,24 @@ static void reap_locked(sched_model *m) {
   }
   pthread_mutex_lock(&m->lock);
   sched__update_warmed_locked(m); /* a failed worker forgotten may leave only running ones */
+}
+
+/* Renumbers the slots of the workers that will serve 0..k-1, in their order. A worker
+ * that failed to start leaves a hole (slots 0, 2, 3), and a scale-down that stops the
+ * highest slots would leave slot 2 in a plan of 2 workers, which has none: the caller's
+ * bind callback would put it on another slot's cores. Caller holds m->lock; the
+ * placement is about to change, so every renumbered worker re-binds. */
+static void compact_slots_locked(sched_model *m) {
+  for (int next = 0;; next++) {
+    sched_worker *pick = NULL; /* the smallest slot >= next among those not renumbered */
+    for (int i = 0; i < m->n_workers; i++) {
+      sched_worker *w = m->workers[i];
+      if (w->stop || w->exited || w->state == SCHED_WORKER_FAILED || w->slot < next) continue;
+      if (!pick || w->slot < pick->slot) pick = w;
+    }
+    if (!pick) return;
+    pick->slot = next;
+  }
 }
 
 /* Stops `count` live workers, highest slot first, and waits for them to exit. */
@@ -350,6 +370,7 @@ inferd_code sched_model_scale(sched_model *m, int workers, inferd_status *st) {
       /* The caller's plan for the new count is in force: every running worker re-binds
        * at its next batch boundary (sched_worker.c); new ones bind to it at start. */
       m->placement++;
+      compact_slots_locked(m);
       pthread_cond_broadcast(&m->work);
       pthread_cond_broadcast(&m->fill);
     }

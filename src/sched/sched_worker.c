@@ -171,7 +171,9 @@ static inferd_code worker_bind(sched_worker *w, int *threads, inferd_status *st)
   sched_model *m = w->model;
   *threads = m->params.worker.threads;
   if (!m->params.worker.bind) return INFERD_OK;
+  pthread_mutex_lock(&m->lock);
   sched_binding b = {.slot = w->slot, .worker_id = w->id};
+  pthread_mutex_unlock(&m->lock);
   inferd_code rc = m->params.worker.bind(m->params.worker.bind_ctx, &b, st);
   if (rc != INFERD_OK) {
     if (st && st->code == INFERD_OK) core_fail(st, rc, "%s", inferd_code_str(rc));
@@ -247,15 +249,16 @@ static void worker_rebind(sched_worker *w, unsigned placement) {
   pthread_mutex_lock(&m->lock);
   w->placement = placement; /* tried once per scale, even when it failed */
   w->threads = w->session_threads;
+  int slot = w->slot;
   pthread_cond_broadcast(&m->state);
   pthread_mutex_unlock(&m->lock);
   if (rc != INFERD_OK && !bound)
     core_log(CORE_LOG_WARN, "model '%s' worker %d keeps its previous placement: %s", m->name, w->id, st.message);
   else if (rc != INFERD_OK)
     core_log(CORE_LOG_WARN, "model '%s' worker %d re-bound to slot %d%s%s but keeps its %d-thread session: %s", m->name,
-             w->id, w->slot, w->cores[0] ? ", cores " : "", w->cores, w->session_threads, st.message);
+             w->id, slot, w->cores[0] ? ", cores " : "", w->cores, w->session_threads, st.message);
   else
-    core_log(CORE_LOG_INFO, "model '%s': worker %d re-bound (slot %d, %d threads%s%s)", m->name, w->id, w->slot,
+    core_log(CORE_LOG_INFO, "model '%s': worker %d re-bound (slot %d, %d threads%s%s)", m->name, w->id, slot,
              threads, w->cores[0] ? ", cores " : "", w->cores);
 }
 

@@ -1143,6 +1143,45 @@ static void test_bind_failure(void **state) {
   (void)state;
 }
 
+/* A worker that failed to start leaves a hole in the slots (0, 2, 3 of 4); a scale-down
+ * then stopped the highest slot and left slots 0 and 2 for a plan of 2 workers, so the
+ * worker on slot 2 had no place in it (the server's bind callback takes slot % workers:
+ * slot 0's cores, twice). Scaling renumbers the slots 0..n-1. */
+static void test_scale_after_failed_worker_keeps_slots_in_plan(void **state) {
+  harness h;
+  harness_init(&h);
+  sched_model_params p = base_params(&h);
+  p.workers = 4;
+  p.worker = (sched_worker_params){.threads = 1, .bind = on_bind, .bind_ctx = &h};
+  h.plan_workers = 4;
+  h.bind_fail_id = 1;
+  sched_model *m = NULL;
+  inferd_status st = {0};
+  assert_int_equal(sched_model_new(g_model, &p, &m, &st), INFERD_OK);
+  assert_int_equal(sched_model_wait_ready(m, 60000, &st), INFERD_UNAVAILABLE);
+  pthread_mutex_lock(&h.lock);
+  h.plan_workers = 2; /* the caller installs the plan for 2, then scales */
+  pthread_mutex_unlock(&h.lock);
+  assert_int_equal(sched_model_scale(m, 2, &st), INFERD_OK);
+  assert_int_equal(sched_model_wait_ready(m, 60000, &st), INFERD_OK);
+  sched_worker_info w[4];
+  assert_int_equal(sched_model_describe(m, NULL, w, 4), 2);
+  bool slot_used[4] = {0};
+  for (int i = 0; i < 2; i++) {
+    if (w[i].slot < 0 || w[i].slot >= 2) fail_msg("worker %d has slot %d in a plan of 2 workers", w[i].id, w[i].slot);
+    assert_false(slot_used[w[i].slot]);
+    slot_used[w[i].slot] = true;
+    const bind_record *b = last_bind(&h, w[i].id);
+    assert_non_null(b);
+    assert_int_equal(b->plan_workers, 2);
+    assert_int_equal(b->slot, w[i].slot);
+  }
+  serve_some(&h, m, 4);
+  sched_model_free(m);
+  harness_free(&h);
+  (void)state;
+}
+
 static int completed_now(harness *h) {
   pthread_mutex_lock(&h->lock);
   int n = h->completed;
@@ -1438,6 +1477,7 @@ int main(void) {
       cmocka_unit_test(test_scale_to_zero_flushes_queue),
       cmocka_unit_test(test_ready_after_bind_and_warmup),
       cmocka_unit_test(test_bind_failure),
+      cmocka_unit_test(test_scale_after_failed_worker_keeps_slots_in_plan),
       cmocka_unit_test(test_scale_rebinds_running_workers),
       cmocka_unit_test(test_max_batch_delay),
       cmocka_unit_test(test_invalid_arguments),
