@@ -697,7 +697,11 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
 /* ---- unregister, default version, scale ----------------------------------------------------- */
 
 /* rollback: the register of this version failed after insert; it goes even when it is the
- * default while other versions exist, and the default goes back to restore (if any). */
+ * default while other versions exist, and the default goes to restore when it is still
+ * registered, else to the first version left: the version may have become the default by a
+ * set-default that ran while its register waited for its workers (set-default runs on the
+ * HTTP threads), and a name must never be left without a default (no lookup without a
+ * version would find it, nor GET /models list it). */
 static inferd_code unregister(http__registry *r, const char *name, const char *version, bool rollback,
                               http__model *restore, inferd_status *st) {
   size_t name_len = strlen(name), version_len = version ? strlen(version) : 0;
@@ -721,12 +725,18 @@ static inferd_code unregister(http__registry *r, const char *name, const char *v
       code = core_fail(st, INFERD_NO_MEMORY, "model registry: out of memory");
   }
   if (code == INFERD_OK) {
+    const http__model *heir = NULL; /* the name's next default, when m is its default */
+    for (int i = 0; rollback && e->is_default && i < cur->count; i++) {
+      const http__model *x = cur->entries[i].model;
+      if (x == m || strcmp(x->name, name) != 0) continue;
+      if (!heir || x == restore) heir = x;
+    }
     for (int i = 0, j = 0; i < cur->count; i++) {
       if (cur->entries[i].model == m) continue;
       next->entries[j] = cur->entries[i];
-      if (rollback && e->is_default && cur->entries[i].model == restore) {
+      if (cur->entries[i].model == heir) {
         next->entries[j].is_default = true;
-        atomic_store(&restore->is_default, true);
+        atomic_store(&next->entries[j].model->is_default, true);
       }
       j++;
     }

@@ -19,7 +19,8 @@
 #   that ends exactly at the end still has a nextPageToken (to an empty page); v2 infer on
 #   one model while another is registered and unregistered 20 times: 200 with the right
 #   answer, or 404/503 for the one that comes and goes; a configured default version whose
-#   synchronous register fails goes, and the default before is the default again; an
+#   synchronous register fails goes, and the default before is the default again, also
+#   when a set-default made the failing version the default meanwhile; an
 #   archive's model-config.yaml sets workers and batching (a request's values win), and a
 #   broken or missing one is a 400 naming it.
 # The server is stopped in every path, and must exit 0 on SIGTERM.
@@ -228,6 +229,49 @@ mcall "dv: only 1.0 is left, the default again" 200 \
 call "dv answers with 1.0" 200 'r["model_version"] == "1.0"' "${IA[@]}" -H 'Content-Type: application/json' \
   -d '{"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]}' "$I/v2/models/dv/infer"
 mcall "unregister dv" 200 '' "${MA[@]}" -X DELETE "$M/models/dv"
+
+# The same failure while a client sets the failing version as the default (set-default
+# runs on the HTTP threads, beside the register waiting for its workers): dw 2.0 is no
+# configured default, and 64 failing workers give the set-default time to land. dw 1.0
+# must be the default afterwards, not a version no lookup without a version finds.
+for v in 1.0 2.0; do cp "$WORK/store/dv-$v.mar" "$WORK/store/dw-$v.mar"; done
+mcall "register dw 1.0" 200 '' "${MA[@]}" -X POST "$M/models?url=dw-1.0.mar&model_name=dw&initial_workers=1&synchronous=true"
+if ! "${INFERD_PYTHON:-/usr/bin/python3}" - "$M" "$MANAGEMENT_KEY" <<'PY'; then fail "set-default during a failing register"; fi
+import sys, threading
+import requests
+
+m, key = sys.argv[1:3]
+auth = {"Authorization": "Bearer " + key}
+landed, done = [], threading.Event()
+
+
+def set_default():
+    with requests.Session() as s:
+        while not done.is_set():
+            if s.put(m + "/models/dw/2.0/set-default", headers=auth, timeout=60).status_code == 200:
+                landed.append(1)
+
+
+t = threading.Thread(target=set_default)
+t.start()
+r = requests.post(m + "/models?url=dw-2.0.mar&model_name=dw&batch_size=8&initial_workers=64&synchronous=true",
+                  headers=auth, timeout=120)
+done.set()
+t.join()
+bad = [] if r.status_code >= 400 else ["register dw 2.0 should fail: HTTP %d" % r.status_code]
+d = requests.get(m + "/models/dw/all", headers=auth, timeout=60)
+if d.status_code != 200 or [(x["modelVersion"], x["isDefault"]) for x in d.json()] != [("1.0", True)]:
+    bad.append("dw/all: HTTP %d %s" % (d.status_code, d.text[:300]))
+d = requests.get(m + "/models/dw", headers=auth, timeout=60)
+if d.status_code != 200:
+    bad.append("dw without a version: HTTP %d %s" % (d.status_code, d.text[:200]))
+for b in bad:
+    print("     " + b)
+print("%s  dw 1.0 is the default again after a failed register of 2.0 (set-default of 2.0 landed %d times "
+      "meanwhile%s)" % ("FAIL" if bad else "ok  ", len(landed), "" if landed else ": the race was not reached"))
+sys.exit(1 if bad else 0)
+PY
+mcall "unregister dw" 200 '' "${MA[@]}" -X DELETE "$M/models/dw"
 
 # ---- model-config.yaml in the archive ---------------------------------------------------------
 # torch-model-archiver --config-file: the manifest's configFile names a YAML file whose
