@@ -9,7 +9,11 @@
  *   GET    /models/{m}[/{v}|/all]                  describe: settings, queue, workers with
  *                                                  ids, state, threads and pinned cores
  *   POST   /models?url=F[&model_name&initial_workers&batch_size&max_batch_delay
- *                    &response_timeout&synchronous]  register from model_store
+ *                    &response_timeout&synchronous]  register from model_store; as
+ *                                                  TorchServe's RegisterModelRequest,
+ *                                                  synchronous defaults to true (the
+ *                                                  answer waits for the workers), false
+ *                                                  answers 202 once the model is loaded
  *   PUT    /models/{m}[/{v}][?min_worker=N&max_worker=M&model_version=V&synchronous]
  *                                                  scale workers: as TorchServe's
  *                                                  handleScaleModel, min_worker defaults
@@ -544,6 +548,7 @@ static void register_model(http_server *s, h2o_req_t *req, const http__path *pat
     bad = "max_batch_delay must be an integer number of milliseconds";
   if (http__query_param(req, path, "response_timeout", &v) && !http__parse_int(v, 1, 86400, &job->response_timeout_s))
     bad = "response_timeout must be an integer number of seconds in 1..86400";
+  job->synchronous = true; /* TorchServe's default for a register (a scale's is false) */
   if (http__query_param(req, path, "synchronous", &v)) job->synchronous = parse_bool(v);
   if (!bad && job->name && !config_valid_model_name(job->name)) bad = "model_name must match [A-Za-z0-9][A-Za-z0-9_.-]*";
   if (bad || !job->path) {

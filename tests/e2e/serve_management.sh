@@ -14,6 +14,8 @@
 #   the file name short), a bad model_name or initial_workers, a url that is not UTF-8
 #   (JSON bodies must be: it would vanish from the list); no token is 401; error
 #   messages that echo bytes that are not UTF-8 stay valid JSON (U+FFFD);
+#   a register without synchronous waits for its workers (TorchServe's default), one with
+#   synchronous=false is a 202;
 #   GET /models pagination over 101 models as TorchServe's ApiUtils.getModelList: limit
 #   above 100 or below 0 is 100, limit=0 lists none, a page token below 0 is 0, a page
 #   that ends exactly at the end still has a nextPageToken (to an empty page); v2 infer on
@@ -166,6 +168,17 @@ cp "$WORK/store/mnet.mar" "$WORK/store/$(printf '\377').mar"
 mcall "a file whose name is not UTF-8" 400 '' "${MA[@]}" -X POST "$M/models?url=%FF.mar&synchronous=true"
 mcall "which registered nothing" 404 '' "${MA[@]}" "$M/models/mnet"
 mcall "nothing registered by the bad requests" 200 'r["models"] == []' "${MA[@]}" "$M/models"
+
+# synchronous: a register waits for its workers unless told not to (TorchServe's default is
+# true for a register, false for a scale)
+mcall "register without synchronous: 200 once its worker is up" 200 '"registered with 1 initial workers" in r["status"]' \
+  "${MA[@]}" -X POST "$M/models?url=mlp.onnx&model_name=plain&initial_workers=1"
+mcall "which is ready at once" 200 'r[0]["ready"] and [w["status"] for w in r[0]["workers"]] == ["READY"]' \
+  "${MA[@]}" "$M/models/plain"
+mcall "register with synchronous=false: 202" 202 'r["status"] == "Processing worker updates..."' \
+  "${MA[@]}" -X POST "$M/models?url=mlp.onnx&model_name=plain2&initial_workers=1&synchronous=false"
+mcall "unregister plain" 200 '' "${MA[@]}" -X DELETE "$M/models/plain"
+mcall "unregister plain2" 200 '' "${MA[@]}" -X DELETE "$M/models/plain2"
 
 # ---- pagination: 101 models (bare .onnx files of a tiny MLP, registered with no workers) --
 for i in $(seq -w 0 100); do
