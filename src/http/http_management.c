@@ -75,6 +75,11 @@ typedef struct mgmt_job {
 
 enum { MAX_PENDING = 64 };
 
+/* A status message: a model name and a version (255 bytes each, config_valid_model_name)
+ * and TorchServe's longest sentence around them, "... registered with 0 initial workers.
+ * Use scale workers API to add workers for the model." */
+enum { MESSAGE_MAX = 2 * 255 + 256 };
+
 struct http__management {
   http_server *server;
   pthread_mutex_t lock;
@@ -129,7 +134,7 @@ static void ok_reply(mgmt_job *job, int status, const char *message) {
 static void run(http__management *g, mgmt_job *job) {
   http__registry *r = g->server->registry;
   inferd_status st;
-  char message[512];
+  char message[MESSAGE_MAX];
   inferd_code code;
   switch (job->op) {
   case OP_DESTROY:
@@ -165,7 +170,9 @@ static void run(http__management *g, mgmt_job *job) {
     if (code != INFERD_OK) {
       fail_reply(job, &st);
     } else if (job->synchronous) {
-      snprintf(message, sizeof message, "Workers scaled to %d for model: %s", job->workers, job->name);
+      /* TorchServe's ApiUtils.updateModelWorkers names the version when the request did */
+      snprintf(message, sizeof message, "Workers scaled to %d for model: %s%s%s", job->workers, job->name,
+               job->version ? ", version: " : "", job->version ? job->version : "");
       ok_reply(job, 200, message);
     } else {
       ok_reply(job, 202, "Processing worker updates...");
@@ -614,7 +621,7 @@ void http__management_route(http_server *s, h2o_req_t *req, const http__path *pa
       http__send_status(req, &st);
       return;
     }
-    char message[512];
+    char message[MESSAGE_MAX];
     snprintf(message, sizeof message, "Default version successfully updated for model \"%s\" to \"%s\"", name, version);
     size_t len;
     char *text = status_text(message, &len);

@@ -15,7 +15,7 @@
 #   (JSON bodies must be: it would vanish from the list); no token is 401; error
 #   messages that echo bytes that are not UTF-8 stay valid JSON (U+FFFD);
 #   a register without synchronous waits for its workers (TorchServe's default), one with
-#   synchronous=false is a 202;
+#   synchronous=false is a 202; status messages with the longest name and version are whole;
 #   GET /models pagination over 101 models as TorchServe's ApiUtils.getModelList: limit
 #   above 100 or below 0 is 100, limit=0 lists none, a page token below 0 is 0, a page
 #   that ends exactly at the end still has a nextPageToken (to an empty page); v2 infer on
@@ -99,13 +99,13 @@ mcall "classify with 1.0" 200 'list(r)[0] == "Egyptian cat" and len(r) == 5' "${
 workers() { # MIN MAX RUNNING: describe's minWorkers, maxWorkers and running workers
   echo "r[0]['minWorkers'] == $1 and r[0]['maxWorkers'] == $2 and len([w for w in r[0]['workers'] if w['status'] in ('READY', 'BUSY')]) == $3"
 }
-mcall "scale with no parameters: min_worker defaults to 1" 200 '"Workers scaled to 1 " in r["status"]' \
+mcall "scale with no parameters: min_worker defaults to 1" 200 'r["status"] == "Workers scaled to 1 for model: mnet"' \
   "${MA[@]}" -X PUT "$M/models/mnet?synchronous=true"
 mcall "describe: 1 worker, max 1" 200 "$(workers 1 1 1)" "${MA[@]}" "$M/models/mnet"
 mcall "max_worker alone: min_worker stays 1" 200 '"Workers scaled to 1 " in r["status"]' \
   "${MA[@]}" -X PUT "$M/models/mnet?max_worker=2&synchronous=true"
 mcall "describe: 1 worker, max 2" 200 "$(workers 1 2 1)" "${MA[@]}" "$M/models/mnet"
-mcall "min_worker=2, max_worker=3, model_version=1.0" 200 '"Workers scaled to 2 " in r["status"]' \
+mcall "min_worker=2, max_worker=3, model_version=1.0" 200 'r["status"] == "Workers scaled to 2 for model: mnet, version: 1.0"' \
   "${MA[@]}" -X PUT "$M/models/mnet?min_worker=2&max_worker=3&model_version=1.0&synchronous=true"
 mcall "describe: 2 workers, max 3" 200 "$(workers 2 3 2)" "${MA[@]}" "$M/models/mnet"
 metric_workers() { # MODEL VERSION: inferd_workers of that model at a scrape
@@ -129,7 +129,7 @@ mcall "a bad max_worker" 400 '' "${MA[@]}" -X PUT "$M/models/mnet?max_worker=-1"
 mcall "a model_version that is not UTF-8: kept where well-formed, else U+FFFD" 404 \
   'r["message"] == "Model version: \u00e9\ufffd does not exist for model: mnet"' \
   "${MA[@]}" -X PUT "$M/models/mnet?model_version=%C3%A9%FF"
-mcall "back to 1 by the version in the path" 200 '"Workers scaled to 1 " in r["status"]' \
+mcall "back to 1 by the version in the path" 200 'r["status"] == "Workers scaled to 1 for model: mnet, version: 1.0"' \
   "${MA[@]}" -X PUT "$M/models/mnet/1.0?min_worker=1&synchronous=true"
 mcall "describe: 1 worker, max 1 again" 200 "$(workers 1 1 1)" "${MA[@]}" "$M/models/mnet"
 [ "$(metric_workers mnet 1.0)" = 1 ] && echo "ok   /metrics: inferd_workers 1 after scaling down" ||
@@ -179,6 +179,22 @@ mcall "register with synchronous=false: 202" 202 'r["status"] == "Processing wor
   "${MA[@]}" -X POST "$M/models?url=mlp.onnx&model_name=plain2&initial_workers=1&synchronous=false"
 mcall "unregister plain" 200 '' "${MA[@]}" -X DELETE "$M/models/plain"
 mcall "unregister plain2" 200 '' "${MA[@]}" -X DELETE "$M/models/plain2"
+
+# the longest name and version (255 bytes each): the status messages are whole
+LONG_N=$(printf 'n%.0s' $(seq 1 255)) LONG_V=$(printf 'v%.0s' $(seq 1 255))
+"$INFERD" archive --model-name longv --version "$LONG_V" --serialized-file "$WORK/store/mlp.onnx" --handler tensor \
+  --export-path "$WORK/v2" --force >/dev/null
+mv "$WORK/v2/longv.mar" "$WORK/store/longv.mar"
+mcall "register the longest name and version: the whole message" 200 \
+  "r['status'] == 'Model \"$LONG_N\" Version: $LONG_V registered with 0 initial workers. Use scale workers API to add workers for the model.'" \
+  "${MA[@]}" -X POST "$M/models?url=longv.mar&model_name=$LONG_N&initial_workers=0"
+mcall "set-default of it: the whole message" 200 \
+  "r['status'] == 'Default version successfully updated for model \"$LONG_N\" to \"$LONG_V\"'" \
+  "${MA[@]}" -X PUT "$M/models/$LONG_N/$LONG_V/set-default"
+mcall "scale it by version: the whole message" 200 \
+  "r['status'] == 'Workers scaled to 0 for model: $LONG_N, version: $LONG_V'" \
+  "${MA[@]}" -X PUT "$M/models/$LONG_N/$LONG_V?min_worker=0&synchronous=true"
+mcall "unregister it" 200 '' "${MA[@]}" -X DELETE "$M/models/$LONG_N"
 
 # ---- pagination: 101 models (bare .onnx files of a tiny MLP, registered with no workers) --
 for i in $(seq -w 0 100); do
