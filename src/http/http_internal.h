@@ -243,9 +243,11 @@ bool http__parse_path(h2o_req_t *req, http__path *path);
 /* The value of query parameter `name`, percent-decoded into req->pool; false when absent. */
 bool http__query_param(h2o_req_t *req, const http__path *path, const char *name, h2o_iovec_t *value);
 
-/* A query value of an optional '-' and 1-10 decimal digits within [lo, hi] into *out;
- * false otherwise. */
-bool http__parse_int(h2o_iovec_t v, int lo, int hi, int *out);
+/* Integer query parameter `name` (an optional '-' and 1-10 decimal digits) within
+ * [lo, hi] into *out; false when it is given and is not one. Absent or empty, it
+ * leaves *out as it was (TorchServe's getIntParameter: an empty value is the default,
+ * so a pager may send next_page_token= on its first page). */
+bool http__query_int(h2o_req_t *req, const http__path *path, const char *name, int lo, int hi, int *out);
 bool http__segment_is(h2o_iovec_t segment, const char *text);
 
 /* ---- models (http_models.c) --------------------------------------------------------------- */

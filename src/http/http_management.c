@@ -439,17 +439,15 @@ static void describe_models(http_server *s, h2o_req_t *req, const char *name, co
 static bool parse_bool(h2o_iovec_t v) { return h2o_lcstris(v.base, v.len, H2O_STRLIT("true")) || http__segment_is(v, "1"); }
 
 static void list_models(http_server *s, h2o_req_t *req, const http__path *path) {
-  h2o_iovec_t v;
   int limit = LIST_LIMIT_MAX, offset = 0;
-  if (http__query_param(req, path, "limit", &v) && !http__parse_int(v, INT32_MIN, INT32_MAX, &limit)) {
+  if (!http__query_int(req, path, "limit", INT32_MIN, INT32_MAX, &limit)) {
     http__send_error(req, HTTP__E_BAD_REQUEST, "limit must be an integer");
     return;
   }
   /* TorchServe's ApiUtils.getModelList: if (limit > 100 || limit < 0) limit = 100; */
   if (limit > LIST_LIMIT_MAX || limit < 0) limit = LIST_LIMIT_MAX;
   /* bounded so that offset + limit cannot overflow; no list holds that many models */
-  if (http__query_param(req, path, "next_page_token", &v) &&
-      !http__parse_int(v, INT32_MIN, INT32_MAX - LIST_LIMIT_MAX, &offset)) {
+  if (!http__query_int(req, path, "next_page_token", INT32_MIN, INT32_MAX - LIST_LIMIT_MAX, &offset)) {
     http__send_error(req, HTTP__E_BAD_REQUEST, "next_page_token must come from a previous list");
     return;
   }
@@ -547,13 +545,13 @@ static void register_model(http_server *s, h2o_req_t *req, const http__path *pat
   job->batch_size = job->max_batch_delay_ms = job->response_timeout_s = -1;
   const char *bad = NULL;
   if (http__query_param(req, path, "model_name", &v)) job->name = dup_iovec(v);
-  if (http__query_param(req, path, "initial_workers", &v) && !http__parse_int(v, 0, SCHED_MAX_WORKERS, &job->workers))
+  if (!http__query_int(req, path, "initial_workers", 0, SCHED_MAX_WORKERS, &job->workers))
     bad = "initial_workers must be an integer in 0..256";
-  if (http__query_param(req, path, "batch_size", &v) && !http__parse_int(v, 1, SCHED_MAX_BATCH, &job->batch_size))
+  if (!http__query_int(req, path, "batch_size", 1, SCHED_MAX_BATCH, &job->batch_size))
     bad = "batch_size must be an integer in 1..1024";
-  if (http__query_param(req, path, "max_batch_delay", &v) && !http__parse_int(v, 0, 600000, &job->max_batch_delay_ms))
+  if (!http__query_int(req, path, "max_batch_delay", 0, 600000, &job->max_batch_delay_ms))
     bad = "max_batch_delay must be an integer number of milliseconds";
-  if (http__query_param(req, path, "response_timeout", &v) && !http__parse_int(v, 1, 86400, &job->response_timeout_s))
+  if (!http__query_int(req, path, "response_timeout", 1, 86400, &job->response_timeout_s))
     bad = "response_timeout must be an integer number of seconds in 1..86400";
   job->synchronous = true; /* TorchServe's default for a register (a scale's is false) */
   if (http__query_param(req, path, "synchronous", &v)) job->synchronous = parse_bool(v);
@@ -639,12 +637,12 @@ void http__management_route(http_server *s, h2o_req_t *req, const http__path *pa
     /* TorchServe's handleScaleModel: min_worker defaults to 1, max_worker to min_worker;
      * the version comes from the path, else from model_version. */
     int workers = 1, max_workers;
-    if (http__query_param(req, path, "min_worker", &v) && !http__parse_int(v, 0, SCHED_MAX_WORKERS, &workers)) {
+    if (!http__query_int(req, path, "min_worker", 0, SCHED_MAX_WORKERS, &workers)) {
       http__send_error(req, HTTP__E_BAD_REQUEST, "min_worker must be an integer in 0..256");
       return;
     }
     max_workers = workers;
-    if (http__query_param(req, path, "max_worker", &v) && !http__parse_int(v, 0, SCHED_MAX_WORKERS, &max_workers)) {
+    if (!http__query_int(req, path, "max_worker", 0, SCHED_MAX_WORKERS, &max_workers)) {
       http__send_error(req, HTTP__E_BAD_REQUEST, "max_worker must be an integer in 0..256");
       return;
     }

@@ -680,7 +680,10 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
   if (p->synchronous && sched_workers > 0) {
     code = sched_model_wait_ready(m->sched, -1, st);
     if (code != INFERD_OK) {
-      core_status_prefix(st, "model %s", m->name);
+      /* a worker that cannot start is the server's failure (TorchServe: 500 "Failed to
+       * start workers"), whatever its own code; draining stays 503 */
+      if (code != INFERD_UNAVAILABLE) st->code = code = INFERD_INTERNAL;
+      core_status_prefix(st, "Failed to start workers for model %s version: %s", m->name, m->version);
       inferd_status ignored;
       unregister(r, m->name, m->version, true, was_default, &ignored);
       http__model_release(m);
