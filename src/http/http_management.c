@@ -9,7 +9,9 @@
  *   GET    /models/{m}[/{v}|/all]                  describe: settings, queue, workers with
  *                                                  ids, state, threads and pinned cores
  *   POST   /models?url=F[&model_name&initial_workers&batch_size&max_batch_delay
- *                    &response_timeout&synchronous]  register from model_store; as
+ *                    &response_timeout&synchronous]  register from model_store (the
+ *                                                  same keys as a JSON object body with
+ *                                                  Content-Type: application/json); as
  *                                                  TorchServe's RegisterModelRequest,
  *                                                  synchronous defaults to true (the
  *                                                  answer waits for the workers), false
@@ -516,49 +518,124 @@ static void token(http_server *s, h2o_req_t *req, const http__path *path) {
   send_json_owned(req, 200, text, len);
 }
 
+/* A register's parameters: from the query, or from a JSON body when the request's
+ * Content-Type is application/json (TorchServe's parseRequest reads one or the other;
+ * its RegisterModelRequest has the same keys either way). */
+typedef struct register_args {
+  h2o_iovec_t url, name; /* base NULL: not given; NUL-terminated, in req->pool */
+  int workers, batch_size, max_batch_delay_ms, response_timeout_s; /* -1: not given */
+  bool synchronous;
+} register_args;
+
+static const char *const BAD_WORKERS = "initial_workers must be an integer in 0..256",
+                         *const BAD_BATCH = "batch_size must be an integer in 1..1024",
+                         *const BAD_DELAY = "max_batch_delay must be an integer number of milliseconds in 0..600000",
+                         *const BAD_TIMEOUT = "response_timeout must be an integer number of seconds in 1..86400";
+
+static const char *args_from_query(h2o_req_t *req, const http__path *path, register_args *a) {
+  h2o_iovec_t v;
+  if (http__query_param(req, path, "url", &v)) a->url = v;
+  if (http__query_param(req, path, "model_name", &v)) a->name = v;
+  if (http__query_param(req, path, "synchronous", &v)) a->synchronous = parse_bool(v);
+  if (!http__query_int(req, path, "initial_workers", 0, SCHED_MAX_WORKERS, &a->workers)) return BAD_WORKERS;
+  if (!http__query_int(req, path, "batch_size", 1, SCHED_MAX_BATCH, &a->batch_size)) return BAD_BATCH;
+  if (!http__query_int(req, path, "max_batch_delay", 0, 600000, &a->max_batch_delay_ms)) return BAD_DELAY;
+  if (!http__query_int(req, path, "response_timeout", 1, 86400, &a->response_timeout_s)) return BAD_TIMEOUT;
+  return NULL;
+}
+
+/* Member `key` of a JSON register body: an integer in lo..hi (absent or null: *out
+ * kept), or a string copied into the request's pool. False when it has another type. */
+static bool json_int_member(const json_t *root, const char *key, int lo, int hi, int *out) {
+  const json_t *x = json_object_get(root, key);
+  if (!x || json_is_null(x)) return true;
+  if (!json_is_integer(x) || json_integer_value(x) < lo || json_integer_value(x) > hi) return false;
+  *out = (int)json_integer_value(x);
+  return true;
+}
+static bool json_string_member(h2o_req_t *req, const json_t *root, const char *key, h2o_iovec_t *out) {
+  const json_t *x = json_object_get(root, key);
+  if (!x || json_is_null(x)) return true;
+  if (!json_is_string(x)) return false;
+  *out = h2o_strdup(&req->pool, json_string_value(x), json_string_length(x));
+  return true;
+}
+
+static const char *args_from_json(h2o_req_t *req, register_args *a) {
+  json_error_t error;
+  json_t *root = json_loadb(req->entity.base, req->entity.len, JSON_REJECT_DUPLICATES, &error);
+  const char *bad = NULL;
+  if (!json_is_object(root)) {
+    char *text = h2o_mem_alloc_pool(&req->pool, 256);
+    snprintf(text, 256, "a JSON register body must be one object%s%s", root ? "" : ": ", root ? "" : error.text);
+    bad = text;
+  } else if (!json_string_member(req, root, "url", &a->url) || !json_string_member(req, root, "model_name", &a->name)) {
+    bad = "url and model_name must be strings";
+  } else if (!json_int_member(root, "initial_workers", 0, SCHED_MAX_WORKERS, &a->workers)) {
+    bad = BAD_WORKERS;
+  } else if (!json_int_member(root, "batch_size", 1, SCHED_MAX_BATCH, &a->batch_size)) {
+    bad = BAD_BATCH;
+  } else if (!json_int_member(root, "max_batch_delay", 0, 600000, &a->max_batch_delay_ms)) {
+    bad = BAD_DELAY;
+  } else if (!json_int_member(root, "response_timeout", 1, 86400, &a->response_timeout_s)) {
+    bad = BAD_TIMEOUT;
+  } else {
+    const json_t *sync = json_object_get(root, "synchronous");
+    if (json_is_boolean(sync))
+      a->synchronous = json_is_true(sync);
+    else if (sync && !json_is_null(sync))
+      bad = "synchronous must be true or false";
+  }
+  json_decref(root);
+  return bad;
+}
+
+static bool body_is_json(h2o_req_t *req) {
+  ssize_t i = h2o_find_header(&req->headers, H2O_TOKEN_CONTENT_TYPE, -1);
+  if (i < 0) return false;
+  h2o_iovec_t type = req->headers.entries[i].value;
+  size_t n = 0; /* the media type, before any parameter */
+  while (n < type.len && type.base[n] != ';' && type.base[n] != ' ' && type.base[n] != '\t') n++;
+  return h2o_lcstris(type.base, n, H2O_STRLIT("application/json"));
+}
+
 static void register_model(http_server *s, h2o_req_t *req, const http__path *path) {
-  h2o_iovec_t url, v;
-  if (!http__query_param(req, path, "url", &url) || url.len == 0) {
+  /* TorchServe's defaults: synchronous for a register (a scale's is false); no workers
+   * unless model-config.yaml names some */
+  register_args a = {.workers = -1, .batch_size = -1, .max_batch_delay_ms = -1, .response_timeout_s = -1,
+                     .synchronous = true};
+  const char *bad = body_is_json(req) ? args_from_json(req, &a) : args_from_query(req, path, &a);
+  if (bad) {
+    http__send_error(req, HTTP__E_BAD_REQUEST, "%s", bad);
+    return;
+  }
+  if (!a.url.base || a.url.len == 0) {
     http__send_error(req, HTTP__E_BAD_REQUEST, "Parameter url is required.");
     return;
   }
   /* a decoded %00 would cut the file name short: refuse it, never open another file */
-  if (memchr(url.base, '\0', url.len) ||
-      (http__query_param(req, path, "model_name", &v) && memchr(v.base, '\0', v.len))) {
+  if (memchr(a.url.base, '\0', a.url.len) || (a.name.base && memchr(a.name.base, '\0', a.name.len))) {
     http__send_error(req, HTTP__E_BAD_REQUEST, "url and model_name may not contain a NUL byte (%%00)");
     return;
   }
   /* both end up in JSON bodies, which must be UTF-8 (the registry checks url too) */
-  if (!http__utf8_valid(url.base, url.len) ||
-      (http__query_param(req, path, "model_name", &v) && !http__utf8_valid(v.base, v.len))) {
-    http__send_error(req, HTTP__E_BAD_REQUEST, "url and model_name must be valid UTF-8: url '%s'", url.base);
+  if (!http__utf8_valid(a.url.base, a.url.len) || (a.name.base && !http__utf8_valid(a.name.base, a.name.len))) {
+    http__send_error(req, HTTP__E_BAD_REQUEST, "url and model_name must be valid UTF-8: url '%s'", a.url.base);
+    return;
+  }
+  if (a.name.base && !config_valid_model_name(a.name.base)) {
+    http__send_error(req, HTTP__E_BAD_REQUEST, "model_name must match [A-Za-z0-9][A-Za-z0-9_.-]*");
     return;
   }
   mgmt_job *job = calloc(1, sizeof *job);
-  if (!job) {
-    http__send_error(req, HTTP__E_UNAVAILABLE, "out of memory");
-    return;
+  if (job) {
+    *job = (mgmt_job){.op = OP_REGISTER, .path = dup_iovec(a.url), .name = dup_iovec(a.name), .workers = a.workers,
+                      .batch_size = a.batch_size, .max_batch_delay_ms = a.max_batch_delay_ms,
+                      .response_timeout_s = a.response_timeout_s, .synchronous = a.synchronous};
   }
-  job->op = OP_REGISTER;
-  job->path = dup_iovec(url);
-  job->workers = -1; /* not given: none (TorchServe's default), unless model-config.yaml names some */
-  job->batch_size = job->max_batch_delay_ms = job->response_timeout_s = -1;
-  const char *bad = NULL;
-  if (http__query_param(req, path, "model_name", &v)) job->name = dup_iovec(v);
-  if (!http__query_int(req, path, "initial_workers", 0, SCHED_MAX_WORKERS, &job->workers))
-    bad = "initial_workers must be an integer in 0..256";
-  if (!http__query_int(req, path, "batch_size", 1, SCHED_MAX_BATCH, &job->batch_size))
-    bad = "batch_size must be an integer in 1..1024";
-  if (!http__query_int(req, path, "max_batch_delay", 0, 600000, &job->max_batch_delay_ms))
-    bad = "max_batch_delay must be an integer number of milliseconds";
-  if (!http__query_int(req, path, "response_timeout", 1, 86400, &job->response_timeout_s))
-    bad = "response_timeout must be an integer number of seconds in 1..86400";
-  job->synchronous = true; /* TorchServe's default for a register (a scale's is false) */
-  if (http__query_param(req, path, "synchronous", &v)) job->synchronous = parse_bool(v);
-  if (!bad && job->name && !config_valid_model_name(job->name)) bad = "model_name must match [A-Za-z0-9][A-Za-z0-9_.-]*";
-  if (bad || !job->path) {
-    http__send_error(req, HTTP__E_BAD_REQUEST, "%s", bad ? bad : "out of memory");
-    job_free(job);
+  if (!job || !job->path || (a.name.base && !job->name)) {
+    http__send_error(req, HTTP__E_UNAVAILABLE, "out of memory");
+    if (job) job_free(job);
     return;
   }
   submit(s, req, job);

@@ -182,6 +182,30 @@ mcall "register with synchronous=false: 202" 202 'r["status"] == "Processing wor
 mcall "unregister plain" 200 '' "${MA[@]}" -X DELETE "$M/models/plain"
 mcall "unregister plain2" 200 '' "${MA[@]}" -X DELETE "$M/models/plain2"
 
+# a JSON body with the query's keys, as TorchServe's parseRequest reads one when the
+# Content-Type is application/json (the query is then not read)
+JA=("${MA[@]}" -H 'Content-Type: application/json; charset=utf-8' -X POST)
+mcall "register by a JSON body" 200 '"registered with 1 initial workers" in r["status"]' "${JA[@]}" \
+  -d '{"url": "mlp.onnx", "model_name": "byjson", "initial_workers": 1, "batch_size": 2, "max_batch_delay": 7, "handler": "x"}' \
+  "$M/models?url=none.mar&model_name=notthis"
+mcall "which has the body's settings" 200 "$(settings 2 7 120 1 1) and r[0]['modelName'] == 'byjson'" \
+  "${MA[@]}" "$M/models/byjson"
+mcall "a JSON body with synchronous false: 202" 202 '' "${JA[@]}" \
+  -d '{"url": "mlp.onnx", "model_name": "byjson2", "initial_workers": 1, "synchronous": false}' "$M/models"
+mcall "a JSON body without url" 400 'r["message"] == "Parameter url is required."' "${JA[@]}" \
+  -d '{"model_name": "x"}' "$M/models?url=mlp.onnx"
+mcall "a JSON body that is not JSON" 400 '"JSON" in r["message"]' "${JA[@]}" -d '{"url": ' "$M/models"
+mcall "a JSON body that is not an object" 400 '' "${JA[@]}" -d '["mlp.onnx"]' "$M/models"
+mcall "a JSON body whose initial_workers is a string" 400 '"initial_workers" in r["message"]' "${JA[@]}" \
+  -d '{"url": "mlp.onnx", "initial_workers": "1"}' "$M/models"
+mcall "a JSON body whose batch_size is out of range" 400 '"batch_size" in r["message"]' "${JA[@]}" \
+  -d '{"url": "mlp.onnx", "batch_size": 0}' "$M/models"
+mcall "a JSON body whose url is a number" 400 '' "${JA[@]}" -d '{"url": 5}' "$M/models"
+mcall "a JSON body whose synchronous is a string" 400 '"synchronous" in r["message"]' "${JA[@]}" \
+  -d '{"url": "mlp.onnx", "synchronous": "yes"}' "$M/models"
+mcall "unregister byjson" 200 '' "${MA[@]}" -X DELETE "$M/models/byjson"
+mcall "unregister byjson2" 200 '' "${MA[@]}" -X DELETE "$M/models/byjson2"
+
 # the longest name and version (255 bytes each): the status messages are whole
 LONG_N=$(printf 'n%.0s' $(seq 1 255)) LONG_V=$(printf 'v%.0s' $(seq 1 255))
 "$INFERD" archive --model-name longv --version "$LONG_V" --serialized-file "$WORK/store/mlp.onnx" --handler tensor \
