@@ -176,6 +176,9 @@ typedef struct http__loop {
   int free_job_count;
   struct http__block *free_blocks; /* recycled answer blocks (http__answer_memory) */
   int free_block_count;
+  struct http__hook **hooks;   /* hooks of requests not yet disposed, by request (http_hook.c) */
+  size_t hooks_mask, hook_count;
+  struct http__hook *free_hooks;
   h2o_linklist_t waiting;      /* requests waiting for the scheduler, by http__job.waiting */
   h2o_timeout_entry_t deadline_tick; /* linked while `waiting` is not empty */
   /* Odd inside a read section (http__read_begin); written by this thread only, read by
@@ -351,14 +354,24 @@ typedef struct http__block {
   char data[];
 } http__block;
 
-/* The dispose hook of a waiting request, in its pool (h2o_mem_alloc_shared): h2o runs
- * http__request_disposed when it disposes the request. `job` is the first job while its
- * client waits (NULL once answered or let go); `block` the answer block to give back. */
+/* The dispose hook of a request that waited (http_hook.c): found by its request when
+ * h2o disposes it (http__request_disposed). `job` is the first job while its client
+ * waits (NULL once answered or let go); `block` the answer block to give back. */
 typedef struct http__hook {
+  h2o_req_t *req; /* the table's key */
   struct http__job *job;
   http__block *block;
-  struct http__loop *loop;
+  struct http__hook *next_free;
 } http__hook;
+
+/* A hook for `req`, in the loop's table until h2o disposes the request (NULL: out of
+ * memory). */
+http__hook *http__hook_attach(struct http__loop *loop, h2o_req_t *req);
+/* Takes req's hook out of the table (NULL: it has none); http__hook_put recycles it. */
+http__hook *http__hook_detach(struct http__loop *loop, const h2o_req_t *req);
+void http__hook_put(struct http__loop *loop, http__hook *hook);
+/* Frees the table and the recycled hooks (the loop's end). */
+void http__hooks_free(struct http__loop *loop);
 
 /* One scheduler request between its submit and its answer, with its input and output
  * slots. Recycled per HTTP thread. A prediction is one job; a KServe v2 infer of n
@@ -398,21 +411,23 @@ http__job *http__job_get(http__loop *loop, const http__model *m);
 void http__job_put(http__loop *loop, http__job *job);
 /* The jobs of `first` (a prediction's job, or the first row of a v2 infer, with the
  * rows after it) are queued and the client of `req` waits for them: sets first->req and
- * a dispose hook in req's pool (the client leaving cancels the jobs, which are then
+ * a dispose hook (the client leaving cancels the jobs, which are then
  * recycled without an answer when they come back), and from now on answers 504 once
  * the model's response_timeout has passed since the request was received, even while
- * its batch still runs (the scheduler's own check covers only requests still queued). */
-void http__job_wait(http__job *first, h2o_req_t *req);
+ * its batch still runs (the scheduler's own check covers only requests still queued).
+ * False, with nothing changed, when there is no memory for the hook. */
+bool http__job_wait(http__job *first, h2o_req_t *req);
 /* `bytes` of memory for the answer of `first`'s request (after http__job_wait) that
  * lives until h2o disposes the request, when the dispose hook gives it back to the
  * loop: an answer block, recycled per HTTP thread, instead of a block of the request's
  * pool, which h2o 2.2 mallocs and frees per request at 1 KB and more (a v2 answer of a
  * 1000-class output is ~12 KB). NULL when out of memory: use the pool then. */
 char *http__answer_memory(http__job *first, size_t bytes);
-/* What h2o runs when it disposes a request that waited (its http__hook): gives the
- * answer block back to the loop, which keeps at most 16 of at most 1 MB; and when the
- * client left before the answer, cancels the jobs. */
-void http__request_disposed(void *hook);
+/* The listeners' logger: h2o runs it for every request it disposes. For a request that
+ * waited (it has an http__hook), gives the answer block back to the loop, which keeps
+ * at most 16 of at most 1 MB, and when the client left before the answer, cancels the
+ * jobs. */
+void http__request_disposed(h2o_logger_t *self, h2o_req_t *req);
 /* The request of `first` needs no timeout any more: it came back, or its client left. */
 void http__job_unwait(http__job *first);
 /* Cancels `first` and every row after it (sched_request_cancel): a row not run yet is

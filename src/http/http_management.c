@@ -323,6 +323,9 @@ void http__management_free(http__management *g) {
 
 /* ---- replies back on the loop thread ---------------------------------------------------------- */
 
+/* A management call's client leaving: h2o's own per-request callback, a shared entry in
+ * the request's pool (one malloc per call; predictions, the hot path, recycle theirs in
+ * http_hook.c). */
 static void on_job_dispose(void *p) {
   mgmt_job *job = *(mgmt_job **)p;
   if (job) job->req = NULL;

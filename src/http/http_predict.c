@@ -25,7 +25,7 @@
  * or 5.
  *
  * A client that goes away while its job is queued: over HTTP/2, h2o disposes the
- * request, and the dispose hook in the request's pool clears job->req and cancels the
+ * request, and its dispose hook (http_hook.c) clears job->req and cancels the
  * job (the scheduler skips it if it has not run); the job still comes back through
  * step 5 and is recycled there without an answer. Over HTTP/1.x h2o does not read the
  * connection while a request on it is processed, so it never sees the client leave:
@@ -49,9 +49,7 @@
  *
  * Memory: jobs (with their input and output slots: 602 KB for a 224x224 image) are
  * recycled per HTTP thread; after warm-up a prediction allocates from h2o's request
- * pool and makes one small malloc: the dispose hook (http__job_wait), which h2o 2.2
- * can only attach as a shared pool entry, and h2o_mem_alloc_shared mallocs each (the
- * one callback h2o runs when a request is gone; its memory is freed with free()). The
+ * pool; its dispose hook (http__job_wait) is recycled too (http_hook.c). The
  * number of jobs alive is bounded by the requests in flight, which the models'
  * job_queue_size (their scheduler's queue, and each loop's queue of images to decode)
  * and batch sizes bound; a loop keeps at most FREE_JOBS_KEPT of them between requests,
@@ -187,16 +185,21 @@ static void block_put(http__loop *loop, http__block *b) {
   loop->free_block_count++;
 }
 
-/* h2o disposes the request: after its answer was sent (the answer block goes back to
- * the loop), or before we answered (client gone, HTTP/2 stream reset): counted under
- * 499 as an HTTP/1 client that left is (let_go). */
-void http__request_disposed(void *p) {
-  http__hook *hook = p;
-  if (hook->block) block_put(hook->loop, hook->block);
+/* h2o disposes a request. One that waited: after its answer was sent (the answer block
+ * goes back to the loop), or before we answered (client gone, HTTP/2 stream reset):
+ * counted under 499 as an HTTP/1 client that left is (let_go). */
+void http__request_disposed(h2o_logger_t *self, h2o_req_t *req) {
+  (void)self;
+  http__loop *loop = http__loop_of(req);
+  http__hook *hook = http__hook_detach(loop, req);
+  if (!hook) return;
+  if (hook->block) block_put(loop, hook->block);
   http__job *first = hook->job;
+  http__hook_put(loop, hook);
   if (!first) return; /* answered already */
   metrics_model_response(first->model->metrics, 499);
   first->req = NULL;
+  first->hook = NULL;
   http__job_unwait(first);
   http__job_cancel(first);
 }
@@ -254,16 +257,17 @@ static void on_deadline_tick(h2o_timeout_entry_t *entry) {
     h2o_timeout_link(loop->ctx.loop, &loop->ctx.hundred_ms_timeout, &loop->deadline_tick);
 }
 
-void http__job_wait(http__job *first, h2o_req_t *req) {
-  first->req = req;
-  first->hook = h2o_mem_alloc_shared(&req->pool, sizeof *first->hook, http__request_disposed);
-  *first->hook = (http__hook){.job = first, .loop = first->loop};
+bool http__job_wait(http__job *first, h2o_req_t *req) {
   http__loop *loop = first->loop;
+  if (!(first->hook = http__hook_attach(loop, req))) return false;
+  first->hook->job = first;
+  first->req = req;
   int timeout_s = first->model->response_timeout_s;
   first->deadline = timeout_s > 0 ? first->received + timeout_s : INFINITY;
   h2o_linklist_insert(&loop->waiting, &first->waiting);
   if (!h2o_timeout_is_linked(&loop->deadline_tick))
     h2o_timeout_link(loop->ctx.loop, &loop->ctx.hundred_ms_timeout, &loop->deadline_tick);
+  return true;
 }
 
 void http__job_unwait(http__job *first) {
@@ -437,6 +441,7 @@ void http__predict_loop_free(http__loop *loop) {
     free(b);
   }
   loop->free_block_count = 0;
+  http__hooks_free(loop);
   EVP_ENCODE_CTX_free(loop->base64);
   loop->base64 = NULL;
   free(loop->scratch);
@@ -562,7 +567,13 @@ void http__predict(http_server *s, h2o_req_t *req, const http__path *path) {
   job->image_len = image.len;
   /* Queued for decoding (http_prep.c), then the scheduler's until on_done; the model
    * reference goes with the job. */
+  if (!http__job_wait(job, req)) {
+    http__send_error(req, HTTP__E_UNAVAILABLE, "out of memory for a request of model %s", m->name);
+    metrics_model_response(m->metrics, 503);
+    http__job_put(loop, job);
+    http__model_release(m);
+    return;
+  }
   atomic_fetch_add(&s->in_flight, 1);
-  http__job_wait(job, req);
   http__prep_push(loop->prep, job);
 }

@@ -327,6 +327,8 @@ inferd_code http_server_new(const http_server_params *params, http_server **out,
       h2o_pathconf_t *path = h2o_config_register_path(l->hostconf, "/", 0);
       http__handler *h = (http__handler *)h2o_create_handler(path, sizeof *h);
       h->super.on_req = on_request;
+      h2o_logger_t *logger = h2o_create_logger(path, sizeof *logger); /* h2o disposes a request */
+      logger->log_access = http__request_disposed;
       l->handler = h;
       l->apis = 0;
       http__register_error_filter(path, s->globalconf.max_request_entity_size);

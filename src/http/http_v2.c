@@ -774,7 +774,11 @@ static void infer(http_server *s, h2o_req_t *req, h2o_iovec_t name, h2o_iovec_t 
     http__job_cancel(first);
     return; /* first->req stays NULL: nothing more to answer */
   }
-  http__job_wait(first, req);
+  if (!http__job_wait(first, req)) { /* as a refusal part-way */
+    http__send_error(req, HTTP__E_UNAVAILABLE, "out of memory for a request of model %s", m->name);
+    metrics_model_response(m->metrics, 503);
+    http__job_cancel(first);
+  }
 }
 
 /* ---- routing under /v2 ----------------------------------------------------------------- */

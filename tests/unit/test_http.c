@@ -579,7 +579,7 @@ static void test_json_arena_outside_objects(void **state) {
   free(body);
 }
 
-/* ==== answer blocks ========================================================================= */
+/* ==== answer blocks and dispose hooks ======================================================= */
 
 /* A v2 answer is written into an answer block, which the request's dispose hook gives
  * back to its loop once h2o is done with the request: the next answer reuses it, where
@@ -587,46 +587,107 @@ static void test_json_arena_outside_objects(void **state) {
  * at most 16 blocks, none above 1 MB. */
 static void test_answer_blocks(void **state) {
   (void)state;
-  static http__loop loop; /* only its free list is used */
+  static http__loop loop; /* only its free lists and hook table are used */
+  h2o_conn_t conn = {.ctx = &loop.ctx};
+  enum { AT_ONCE = 20 };
+  static h2o_req_t reqs[AT_ONCE];
+  for (int i = 0; i < AT_ONCE; i++) reqs[i].conn = &conn;
   http__job job = {.loop = &loop};
-  http__hook hook = {.loop = &loop};
-  job.hook = &hook;
+  assert_non_null(job.hook = http__hook_attach(&loop, &reqs[0]));
   char *a = http__answer_memory(&job, 12000);
   assert_non_null(a);
   memset(a, 'x', 12000);
   assert_null(http__answer_memory(&job, 10)); /* one answer per request */
-  http__request_disposed(&hook);
+  http__request_disposed(NULL, &reqs[0]);
+  assert_int_equal(loop.free_block_count, 1);
+  http__request_disposed(NULL, &reqs[0]); /* disposed without a hook: nothing */
   assert_int_equal(loop.free_block_count, 1);
 
-  hook = (http__hook){.loop = &loop};
+  assert_non_null(job.hook = http__hook_attach(&loop, &reqs[0]));
   char *b = http__answer_memory(&job, 5000);
   assert_ptr_equal(b, a); /* the same block again: no malloc */
   assert_int_equal(loop.free_block_count, 0);
-  http__request_disposed(&hook);
+  http__request_disposed(NULL, &reqs[0]);
 
-  hook = (http__hook){.loop = &loop}; /* a block above 1 MB is freed when given back */
+  assert_non_null(job.hook = http__hook_attach(&loop, &reqs[0])); /* a block above 1 MB is freed when given back */
   char *big = http__answer_memory(&job, (size_t)2 << 20);
   assert_non_null(big);
   assert_ptr_not_equal(big, a);
   memset(big, 'y', (size_t)2 << 20);
-  http__request_disposed(&hook);
+  http__request_disposed(NULL, &reqs[0]);
   assert_int_equal(loop.free_block_count, 1);
 
-  enum { AT_ONCE = 20 };
-  http__hook hooks[AT_ONCE];
   for (int i = 0; i < AT_ONCE; i++) {
-    hooks[i] = (http__hook){.loop = &loop};
-    job.hook = &hooks[i];
+    assert_non_null(job.hook = http__hook_attach(&loop, &reqs[i]));
     assert_non_null(http__answer_memory(&job, 1000));
   }
   assert_int_equal(loop.free_block_count, 0);
-  for (int i = 0; i < AT_ONCE; i++) http__request_disposed(&hooks[i]);
+  for (int i = 0; i < AT_ONCE; i++) http__request_disposed(NULL, &reqs[i]);
   assert_int_equal(loop.free_block_count, 16);
+  assert_int_equal(loop.hook_count, 0);
   while (loop.free_blocks) { /* what http__predict_loop_free does */
     http__block *next = loop.free_blocks->next_free;
     free(loop.free_blocks);
     loop.free_blocks = next;
   }
+  http__hooks_free(&loop);
+}
+
+/* The hook table: thousands of requests attached at once (the table grows), taken out
+ * in a shuffled order, each found exactly once and only while attached, hooks recycled
+ * (after warm-up, attaching allocates nothing). The keys are random addresses (the
+ * table never reads a request): an array's evenly spaced addresses hash without a
+ * single collision, and so would not test the probing or the removal's shifts. */
+static void test_hook_table(void **state) {
+  (void)state;
+  static http__loop loop;
+  enum { N = 5000, SPREAD = 16 };
+  static char space[N * SPREAD * 8];
+  static bool used[N * SPREAD];
+  static h2o_req_t *reqs[N];
+  static http__hook *hooks[N];
+  static int order[N];
+  uint64_t seed = 42;
+  for (int i = 0; i < N; i++) {
+    int at;
+    do {
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      at = (int)((seed >> 33) % (N * SPREAD));
+    } while (used[at]);
+    used[at] = true;
+    reqs[i] = (h2o_req_t *)(void *)(space + (size_t)at * 8);
+  }
+  for (int round = 0; round < 3; round++) {
+    for (int i = 0; i < N; i++) {
+      assert_null(http__hook_detach(&loop, reqs[i]));
+      assert_non_null(hooks[i] = http__hook_attach(&loop, reqs[i]));
+      assert_ptr_equal(hooks[i]->req, reqs[i]);
+      order[i] = i;
+    }
+    assert_int_equal(loop.hook_count, N);
+    for (int i = N - 1; i > 0; i--) { /* Fisher-Yates */
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      int j = (int)((seed >> 33) % (uint64_t)(i + 1)), t = order[i];
+      order[i] = order[j];
+      order[j] = t;
+    }
+    for (int k = 0; k < N; k++) {
+      int i = order[k];
+      http__hook *hook = http__hook_detach(&loop, reqs[i]);
+      if (hook != hooks[i]) fail_msg("round %d, %d-th removal: request %d got hook %p, want %p", round, k, i, (void *)hook, (void *)hooks[i]);
+      assert_null(http__hook_detach(&loop, reqs[i]));
+      http__hook_put(&loop, hook);
+      if (k % 7 == 0 && k + 1 < N) { /* the others are still there */
+        int other = order[k + 1];
+        http__hook *still = http__hook_detach(&loop, reqs[other]);
+        assert_ptr_equal(still, hooks[other]);
+        http__hook_put(&loop, still);
+        assert_ptr_equal(http__hook_attach(&loop, reqs[other]), still); /* recycled: the same one */
+      }
+    }
+    assert_int_equal(loop.hook_count, 0);
+  }
+  http__hooks_free(&loop);
 }
 
 /* ==== a server without models =============================================================== */
@@ -953,6 +1014,7 @@ int main(void) {
       cmocka_unit_test(test_json_arena_keep_limit),
       cmocka_unit_test(test_json_arena_outside_objects),
       cmocka_unit_test(test_answer_blocks),
+      cmocka_unit_test(test_hook_table),
       cmocka_unit_test_setup_teardown(test_server_routes, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_server_drain, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_management_after_stop, server_setup_model_api, server_teardown),
