@@ -143,6 +143,11 @@ static void run(http__management *g, mgmt_job *job) {
     http__model_destroy(job->model);
     return;
   case OP_REGISTER: {
+    if (atomic_load(&g->server->draining)) { /* queued before the drain: loading it would only delay the exit */
+      core_fail(&st, INFERD_UNAVAILABLE, "The server is shutting down and registers no model: %s", job->path);
+      fail_reply(job, &st);
+      return;
+    }
     http__register_params p = {.path = job->path, .name = job->name, .workers = job->workers,
                                .batch_size = job->batch_size, .max_batch_delay_ms = job->max_batch_delay_ms,
                                .response_timeout_s = job->response_timeout_s, .synchronous = job->synchronous};

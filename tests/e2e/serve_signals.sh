@@ -8,6 +8,8 @@
 #     `serve --stop` stops it (exit 0, pid file gone);
 #   - SIGHUP drains and exits 0, as SIGTERM does; under nohup (SIGHUP ignored) it changes
 #     nothing: a SIGTERM sent after it is the first signal the server takes;
+#   - a register waiting behind another on the management thread when the drain starts
+#     is refused (503) and its model never loaded;
 #   - a second signal during the drain exits at once with 128 + signal: resnet-152 with
 #     batchSize 64 and 64 clients (all 64 received: the drain has at least one long batch
 #     to wait for), SIGTERM starts the drain (its log line), and SIGINT then ends the
@@ -154,6 +156,43 @@ for attempt in 1 2 3; do
 done
 [ "$counted" = 1 ] || [ "$failures" != "$failed_before" ] ||
   fail "3 attempts: the server answered every request before it exited; a second signal never ended a drain"
+
+# ---- a register queued when the drain starts is refused, not loaded ----
+# One register loads resnet-152 (a second or more); a second register waits behind it on
+# the management thread; SIGTERM then. The queued one must get 503 and never load (a
+# drain that loaded it would only delay the exit). Should the first register end and the
+# second start loading before the SIGTERM (the log says so), the attempt does not count.
+serve_config "$WORK/config.properties" "model_store=model_store" "enable_model_api=true" "number_of_netty_threads=2"
+counted=0 failed_before=$failures
+for attempt in 1 2 3; do
+  rm -f "$WORK/server.log"
+  serve_start "$WORK" --ts-config "$WORK/config.properties" --foreground --disable-token-auth
+  serve_wait_ready 60 || { fail "the server without models is not ready"; break; }
+  M="http://127.0.0.1:$MANAGEMENT_PORT"
+  curl -s -o /dev/null -w '%{http_code}\n' --max-time 300 -X POST \
+    "$M/models?url=resnet-152.mar&model_name=first&initial_workers=1&synchronous=true" >"$WORK/first.code" &
+  first=$!
+  log_wait "loading resnet-152.mar as model first" 60 || fail "attempt $attempt: the first register never started loading"
+  curl -s -o "$WORK/queued.body" -w '%{http_code}\n' --max-time 300 -X POST \
+    "$M/models?url=resnet-152.mar&model_name=queued&initial_workers=1&synchronous=true" >"$WORK/queued.code" &
+  queued=$!
+  kill -TERM "$SERVER_PID" 2>/dev/null || true
+  wait "$first" "$queued" || true
+  serve_wait_exit 120 SIGTERM
+  [ "$failures" = "$failed_before" ] || break
+  if sed -n '/loading resnet-152.mar as model queued/,$p' "$WORK/server.log" | grep -q "SIGTERM: draining"; then
+    echo "     attempt $attempt does not count: the queued register started before the SIGTERM"
+    continue
+  fi
+  counted=1
+  [ "$(cat "$WORK/queued.code")" = 503 ] && grep -q "shutting down" "$WORK/queued.body" &&
+    ! grep -q "as model queued" "$WORK/server.log" && [ "$SERVER_STATUS" = 0 ] &&
+    echo "ok   a register queued when the drain began: 503, never loaded; exit 0" ||
+    fail "a register queued when the drain began: HTTP $(cat "$WORK/queued.code") $(head -c 200 "$WORK/queued.body"); loaded: $(grep -c "as model queued" "$WORK/server.log"); exit $SERVER_STATUS"
+  break
+done
+[ "$counted" = 1 ] || [ "$failures" != "$failed_before" ] ||
+  fail "3 attempts: the queued register always started before the SIGTERM"
 
 if [ "$failures" != 0 ]; then
   echo "$failures failure(s); server log:" >&2
