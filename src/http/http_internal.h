@@ -382,7 +382,7 @@ typedef struct http__job {
   inferd_code code;                  /* from the done callback */
   http__loop *loop;
   h2o_req_t *req;                    /* NULL once the client is gone (v2: first row only) */
-  struct http__hook *hook;           /* in req->pool: hook->job points back here until answered */
+  struct http__hook *hook;           /* req's hook (http_hook.c): hook->job points back here until answered */
   http__model *model;                /* one reference (v2: held by the first row) */
   float *input;                      /* [input_capacity] */
   float *output;                     /* [output_capacity] */

@@ -46,9 +46,11 @@
  * client changes wait or run at once; one more is a 503 at once (an asynchronous scale
  * answers 202 before it runs, so a client could otherwise queue them without bound).
  */
+#include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -553,12 +555,28 @@ static const char *args_from_query(h2o_req_t *req, const http__path *path, regis
 }
 
 /* Member `key` of a JSON register body: an integer in lo..hi (absent or null: *out
- * kept), or a string copied into the request's pool. False when it has another type. */
+ * kept), or a string copied into the request's pool. False when it is not one. As
+ * TorchServe's Gson reads an int field, 2.0 and "2" are 2 too. */
 static bool json_int_member(const json_t *root, const char *key, int lo, int hi, int *out) {
   const json_t *x = json_object_get(root, key);
   if (!x || json_is_null(x)) return true;
-  if (!json_is_integer(x) || json_integer_value(x) < lo || json_integer_value(x) > hi) return false;
-  *out = (int)json_integer_value(x);
+  double v;
+  if (json_is_integer(x)) {
+    v = (double)json_integer_value(x);
+  } else if (json_is_real(x)) {
+    v = json_real_value(x);
+  } else if (json_is_string(x)) {
+    const char *text = json_string_value(x);
+    char *end;
+    errno = 0;
+    long long n = strtoll(text, &end, 10);
+    if (end == text || *end || errno || strchr(" \t\n\r\f\v+", text[0])) return false; /* digits, an optional '-' */
+    v = (double)n;
+  } else {
+    return false;
+  }
+  if (!(v >= lo && v <= hi) || v != (double)(int)v) return false;
+  *out = (int)v;
   return true;
 }
 static bool json_string_member(h2o_req_t *req, const json_t *root, const char *key, h2o_iovec_t *out) {
@@ -588,9 +606,12 @@ static const char *args_from_json(h2o_req_t *req, register_args *a) {
   } else if (!json_int_member(root, "response_timeout", 1, 86400, &a->response_timeout_s)) {
     bad = BAD_TIMEOUT;
   } else {
-    const json_t *sync = json_object_get(root, "synchronous");
+    const json_t *sync = json_object_get(root, "synchronous"); /* true, false, or "true" / "false" as Gson takes */
+    const char *text = json_is_string(sync) ? json_string_value(sync) : NULL;
     if (json_is_boolean(sync))
       a->synchronous = json_is_true(sync);
+    else if (text && (!strcasecmp(text, "true") || !strcasecmp(text, "false")))
+      a->synchronous = !strcasecmp(text, "true");
     else if (sync && !json_is_null(sync))
       bad = "synchronous must be true or false";
   }

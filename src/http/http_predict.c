@@ -229,13 +229,13 @@ static bool client_left(h2o_req_t *req) {
 static void let_go(http__job *first, bool client_gone) {
   h2o_linklist_unlink(&first->waiting);
   http__model *m = first->model;
+  first->hook->job = NULL; /* answered: the dispose hook must not touch the job */
   int status = 499;
   if (client_gone)
     http__send_error(first->req, HTTP__E_CLIENT_GONE, "The client closed the connection before the answer");
   else
     status = http__send_job_error(first->req, m, INFERD_TIMEOUT, NULL);
   metrics_model_response(m->metrics, status);
-  first->hook->job = NULL; /* answered: the dispose hook must not touch the job */
   first->req = NULL;
   http__job_cancel(first);
 }

@@ -196,12 +196,18 @@ mcall "a JSON body without url" 400 'r["message"] == "Parameter url is required.
   -d '{"model_name": "x"}' "$M/models?url=mlp.onnx"
 mcall "a JSON body that is not JSON" 400 '"JSON" in r["message"]' "${JA[@]}" -d '{"url": ' "$M/models"
 mcall "a JSON body that is not an object" 400 '' "${JA[@]}" -d '["mlp.onnx"]' "$M/models"
-mcall "a JSON body whose initial_workers is a string" 400 '"initial_workers" in r["message"]' "${JA[@]}" \
-  -d '{"url": "mlp.onnx", "initial_workers": "1"}' "$M/models"
+mcall "numbers as strings or integral reals, as TorchServe's Gson reads them" 200 \
+  '"registered with 1 initial workers" in r["status"]' "${JA[@]}" \
+  -d '{"url": "mlp.onnx", "model_name": "bystr", "initial_workers": "1", "batch_size": 2.0, "synchronous": "TRUE"}' "$M/models"
+mcall "unregister bystr" 200 '' "${MA[@]}" -X DELETE "$M/models/bystr"
+mcall "a JSON body whose initial_workers is not a number" 400 '"initial_workers" in r["message"]' "${JA[@]}" \
+  -d '{"url": "mlp.onnx", "initial_workers": "1x"}' "$M/models"
+mcall "a JSON body whose initial_workers is a fraction" 400 '"initial_workers" in r["message"]' "${JA[@]}" \
+  -d '{"url": "mlp.onnx", "initial_workers": 1.5}' "$M/models"
 mcall "a JSON body whose batch_size is out of range" 400 '"batch_size" in r["message"]' "${JA[@]}" \
   -d '{"url": "mlp.onnx", "batch_size": 0}' "$M/models"
 mcall "a JSON body whose url is a number" 400 '' "${JA[@]}" -d '{"url": 5}' "$M/models"
-mcall "a JSON body whose synchronous is a string" 400 '"synchronous" in r["message"]' "${JA[@]}" \
+mcall "a JSON body whose synchronous is neither true nor false" 400 '"synchronous" in r["message"]' "${JA[@]}" \
   -d '{"url": "mlp.onnx", "synchronous": "yes"}' "$M/models"
 mcall "unregister byjson" 200 '' "${MA[@]}" -X DELETE "$M/models/byjson"
 mcall "unregister byjson2" 200 '' "${MA[@]}" -X DELETE "$M/models/byjson2"
