@@ -2,7 +2,7 @@
  * fuzz_route.c - libFuzzer target for the HTTP layer's request-target parsing
  * (src/http/http_routes.c): http__parse_path, which cuts the path into segments for
  * the router, http__query_param, which finds and percent-decodes a query parameter,
- * and http__parse_int, which reads the management API's numbers (limit,
+ * and http__query_int, which reads the management API's numbers (limit,
  * next_page_token, batch_size, ...), as every request runs them on bytes from a socket.
  *
  * Input: the request target (path and query), as h2o hands it over: req->path, with
@@ -17,7 +17,8 @@
  * none holding a '/'; the query is exactly what follows the '?'; every parameter the
  * management API reads decodes to a NUL-terminated value no longer than the query,
  * equal to the raw text when that has no '%' or '+'; a number read lies within its
- * bounds and is what strtol reads from the same digits; a header is accepted only
+ * bounds and is what strtol reads from the same digits, an empty one leaves the
+ * default; a header is accepted only
  * when it holds the key; a url accepted over the API is model_store + "/" + url, with
  * no "://", not absolute and no ".." segment. Anything else aborts.
  */
@@ -53,9 +54,16 @@ static void check_segments(const char *target, size_t len, size_t query_at, cons
   }
 }
 
-static void check_number(h2o_iovec_t v, int lo, int hi) {
-  int x = -1;
-  if (!http__parse_int(v, lo, hi, &x)) return;
+static void check_number(h2o_req_t *req, const http__path *path, const char *name, h2o_iovec_t v, int lo, int hi) {
+  int x = 7, y = 8; /* two defaults: a value read overwrites both alike */
+  bool ok = http__query_int(req, path, name, lo, hi, &x);
+  if (http__query_int(req, path, name, lo, hi, &y) != ok) fail("the same parameter read two ways");
+  if (v.len == 0) {
+    if (!ok || x != 7 || y != 8) fail("an empty value is not the default");
+    return;
+  }
+  if (!ok) return;
+  if (x != y) fail("a number read kept a default");
   if (x < lo || x > hi) fail("number outside its bounds");
   char *end;
   long long want = strtoll(v.base, &end, 10);
@@ -80,7 +88,7 @@ static void check_params(h2o_req_t *req, const http__path *path) {
     if (!http__query_param(req, path, params[i].name, &v)) continue;
     if (!v.base || v.base[v.len] != '\0') fail("value not NUL-terminated");
     if (v.len > path->query.len) fail("value longer than the query");
-    if (params[i].lo <= params[i].hi) check_number(v, params[i].lo, params[i].hi);
+    if (params[i].lo <= params[i].hi) check_number(req, path, params[i].name, v, params[i].lo, params[i].hi);
     /* the raw value: after "name=" in an item of the query, up to '&' */
     size_t name_len = strlen(params[i].name);
     const char *p = path->query.base, *end = path->query.base + path->query.len;
