@@ -14,7 +14,10 @@
  * logs to logs/inferd.log, writes its pid to the pid file ($INFERD_PID_FILE, else
  * /tmp/.inferd.pid) and returns once it listens (exit 0) or has failed (exit 1);
  * --stop sends that server SIGTERM and waits until it has exited; with no server
- * running it says so and exits 0, as `torchserve --stop` does. --start --foreground
+ * running it says so and exits 0, as `torchserve --stop` does. The server holds an
+ * fcntl lock on its pid file while it lives, and --stop signals only the lock's holder:
+ * a stale file's pid, perhaps reused by another program (or another inferd), is left
+ * alone. --start --foreground
  * (a container's entry point) writes the pid file and stays in the foreground, as
  * TorchServe waits on its server then. A foreground server writes no pid file
  * otherwise (stop it with SIGTERM or Ctrl-C), so several can run at once.
@@ -86,68 +89,126 @@ static long read_pid(const char *path) {
   return pid;
 }
 
-/* Is `pid` running a program named as this one (inferd)? A pid file left behind by a
- * server that died may name a pid the system has since given to another program. By
- * name, not path: the server may run another copy, or a binary rebuilt since
- * (" (deleted)"). */
-static bool is_inferd(long pid) {
-  char link[64], theirs[PATH_MAX], ours[PATH_MAX];
-  snprintf(link, sizeof link, "/proc/%ld/exe", pid);
-  ssize_t a = readlink(link, theirs, sizeof theirs - 1), b = readlink("/proc/self/exe", ours, sizeof ours - 1);
-  if (a < 0 || b < 0) return false;
-  theirs[a] = ours[b] = '\0';
-  char *deleted = strstr(theirs, " (deleted)");
-  if (deleted && deleted[10] == '\0') *deleted = '\0';
-  const char *their_name = strrchr(theirs, '/'), *our_name = strrchr(ours, '/');
-  return strcmp(their_name ? their_name + 1 : theirs, our_name ? our_name + 1 : ours) == 0;
+/* The pid file is locked (an fcntl write lock on the whole file) by the server that
+ * wrote it, for as long as that process lives. The lock, not the pid written in the
+ * file, says whether a server runs and which one: F_GETLK names the holder. A file that
+ * nobody locks was left by a server that died, and the pid in it may since belong to
+ * any process, another inferd among them (`inferd bench`, a foreground server), so it
+ * is never signalled. The kernel drops the lock when the process exits, before it is a
+ * zombie, so --stop also sees the exit of a server whose parent never reaps it. */
+
+/* The pid of the process that holds the lock of the file open at `fd`; 0 when none
+ * does, -1 when it cannot be asked (errno set). */
+static long lock_holder(int fd) {
+  struct flock lock = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+  if (fcntl(fd, F_GETLK, &lock) != 0) return -1;
+  return lock.l_type == F_UNLCK ? 0 : (long)lock.l_pid;
 }
 
-/* --stop: SIGTERM to the server of the pid file, then wait (bounded) for it to go. */
+/* --stop: SIGTERM to the server that holds the pid file, then wait (bounded) until it
+ * has exited (it removes the file itself). */
 static int stop_server(void) {
   const char *path = pid_file();
-  long pid = read_pid(path);
-  bool alive = pid > 0 && kill((pid_t)pid, 0) == 0;
-  if (pid > 0 && !alive && errno == EPERM) {
-    fprintf(stderr, "inferd serve: pid %ld of %s is running but not ours to stop\n", pid, path);
-    return 1;
-  }
-  if (alive && !is_inferd(pid)) {
-    printf("inferd is not currently running: pid %ld of %s is not an inferd server (a stale pid file, removed); "
-           "not stopping it\n", pid, path);
-    unlink(path);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    printf("inferd is not currently running (no pid file %s).\n", path);
     return 0;
   }
-  if (!alive) {
-    printf("inferd is not currently running (no live pid in %s).\n", path);
-    if (pid > 0) unlink(path);
+  long pid = lock_holder(fd);
+  if (pid < 0) {
+    fprintf(stderr, "inferd serve: cannot read the lock of %s: %s\n", path, strerror(errno));
+    close(fd);
+    return 1;
+  }
+  if (pid == 0) {
+    long named = read_pid(path);
+    if (named > 0 && named <= INT_MAX && (kill((pid_t)named, 0) == 0 || errno == EPERM))
+      printf("inferd is not currently running: pid %ld of %s is not an inferd server (a stale pid file, removed); "
+             "not stopping it\n", named, path);
+    else
+      printf("inferd is not currently running (no live pid in %s).\n", path);
+    unlink(path);
+    close(fd);
     return 0;
   }
   if (kill((pid_t)pid, SIGTERM) != 0) {
-    fprintf(stderr, "inferd serve: cannot stop pid %ld: %s\n", pid, strerror(errno));
+    fprintf(stderr, "inferd serve: cannot stop pid %ld of %s: %s\n", pid, path, strerror(errno));
+    close(fd);
     return 1;
   }
-  for (int i = 0; i < 1800 && kill((pid_t)pid, 0) == 0; i++) { /* at most 3 minutes */
+  for (int i = 0; i < 1800 && lock_holder(fd) == pid; i++) { /* at most 3 minutes */
     struct timespec ts = {0, 100 * 1000 * 1000};
     nanosleep(&ts, NULL);
   }
-  if (kill((pid_t)pid, 0) == 0) {
+  bool gone = lock_holder(fd) != pid;
+  close(fd);
+  if (!gone) {
     fprintf(stderr, "inferd serve: pid %ld is still draining after 3 minutes\n", pid);
     return 1;
   }
-  unlink(path);
   printf("inferd has stopped.\n");
   return 0;
 }
 
-/* Whether the pid file names a live inferd server (then says so on stderr). */
+/* Whether a live server holds the pid file (then says so on stderr). */
 static bool already_running(void) {
   const char *path = pid_file();
-  long pid = read_pid(path);
-  if (pid > 0 && kill((pid_t)pid, 0) == 0 && is_inferd(pid)) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  long pid = lock_holder(fd);
+  close(fd);
+  if (pid > 0) {
     fprintf(stderr, "inferd serve: a server is already running (pid %ld, %s); stop it with --stop\n", pid, path);
     return true;
   }
   return false;
+}
+
+static int pid_fd = -1; /* the locked pid file, open until the process exits */
+
+/* Creates the pid file, locks it and writes this process's pid into it. INFERD_ALREADY_EXISTS
+ * when another live server holds it; a file that cannot be written or locked (a file
+ * system without locks) is only logged, as a server runs without one. */
+static inferd_code claim_pid_file(bool *written, inferd_status *st) {
+  const char *path = pid_file();
+  *written = false;
+  for (;;) {
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      core_log(CORE_LOG_WARN, "cannot write the pid file %s: %s", path, strerror(errno));
+      return INFERD_OK;
+    }
+    struct flock lock = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    if (fcntl(fd, F_SETLK, &lock) != 0) {
+      if (errno == EACCES || errno == EAGAIN) {
+        long pid = lock_holder(fd);
+        close(fd);
+        return core_fail(st, INFERD_ALREADY_EXISTS, "a server is already running (pid %ld, %s); stop it with --stop",
+                         pid, path);
+      }
+      core_log(CORE_LOG_WARN, "cannot lock the pid file %s (%s): --stop cannot tell a stale one", path,
+               strerror(errno));
+    }
+    /* The server before us may have removed the file between our open and our lock:
+     * then we hold a file no one can find; open the path again. */
+    struct stat ours, named;
+    if (fstat(fd, &ours) != 0 || stat(path, &named) != 0 || ours.st_dev != named.st_dev ||
+        ours.st_ino != named.st_ino) {
+      close(fd);
+      continue;
+    }
+    char text[32];
+    int n = snprintf(text, sizeof text, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || write(fd, text, (size_t)n) != n) {
+      core_log(CORE_LOG_WARN, "cannot write the pid file %s: %s", path, strerror(errno));
+      unlink(path);
+      close(fd);
+      return INFERD_OK;
+    }
+    pid_fd = fd;
+    *written = true;
+    return INFERD_OK;
+  }
 }
 
 /* --start: fork a server in its own session; return when it listens or has failed.
@@ -321,9 +382,11 @@ int cli_serve(int argc, char **argv) {
   pthread_mutex_unlock(&serving_lock);
   if (code == INFERD_OK) code = http_server_start(server, &st);
   if (code == INFERD_OK && cfg.start) {
-    FILE *f = fopen(pid_file(), "w");
-    if (f) fprintf(f, "%ld\n", (long)getpid()), fclose(f);
-    atomic_store(&pid_file_written, f != NULL);
+    bool written;
+    code = claim_pid_file(&written, &st);
+    atomic_store(&pid_file_written, written);
+  }
+  if (code == INFERD_OK && cfg.start) {
     if (notify_fd >= 0) {
       (void)!write(notify_fd, "1", 1);
       close(notify_fd);
@@ -349,7 +412,7 @@ int cli_serve(int argc, char **argv) {
   http_server_free(server); /* removes the key file */
   atomic_store(&key_file_written, false);
   topo_free(machine);
-  if (atomic_load(&pid_file_written)) unlink(pid_file());
+  if (atomic_load(&pid_file_written)) unlink(pid_file()); /* the lock goes with the process */
   config_free(&cfg);
   if (exit_status == 0) core_log(CORE_LOG_INFO, "inferd has stopped");
   return exit_status;

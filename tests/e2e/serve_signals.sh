@@ -2,7 +2,12 @@
 # serve_signals.sh - starting and stopping `inferd serve` as TorchServe users do:
 #   - `serve --stop` with no server running says so and exits 0 (torchserve --stop does);
 #     with a stale pid file naming another program's live process it leaves that
-#     process alone, removes the file and exits 0;
+#     process alone, removes the file and exits 0, also when that program is named
+#     inferd (a pid reused by `inferd bench`, say): only the server that holds the pid
+#     file's lock is signalled;
+#   - `serve --stop` of a --start server whose parent never reaps it (a container's
+#     PID 1 that is no init) returns as soon as the server has exited, not after its
+#     3-minute bound (the zombie keeps its pid alive);
 #   - `serve --start --foreground` (a container's entry point) stays in the foreground
 #     and writes the pid file: the process the shell started is the server, and
 #     `serve --stop` stops it (exit 0, pid file gone);
@@ -48,6 +53,39 @@ if [ "$status" = 0 ] && grep -q "is not an inferd server" "$WORK/stop.out" && ki
 else
   fail "--stop with a stale pid file: exit $status, $(cat "$WORK/stop.out"); the process $(kill -0 "$STRANGER" 2>/dev/null && echo lives || echo was killed)"
 fi
+kill "$STRANGER" && wait "$STRANGER" 2>/dev/null || true
+mkdir -p "$WORK/bin"
+cp "$(command -v sleep)" "$WORK/bin/inferd" # another process named inferd, on a reused pid
+"$WORK/bin/inferd" 3600 &
+STRANGER=$!
+echo "$STRANGER" >"$INFERD_PID_FILE"
+status=0
+"$INFERD" serve --stop >"$WORK/stop.out" 2>&1 || status=$?
+if [ "$status" = 0 ] && kill -0 "$STRANGER" 2>/dev/null && [ ! -e "$INFERD_PID_FILE" ]; then
+  echo "ok   --stop leaves a stale pid file's process named inferd alone and removes the file"
+else
+  fail "--stop with a stale pid file naming a process called inferd: exit $status, $(cat "$WORK/stop.out"); the process $(kill -0 "$STRANGER" 2>/dev/null && echo lives || echo was killed)"
+fi
+kill "$STRANGER" && wait "$STRANGER" 2>/dev/null || true
+STRANGER=
+
+# ---- --stop of a server whose parent does not reap it ----
+serve_ports
+serve_config "$WORK/config.properties" "number_of_netty_threads=1"
+(cd "$WORK" && exec /usr/bin/python3 -c '
+import ctypes, subprocess, sys, time
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: the --start server is ours, never reaped
+subprocess.run(sys.argv[1:])
+time.sleep(3600)' "$INFERD" serve --ts-config "$WORK/config.properties" --start --disable-token-auth >"$WORK/reaper.log" 2>&1) &
+STRANGER=$!
+for i in $(seq 1 600); do [ -s "$INFERD_PID_FILE" ] && break; sleep 0.1; done
+start=$(date +%s)
+status=0
+timeout 60 "$INFERD" serve --stop >"$WORK/stop.out" 2>&1 || status=$?
+took=$(($(date +%s) - start))
+[ "$status" = 0 ] && [ "$took" -lt 30 ] && grep -q "has stopped" "$WORK/stop.out" &&
+  echo "ok   --stop of an unreaped server: exit 0 after $took s" ||
+  fail "--stop of an unreaped server: exit $status after $took s, $(cat "$WORK/stop.out"; cat "$WORK/reaper.log")"
 kill "$STRANGER" && wait "$STRANGER" 2>/dev/null || true
 STRANGER=
 
