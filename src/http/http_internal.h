@@ -49,6 +49,7 @@
   X(METHOD, 405, "Method Not Allowed", "MethodNotAllowedException")                          \
   X(CONFLICT, 409, "Conflict", "ConflictStatusException")                                    \
   X(TOO_LARGE, 413, "Payload Too Large", "RequestEntityTooLargeException")                   \
+  X(EXPECTATION, 417, "Expectation Failed", "ExpectationFailedException")                    \
   X(CLIENT_GONE, 499, "Client Closed Request", "ClientClosedRequestException")                \
   X(INTERNAL, 500, "Internal Server Error", "InternalServerException")                       \
   X(UNSUPPORTED, 501, "Not Implemented", "UnsupportedOperationException")                    \

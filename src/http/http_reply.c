@@ -22,7 +22,8 @@
  *   - Common errors with fixed text are rendered once at start into static buffers and
  *     sent without copying (canned replies).
  *   - h2o answers some malformed requests itself (413 when Content-Length or a chunked
- *     body exceeds max_request_size, 400 for a broken Content-Length) with plain text;
+ *     body exceeds max_request_size, 400 for a broken Content-Length, 417 for an Expect
+ *     it does not know) with plain text;
  *     an output filter on every path rewrites those bodies through the same renderer.
  *
  * Memory: bodies are built in the request's h2o pool (http__buf) or are static; no
@@ -390,6 +391,9 @@ static void error_filter_setup(h2o_filter_t *self, h2o_req_t *req, h2o_ostream_t
       snprintf(too_large, sizeof too_large, "Request body is larger than max_request_size (%zu bytes)",
                ((error_filter *)self)->max_request_size);
       message = too_large;
+      break;
+    case 417: /* an Expect other than 100-continue; Netty (TorchServe) answers 417 too */
+      e = HTTP__E_EXPECTATION, message = "Expectation Failed: only 'Expect: 100-continue' is supported";
       break;
     case 404: e = HTTP__E_NO_ROUTE, message = "Requested resource is not found, please refer to API document."; break;
     case 405: e = HTTP__E_METHOD, message = "Requested method is not allowed, please refer to API document."; break;

@@ -6,7 +6,7 @@
 #   (-F data=@, -F file=@), base64 text (a text/plain body, a form field) and Python
 #   requests giving the same answer; 404 unknown model
 #   and version, 400 corrupt / truncated / empty image, 413 above max_request_size (by
-#   Content-Length and chunked), 401 missing / wrong token, 405 wrong method; the
+#   Content-Length and chunked), 417 an unknown Expect, 401 missing / wrong token, 405 wrong method; the
 #   management API (list, describe with workers and cores, register refused without
 #   --enable-model-api); /metrics; /ping still 200 after all the bad requests; images
 #   decoded by the preprocessing threads ("inferd-prep"), not by the HTTP threads
@@ -132,6 +132,8 @@ expect 413 "body above max_request_size" -H "$AUTH" -T "$WORK/big.bin" "$I/predi
   json_error 413 "body above max_request_size"
 expect 413 "chunked body above max_request_size" -H "$AUTH" -H "Transfer-Encoding: chunked" -T "$WORK/big.bin" \
   "$I/predictions/mobilenet" && json_error 413 "chunked body above max_request_size"
+expect 417 "an Expect h2o does not know" -H "$AUTH" -H "Expect: something-else" -T "$WORK/cat.jpg" \
+  "$I/predictions/mobilenet" && json_error 417 "an Expect h2o does not know"
 expect 401 "no token" -T "$WORK/cat.jpg" "$I/predictions/mobilenet" && json_error 401 "no token"
 expect 401 "wrong token" -H "Authorization: Bearer x$INFERENCE_KEY" -T "$WORK/cat.jpg" "$I/predictions/mobilenet" &&
   json_error 401 "wrong token"
