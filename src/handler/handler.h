@@ -145,7 +145,8 @@ typedef struct handler_class {
 
 /* Softmax over `logits` [n] and the `k` most probable classes into `top` (caller-owned,
  * k entries), most probable first (ties: lower index first). Returns how many were
- * written (min(k, n)), or -1 when a logit is NaN or infinite. No allocation. */
+ * written (min(k, n)), or -1 when a logit is NaN or +inf or every one is -inf (a -inf
+ * logit alone has probability 0, as in torch). No allocation. */
 int handler_classify_topk(const float *logits, int n, int k, handler_class *top);
 
 /* Upper bound of the bytes handler_classify_json writes for `k` classes with these
@@ -159,7 +160,7 @@ size_t handler_classify_json_size(const handler_labels *labels, int k);
  * float32. Two classes with the same name are one key, as in TorchServe's Python dict:
  * in the first one's place with the later one's probability. Writes a NUL-terminated
  * string into `buf` (caller-owned, `size` bytes) and its length into *length (may be
- * NULL). INTERNAL when a logit is not finite; TOO_LARGE when `size` is too small. */
+ * NULL). INTERNAL when a logit is NaN or +inf or all are -inf; TOO_LARGE when `size` is too small. */
 inferd_code handler_classify_json(const float *logits, int n, int k,
                                   const handler_labels *labels, char *buf, size_t size,
                                   size_t *length, inferd_status *status);

@@ -237,11 +237,14 @@ const char *handler_labels_name(const handler_labels *labels, int64_t index) {
 
 int handler_classify_topk(const float *logits, int n, int k, handler_class *top) {
   if (n <= 0 || k <= 0) return 0;
-  float max = logits[0];
+  /* -inf is a class the model rules out (a masked logit): probability 0, as torch's
+   * softmax gives it. NaN, +inf, or every logit -inf make torch's softmax NaN. */
+  float max = -INFINITY;
   for (int i = 0; i < n; i++) {
-    if (!isfinite(logits[i])) return -1;
+    if (isnan(logits[i]) || logits[i] == INFINITY) return -1;
     if (logits[i] > max) max = logits[i];
   }
+  if (max == -INFINITY) return -1;
   double sum = 0.0;
   for (int i = 0; i < n; i++) sum += exp((double)logits[i] - max);
   /* top k by logit (softmax is monotonic), insertion into a sorted list */
@@ -293,7 +296,8 @@ inferd_code handler_classify_json(const float *logits, int n, int k, const handl
                                   size_t size, size_t *length, inferd_status *status) {
   handler_class top[HANDLER_TOPK_MAX];
   int count = handler_classify_topk(logits, n, CORE_MIN(k, (int)HANDLER_TOPK_MAX), top);
-  if (count < 0) return core_fail(status, INFERD_INTERNAL, "postprocess: the model returned a logit that is NaN or infinite");
+  if (count < 0)
+    return core_fail(status, INFERD_INTERNAL, "postprocess: the model returned a logit that is NaN or +inf, or only -inf");
 
   /* one key per distinct name, in the place of its first class (a Python dict) */
   struct {

@@ -718,6 +718,13 @@ static void test_classify_edges(void **state) {
   print_message("NaN logit -> %s: %s\n", inferd_code_name(st.code), st.message);
   const float inf[2] = {INFINITY, 1.0f};
   assert_int_equal(handler_classify_json(inf, 2, 5, NULL, buf, sizeof buf, NULL, &st), INFERD_INTERNAL);
+  /* -inf is a masked class: probability 0 (torch.softmax([-inf, 1, 2]) = [0, 0.2689, 0.7311]),
+   * unless every logit is -inf (torch: NaN) */
+  const float masked[3] = {-INFINITY, 1.0f, 2.0f};
+  assert_int_equal(handler_classify_json(masked, 3, 5, NULL, buf, sizeof buf, NULL, &st), INFERD_OK);
+  assert_string_equal(buf, "{\n  \"2\": 0.7310585975646973,\n  \"1\": 0.2689414322376251,\n  \"0\": 0.0\n}");
+  const float all_masked[2] = {-INFINITY, -INFINITY};
+  assert_int_equal(handler_classify_json(all_masked, 2, 5, NULL, buf, sizeof buf, NULL, &st), INFERD_INTERNAL);
   /* the size bound holds for the longest label */
   handler_labels *labels = NULL;
   const char *json = "{\"0\": \"\\u0001\\u0001\\u0001\\u0001\\u0001\\u0001\\u0001\\u0001\", \"1\": [\"x\", \"\\ud834\\udd1e\\ud834\\udd1e\"]}";
