@@ -252,6 +252,8 @@ bool http__query_param(h2o_req_t *req, const http__path *path, const char *name,
  * leaves *out as it was (TorchServe's getIntParameter: an empty value is the default,
  * so a pager may send next_page_token= on its first page). */
 bool http__query_int(h2o_req_t *req, const http__path *path, const char *name, int lo, int hi, int *out);
+/* The same reading of one value (not empty) into *out; false when it is not one. */
+bool http__parse_int(h2o_iovec_t v, int lo, int hi, int *out);
 bool http__segment_is(h2o_iovec_t segment, const char *text);
 
 /* ---- models (http_models.c) --------------------------------------------------------------- */

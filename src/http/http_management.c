@@ -46,7 +46,6 @@
  * client changes wait or run at once; one more is a 503 at once (an asynchronous scale
  * answers 202 before it runs, so a client could otherwise queue them without bound).
  */
-#include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -554,31 +553,22 @@ static const char *args_from_query(h2o_req_t *req, const http__path *path, regis
   return NULL;
 }
 
-/* Member `key` of a JSON register body: an integer in lo..hi (absent or null: *out
- * kept), or a string copied into the request's pool. False when it is not one. As
- * TorchServe's Gson reads an int field, 2.0 and "2" are 2 too. */
+/* Member `key` of a JSON register body: an integer in lo..hi into *out (absent or null:
+ * *out kept); false when it is not one. As TorchServe's Gson reads an int field, 2.0
+ * and "2" are 2 too. */
 static bool json_int_member(const json_t *root, const char *key, int lo, int hi, int *out) {
   const json_t *x = json_object_get(root, key);
   if (!x || json_is_null(x)) return true;
-  double v;
-  if (json_is_integer(x)) {
-    v = (double)json_integer_value(x);
-  } else if (json_is_real(x)) {
-    v = json_real_value(x);
-  } else if (json_is_string(x)) {
-    const char *text = json_string_value(x);
-    char *end;
-    errno = 0;
-    long long n = strtoll(text, &end, 10);
-    if (end == text || *end || errno || strchr(" \t\n\r\f\v+", text[0])) return false; /* digits, an optional '-' */
-    v = (double)n;
-  } else {
-    return false;
-  }
+  if (json_is_string(x)) return http__parse_int(h2o_iovec_init(json_string_value(x), json_string_length(x)), lo, hi, out);
+  if (!json_is_number(x)) return false;
+  double v = json_number_value(x);
   if (!(v >= lo && v <= hi) || v != (double)(int)v) return false;
   *out = (int)v;
   return true;
 }
+
+/* Member `key` of a JSON register body: a string, copied into the request's pool (absent
+ * or null: *out kept); false when it is not one. */
 static bool json_string_member(h2o_req_t *req, const json_t *root, const char *key, h2o_iovec_t *out) {
   const json_t *x = json_object_get(root, key);
   if (!x || json_is_null(x)) return true;

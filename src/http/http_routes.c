@@ -89,7 +89,7 @@ bool http__query_param(h2o_req_t *req, const http__path *path, const char *name,
   return false;
 }
 
-static bool parse_int(h2o_iovec_t v, int lo, int hi, int *out) {
+bool http__parse_int(h2o_iovec_t v, int lo, int hi, int *out) {
   size_t first = v.len > 0 && v.base[0] == '-' ? 1 : 0;
   if (v.len - first == 0 || v.len - first > 10) return false;
   long long x = 0;
@@ -105,7 +105,7 @@ static bool parse_int(h2o_iovec_t v, int lo, int hi, int *out) {
 
 bool http__query_int(h2o_req_t *req, const http__path *path, const char *name, int lo, int hi, int *out) {
   h2o_iovec_t v;
-  return !http__query_param(req, path, name, &v) || v.len == 0 || parse_int(v, lo, hi, out);
+  return !http__query_param(req, path, name, &v) || v.len == 0 || http__parse_int(v, lo, hi, out);
 }
 
 /* ---- inference API: health -------------------------------------------------------------- */
