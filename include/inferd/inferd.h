@@ -15,6 +15,9 @@
  * Errors: every call that can fail returns an inferd_code and, when `status` is not
  * NULL, fills it with the code and a one-line message that names what went wrong
  * and where (e.g. "node 'Conv_12' (Conv): group 3 does not divide 64 input channels").
+ * A NULL model, session, path, out pointer or input/output array is refused with
+ * INFERD_INVALID_ARG naming the argument (a session used after its model or itself
+ * was freed cannot be told apart from a live one: that stays the caller's bug).
  */
 #ifndef INFERD_INFERD_H
 #define INFERD_INFERD_H

@@ -203,7 +203,9 @@ static inferd_code finish_load(ir_graph *g, const inferd_model_params *params, i
 
 inferd_code inferd_model_load(const char *path, const inferd_model_params *params, inferd_model **out,
                               inferd_status *st) {
+  if (!out) return core_fail(st, INFERD_INVALID_ARG, "inferd_model_load: out is NULL");
   *out = NULL;
+  if (!path) return core_fail(st, INFERD_INVALID_ARG, "inferd_model_load: path is NULL");
   ir_graph *g;
   inferd_code rc = onnx_load_file(path, &g, st);
   if (rc != INFERD_OK) return rc;
@@ -214,7 +216,9 @@ inferd_code inferd_model_load(const char *path, const inferd_model_params *param
 
 inferd_code inferd_model_load_memory(const void *data, size_t size, const inferd_model_params *params,
                                      inferd_model **out, inferd_status *st) {
+  if (!out) return core_fail(st, INFERD_INVALID_ARG, "inferd_model_load_memory: out is NULL");
   *out = NULL;
+  if (!data && size) return core_fail(st, INFERD_INVALID_ARG, "inferd_model_load_memory: data is NULL, size %zu", size);
   ir_graph *g;
   inferd_code rc = onnx_load_memory(data, size, params && params->mapped_file, &g, st);
   if (rc != INFERD_OK) return rc;
@@ -295,7 +299,9 @@ struct inferd_session {
 
 inferd_code inferd_session_new(inferd_model *m, const inferd_session_params *params, inferd_session **out,
                                inferd_status *st) {
+  if (!out) return core_fail(st, INFERD_INVALID_ARG, "inferd_session_new: out is NULL");
   *out = NULL;
+  if (!m) return core_fail(st, INFERD_INVALID_ARG, "inferd_session_new: model is NULL");
   inferd_session *s = calloc(1, sizeof *s);
   if (!s) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
   s->model = m;
@@ -478,6 +484,9 @@ static inferd_code session_instance(inferd_session *s, int batch, plan_instance 
 
 inferd_code inferd_session_output_shape(inferd_session *s, int batch, int index, int *rank,
                                         int64_t dims[INFERD_MAX_RANK], inferd_status *st) {
+  if (!s || !rank || !dims)
+    return core_fail(st, INFERD_INVALID_ARG, "inferd_session_output_shape: %s is NULL",
+                     !s ? "session" : !rank ? "rank" : "dims");
   plan_instance *in = NULL;
   inferd_code rc = session_instance(s, batch, &in, st);
   if (rc != INFERD_OK) return rc;
@@ -500,9 +509,17 @@ size_t inferd_session_arena_bytes(const inferd_session *s) { return s->arena ? s
 
 inferd_code inferd_session_run(inferd_session *s, int batch, const float *const *inputs, float *const *outputs,
                                inferd_status *st) {
+  if (!s) return core_fail(st, INFERD_INVALID_ARG, "inferd_session_run: session is NULL");
   plan_instance *in = NULL;
-  inferd_code rc = session_instance(s, batch, &in, st);
+  inferd_code rc = session_instance(s, batch, &in, st); /* checks the batch size first */
   if (rc != INFERD_OK) return rc;
+  const inferd_model *m = s->model;
+  if (!inputs || !outputs)
+    return core_fail(st, INFERD_INVALID_ARG, "inferd_session_run: %s is NULL", !inputs ? "inputs" : "outputs");
+  for (int k = 0; k < m->n_inputs; k++)
+    if (!inputs[k]) return core_fail(st, INFERD_INVALID_ARG, "input %d ('%s') is NULL", k, m->inputs[k].name);
+  for (int k = 0; k < m->n_outputs; k++)
+    if (!outputs[k]) return core_fail(st, INFERD_INVALID_ARG, "output %d ('%s') is NULL", k, m->outputs[k].name);
   for (int i = 0; i < in->n_io; i++) {
     const io_binding *b = &in->io[i];
     char *base = b->kind == REF_INPUT ? (char *)inputs[b->index] : (char *)outputs[b->index];
