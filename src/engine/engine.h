@@ -24,6 +24,7 @@
 
 #include <float.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include <oneapi/dnnl/dnnl.h>
 
@@ -208,7 +209,7 @@ struct inferd_model {
   weight_copy **weights; /* [graph->n_values]: reordered copies of each constant */
   bool *weight_only;     /* [graph->n_values]: read only as a primitive's weights */
   core_arena *weight_arena;
-  size_t weights_bytes;
+  atomic_size_t weights_bytes; /* added to under lock; read by anyone (inferd_model_weights_bytes) */
   double flops_per_item;
   inferd_tensor_info *inputs, *outputs;
   int n_inputs, n_outputs;

@@ -256,7 +256,7 @@ inferd_code inferd_model_output(const inferd_model *m, int index, inferd_tensor_
   return INFERD_OK;
 }
 
-size_t inferd_model_weights_bytes(const inferd_model *m) { return m->weights_bytes; }
+size_t inferd_model_weights_bytes(const inferd_model *m) { return atomic_load(&m->weights_bytes); }
 double inferd_model_flops_per_item(const inferd_model *m) { return m->flops_per_item; }
 
 /* ---- sessions ------------------------------------------------------------------------------ */

@@ -81,7 +81,7 @@ static inferd_code weight_store(inferd_model *m, int value, const dnnl_memory_de
   w->data = data;
   w->next = m->weights[value];
   m->weights[value] = w;
-  m->weights_bytes += size;
+  atomic_fetch_add(&m->weights_bytes, size);
   if (m->weight_only[value] && v->consumers == 1) ir_graph_release_data(m->graph, value);
   *out = data;
   return INFERD_OK;
