@@ -648,6 +648,20 @@ static void test_deadline_expires_in_queue(void **state) {
   (void)state;
 }
 
+/* After a model with a cancelled request `gone` and a kept one was freed: `gone` was
+ * skipped (done once with TIMEOUT, output not written), `kept` answered, and `ran`
+ * requests ran in all. */
+static void expect_skipped(harness *h, test_req *gone, test_req *kept, int ran) {
+  assert_int_equal(atomic_load(&gone->done_calls), 1);
+  assert_int_equal(gone->code, INFERD_TIMEOUT);
+  assert_non_null(strstr(gone->req.status.message, "cancelled"));
+  assert_true(output_untouched(gone));
+  assert_int_equal(kept->code, INFERD_OK);
+  check_all(h);
+  assert_int_equal(h->cancelled, 1);
+  assert_int_equal(h->run, ran);
+}
+
 /* Cancelled while queued: skipped, done(TIMEOUT) exactly once, output not written. */
 static void test_cancelled_is_skipped(void **state) {
   harness h;
@@ -665,14 +679,7 @@ static void test_cancelled_is_skipped(void **state) {
   gate_open(&h);
   assert_true(wait_completed(&h, 3));
   sched_model_free(m); /* every done has returned: a second one would have been counted */
-  assert_int_equal(atomic_load(&gone->done_calls), 1);
-  assert_int_equal(gone->code, INFERD_TIMEOUT);
-  assert_non_null(strstr(gone->req.status.message, "cancelled"));
-  assert_true(output_untouched(gone));
-  assert_int_equal(kept->code, INFERD_OK);
-  check_all(&h);
-  assert_int_equal(h.cancelled, 1);
-  assert_int_equal(h.run, 2);
+  expect_skipped(&h, gone, kept, 2);
   harness_free(&h);
   (void)state;
 }
@@ -692,14 +699,7 @@ static void test_cancelled_before_submit(void **state) {
   assert_int_equal(submit(m, kept), INFERD_OK);
   assert_true(wait_completed(&h, 2));
   sched_model_free(m);
-  assert_int_equal(atomic_load(&gone->done_calls), 1);
-  assert_int_equal(gone->code, INFERD_TIMEOUT);
-  assert_non_null(strstr(gone->req.status.message, "cancelled"));
-  assert_true(output_untouched(gone));
-  assert_int_equal(kept->code, INFERD_OK);
-  check_all(&h);
-  assert_int_equal(h.cancelled, 1);
-  assert_int_equal(h.run, 1);
+  expect_skipped(&h, gone, kept, 1);
   harness_free(&h);
   (void)state;
 }
