@@ -244,8 +244,16 @@ typedef struct http__path {
  * HTTP__MAX_SEGMENTS segments. */
 bool http__parse_path(h2o_req_t *req, http__path *path);
 
-/* The value of query parameter `name`, percent-decoded into req->pool; false when absent. */
+/* The (first) value of query parameter `name`, percent-decoded into req->pool and
+ * NUL-terminated; false when absent. Items are separated by '&' or ';', and keys are
+ * decoded before they are compared, as Netty's QueryStringDecoder does. */
 bool http__query_param(h2o_req_t *req, const http__path *path, const char *name, h2o_iovec_t *value);
+
+/* Every value of query parameter `name` (a repeated key, as name[]=a&name[]=b), decoded
+ * as http__query_param's, in order into values[0..max). Returns how many there are,
+ * which may be more than max (the first max are filled; the count stops at max + 1). */
+size_t http__query_values(h2o_req_t *req, const http__path *path, const char *name, h2o_iovec_t *values,
+                          size_t max);
 
 /* Integer query parameter `name` (an optional '-' and 1-10 decimal digits) within
  * [lo, hi] into *out; false when it is given and is not one. Absent or empty, it

@@ -9,7 +9,7 @@
  *   management port (8081)
  *     /models..., GET /token                   management / API   http_management.c
  *   metrics port (8082)
- *     GET /metrics                             none   Prometheus text (metrics_render)
+ *     GET /metrics[?name[]=...]                none   Prometheus text (metrics_render)
  * A listener that serves several APIs (equal addresses) tries them in this order.
  * Anything else is 404 ResourceNotFoundException; a known path with another method is
  * 405. Paths are cut at '/' (empty segments ignored, so "/ping/" is "/ping"); model
@@ -57,36 +57,78 @@ static int hex_value(char c) {
   return -1;
 }
 
-bool http__query_param(h2o_req_t *req, const http__path *path, const char *name, h2o_iovec_t *value) {
-  size_t name_len = strlen(name);
+/* The byte that s[*i..n) starts with once decoded ('+' is a space, %XX its byte, a '%'
+ * not followed by two hex digits itself); moves *i past it. */
+static char decode_at(const char *s, size_t n, size_t *i) {
+  char c = s[*i];
+  if (c == '+') {
+    c = ' ';
+  } else if (c == '%' && *i + 2 < n && hex_value(s[*i + 1]) >= 0 && hex_value(s[*i + 2]) >= 0) {
+    c = (char)(hex_value(s[*i + 1]) * 16 + hex_value(s[*i + 2]));
+    *i += 2;
+  }
+  (*i)++;
+  return c;
+}
+
+static bool key_is(const char *key, size_t len, const char *name) {
+  size_t i = 0;
+  while (i < len && *name)
+    if (decode_at(key, len, &i) != *name++) return false;
+  return i == len && !*name;
+}
+
+/* Items of the query are separated by '&' or ';' and decoded as Netty's
+ * QueryStringDecoder does (TorchServe's reader): keys too, so name%5B%5D is name[].
+ * Calls found(value, length, ctx) for each item whose key is `name`, in order, until it
+ * returns false. */
+static void query_each(const http__path *path, const char *name,
+                       bool (*found)(const char *value, size_t len, void *ctx), void *ctx) {
   const char *p = path->query.base, *end = path->query.base + path->query.len;
   while (p < end) {
-    const char *amp = memchr(p, '&', (size_t)(end - p));
-    const char *item_end = amp ? amp : end;
+    const char *item_end = p;
+    while (item_end < end && *item_end != '&' && *item_end != ';') item_end++;
     const char *eq = memchr(p, '=', (size_t)(item_end - p));
     const char *key_end = eq ? eq : item_end;
-    if ((size_t)(key_end - p) == name_len && memcmp(p, name, name_len) == 0) {
+    if (key_is(p, (size_t)(key_end - p), name)) {
       const char *v = eq ? eq + 1 : item_end;
-      size_t n = (size_t)(item_end - v);
-      char *out = h2o_mem_alloc_pool(&req->pool, n + 1);
-      size_t o = 0;
-      for (size_t i = 0; i < n; i++) {
-        if (v[i] == '+') {
-          out[o++] = ' ';
-        } else if (v[i] == '%' && i + 2 < n && hex_value(v[i + 1]) >= 0 && hex_value(v[i + 2]) >= 0) {
-          out[o++] = (char)(hex_value(v[i + 1]) * 16 + hex_value(v[i + 2]));
-          i += 2;
-        } else {
-          out[o++] = v[i];
-        }
-      }
-      out[o] = '\0';
-      *value = h2o_iovec_init(out, o);
-      return true;
+      if (!found(v, (size_t)(item_end - v), ctx)) return;
     }
-    p = amp ? amp + 1 : end;
+    p = item_end < end ? item_end + 1 : end;
   }
-  return false;
+}
+
+typedef struct decoded {
+  h2o_req_t *req;
+  h2o_iovec_t *values;
+  size_t max, count;
+} decoded;
+
+/* Decodes a value into req->pool, NUL-terminated; stops once max are found. */
+static bool decode_value(const char *v, size_t n, void *ctx) {
+  decoded *d = ctx;
+  if (d->count < d->max) {
+    char *out = h2o_mem_alloc_pool(&d->req->pool, n + 1);
+    size_t o = 0;
+    for (size_t i = 0; i < n;) out[o++] = decode_at(v, n, &i);
+    out[o] = '\0';
+    d->values[d->count] = h2o_iovec_init(out, o);
+  }
+  d->count++;
+  return d->count <= d->max;
+}
+
+bool http__query_param(h2o_req_t *req, const http__path *path, const char *name, h2o_iovec_t *value) {
+  decoded d = {req, value, 1, 0};
+  query_each(path, name, decode_value, &d);
+  return d.count > 0;
+}
+
+size_t http__query_values(h2o_req_t *req, const http__path *path, const char *name, h2o_iovec_t *values,
+                          size_t max) {
+  decoded d = {req, values, max, 0};
+  query_each(path, name, decode_value, &d);
+  return d.count;
 }
 
 bool http__parse_int(h2o_iovec_t v, int lo, int hi, int *out) {
@@ -125,14 +167,25 @@ static void ping(http_server *s, h2o_req_t *req) {
 
 /* ---- metrics API ----------------------------------------------------------------------- */
 
-static void metrics(http_server *s, h2o_req_t *req) {
+/* GET /metrics[?name[]=family&name[]=...]: the families named, or all (TorchServe's
+ * filter). */
+static void metrics(http_server *s, h2o_req_t *req, const http__path *path) {
+  enum { NAMES_MAX = 64 };
   if (!http__method_is(req, "GET")) {
     http__send_canned(req, HTTP__CANNED_METHOD);
     return;
   }
+  h2o_iovec_t values[NAMES_MAX];
+  const char *names[NAMES_MAX];
+  size_t count = http__query_values(req, path, "name[]", values, NAMES_MAX);
+  if (count > NAMES_MAX) {
+    http__send_error(req, HTTP__E_BAD_REQUEST, "at most %d name[] parameters", NAMES_MAX);
+    return;
+  }
+  for (size_t i = 0; i < count; i++) names[i] = values[i].base;
   metrics_buffer out = {0};
   inferd_status st;
-  if (metrics_render(s->metrics, &out, &st) != INFERD_OK) {
+  if (metrics_render(s->metrics, names, count, &out, &st) != INFERD_OK) {
     metrics_buffer_free(&out);
     http__send_status(req, &st);
     return;
@@ -184,7 +237,7 @@ void http__route(http_server *s, h2o_req_t *req, unsigned apis) {
   }
   if (apis & (1u << HTTP_API_METRICS)) {
     if (path.count == 1 && http__segment_is(first, "metrics")) {
-      metrics(s, req);
+      metrics(s, req, &path);
       return;
     }
   }

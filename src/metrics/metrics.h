@@ -169,8 +169,12 @@ typedef int64_t (*metrics_gauge_fn)(void *ctx);
 void metrics_model_set_sources(metrics_registry *r, metrics_model *m, metrics_gauge_fn queue_depth,
                                metrics_gauge_fn workers, void *ctx);
 
-/* Appends every series to out in the Prometheus text format 0.0.4. NO_MEMORY when the
- * buffer cannot grow (out keeps what was written). */
-inferd_code metrics_render(metrics_registry *r, metrics_buffer *out, inferd_status *status);
+/* Appends the series of the families named in names[0..count) to out in the
+ * Prometheus text format 0.0.4; every family when count is 0 (TorchServe's
+ * GET /metrics?name[]=...). A name selects a family by its own name or, for a
+ * histogram, by one of its series' (name_bucket, name_sum, name_count); unknown names
+ * select nothing. NO_MEMORY when the buffer cannot grow (out keeps what was written). */
+inferd_code metrics_render(metrics_registry *r, const char *const *names, size_t count, metrics_buffer *out,
+                           inferd_status *status);
 
 #endif /* INFERD_METRICS_H */

@@ -35,6 +35,7 @@
  * become U+FFFD, so a model name can never break the format.
  */
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -270,6 +271,21 @@ static void put_model_series(writer *w, const struct family *f, const metrics_mo
   }
 }
 
+/* Is the family `name` of `type` among names[0..count)? All are when count is 0. */
+static bool wanted(const char *const *names, size_t count, const char *name, const char *type) {
+  if (count == 0) return true;
+  size_t len = strlen(name);
+  bool histogram = strcmp(type, "histogram") == 0;
+  for (size_t i = 0; i < count; i++) {
+    if (strncmp(names[i], name, len) != 0) continue;
+    const char *suffix = names[i] + len;
+    if (*suffix == '\0' ||
+        (histogram && (!strcmp(suffix, "_bucket") || !strcmp(suffix, "_sum") || !strcmp(suffix, "_count"))))
+      return true;
+  }
+  return false;
+}
+
 static void put_host_counter(writer *w, const metrics_registry *r, const char *name, const char *help,
                              const metrics_counter *c) {
   put_header(w, name, "counter", help);
@@ -279,15 +295,25 @@ static void put_host_counter(writer *w, const metrics_registry *r, const char *n
   printf_(w, "} %llu\n", (unsigned long long)metrics_counter_get(c));
 }
 
-inferd_code metrics_render(metrics_registry *r, metrics_buffer *out, inferd_status *st) {
+inferd_code metrics_render(metrics_registry *r, const char *const *names, size_t count, metrics_buffer *out,
+                           inferd_status *st) {
+  const struct {
+    const char *name, *help;
+    const metrics_counter *counter;
+  } host[] = {
+      {"Requests2XX", "Responses with a 2xx status code.", &r->responses_2xx},
+      {"Requests4XX", "Responses with a 4xx status code.", &r->responses_4xx},
+      {"Requests5XX", "Responses with a 5xx status code.", &r->responses_5xx},
+  };
   writer w = {.out = out};
   if (reserve(&w, 0)) return core_fail(st, INFERD_NO_MEMORY, "metrics: out of memory");
-  put_host_counter(&w, r, "Requests2XX", "Responses with a 2xx status code.", &r->responses_2xx);
-  put_host_counter(&w, r, "Requests4XX", "Responses with a 4xx status code.", &r->responses_4xx);
-  put_host_counter(&w, r, "Requests5XX", "Responses with a 5xx status code.", &r->responses_5xx);
+  for (size_t h = 0; h < CORE_ARRAY_LEN(host); h++)
+    if (wanted(names, count, host[h].name, "counter"))
+      put_host_counter(&w, r, host[h].name, host[h].help, host[h].counter);
   pthread_mutex_lock(&r->lock);
   if (r->models)
     for (size_t f = 0; f < CORE_ARRAY_LEN(model_families); f++) {
+      if (!wanted(names, count, model_families[f].name, model_families[f].type)) continue;
       put_header(&w, model_families[f].name, model_families[f].type, model_families[f].help);
       for (const metrics_model *m = r->models; m; m = m->next) put_model_series(&w, &model_families[f], m);
     }

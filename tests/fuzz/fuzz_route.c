@@ -1,7 +1,8 @@
 /*
  * fuzz_route.c - libFuzzer target for the HTTP layer's request-target parsing
  * (src/http/http_routes.c): http__parse_path, which cuts the path into segments for
- * the router, http__query_param, which finds and percent-decodes a query parameter,
+ * the router, http__query_param and http__query_values, which find and percent-decode
+ * query parameters (keys decoded too, '&' or ';' between items),
  * and http__query_int, which reads the management API's numbers (limit,
  * next_page_token, batch_size, ...), as every request runs them on bytes from a socket.
  *
@@ -16,7 +17,8 @@
  * Checks: the segments lie inside the path before the query, in order, none empty and
  * none holding a '/'; the query is exactly what follows the '?'; every parameter the
  * management API reads decodes to a NUL-terminated value no longer than the query,
- * equal to the raw text when that has no '%' or '+'; a number read lies within its
+ * equal to the raw text when that has no '%' or '+', and is the first of the values
+ * http__query_values finds for its key; a number read lies within its
  * bounds and is what strtol reads from the same digits, an empty one leaves the
  * default; a header is accepted only
  * when it holds the key; a url accepted over the API is model_store + "/" + url, with
@@ -89,22 +91,33 @@ static void check_params(h2o_req_t *req, const http__path *path) {
     if (!v.base || v.base[v.len] != '\0') fail("value not NUL-terminated");
     if (v.len > path->query.len) fail("value longer than the query");
     if (params[i].lo <= params[i].hi) check_number(req, path, params[i].name, v, params[i].lo, params[i].hi);
-    /* the raw value: after "name=" in an item of the query, up to '&' */
+    /* the raw value: after "name=" in the first item of the query (items end at '&'
+     * or ';') whose key is the name; unknown once a key before it has escapes, which
+     * may decode to the name */
     size_t name_len = strlen(params[i].name);
     const char *p = path->query.base, *end = path->query.base + path->query.len;
     while (p < end) {
-      const char *amp = memchr(p, '&', (size_t)(end - p)), *item_end = amp ? amp : end;
-      if ((size_t)(item_end - p) >= name_len && memcmp(p, params[i].name, name_len) == 0 &&
-          (p + name_len == item_end || p[name_len] == '=')) {
-        const char *raw = p + name_len == item_end ? item_end : p + name_len + 1;
+      const char *item_end = p;
+      while (item_end < end && *item_end != '&' && *item_end != ';') item_end++;
+      const char *eq = memchr(p, '=', (size_t)(item_end - p)), *key_end = eq ? eq : item_end;
+      if (memchr(p, '%', (size_t)(key_end - p)) || memchr(p, '+', (size_t)(key_end - p))) break;
+      if ((size_t)(key_end - p) == name_len && memcmp(p, params[i].name, name_len) == 0) {
+        const char *raw = eq ? eq + 1 : item_end;
         size_t raw_len = (size_t)(item_end - raw);
         if (!memchr(raw, '%', raw_len) && !memchr(raw, '+', raw_len) &&
             (v.len != raw_len || memcmp(v.base, raw, raw_len) != 0))
           fail("a value without escapes is not its raw text");
         break;
       }
-      p = amp ? amp + 1 : end;
+      p = item_end < end ? item_end + 1 : end;
     }
+    /* every value of a repeated key: the first is http__query_param's */
+    h2o_iovec_t all[4];
+    size_t n = http__query_values(req, path, params[i].name, all, 4);
+    if (n == 0 || n > 5) fail("http__query_values counts outside 1..max+1");
+    if (all[0].len != v.len || memcmp(all[0].base, v.base, v.len) != 0) fail("the first value differs");
+    for (size_t k = 0; k < (n < 4 ? n : 4); k++)
+      if (all[k].base[all[k].len] != '\0' || all[k].len > path->query.len) fail("a value is not a decoded item");
   }
 }
 

@@ -819,6 +819,35 @@ static void test_server_routes(void **state) {
                   "Requests4XX");
 }
 
+/* GET /metrics?name[]=...: TorchServe's filter, its keys decoded and ';' a separator
+ * as Netty's QueryStringDecoder reads them. */
+static void test_server_metrics_filter(void **state) {
+  server_fixture *f = *state;
+  static const struct {
+    const char *query, *has, *lacks[2];
+  } cases[] = {
+      {"name[]=Requests4XX", "Requests4XX{", {"Requests2XX", "Requests5XX"}},
+      {"name%5B%5D=Requests5XX;name[]=Requests2XX", "Requests5XX{", {"Requests4XX", "Requests4XX"}},
+      {"x=1&name%5b%5d=Requests2XX", "Requests2XX{", {"Requests4XX", "Requests5XX"}},
+      {"name[]=nope", NULL, {"Requests", "# TYPE"}},
+      {"name=Requests4XX", "Requests2XX{", {"nothing", "nothing"}}, /* not the filter's key */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char request[256], response[8192];
+    snprintf(request, sizeof request, "GET /metrics?%s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+             cases[i].query);
+    assert_true(exchange(f, HTTP_API_METRICS, request, response, sizeof response) > 0);
+    if (strncmp(response, "HTTP/1.1 200", 12) != 0) fail_msg("%s: not 200:\n%s", cases[i].query, response);
+    if (cases[i].has && !strstr(response, cases[i].has)) fail_msg("%s: lacks %s:\n%s", cases[i].query, cases[i].has, response);
+    for (int k = 0; k < 2; k++)
+      if (strstr(response, cases[i].lacks[k])) fail_msg("%s: has %s:\n%s", cases[i].query, cases[i].lacks[k], response);
+  }
+  char request[2048] = "GET /metrics?";
+  for (int i = 0; i < 65; i++) strcat(request, "name[]=Requests4XX&");
+  strcat(request, " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  expect_response(f, HTTP_API_METRICS, request, 400, "at most 64 name[] parameters");
+}
+
 /* From key_file.json: the key of `kind` ("management", "inference", "API") and, but for
  * the API key, its expiry (0 when it has none). */
 static void read_key(server_fixture *f, const char *kind, char *key, size_t key_size, time_t *expires) {
@@ -1016,6 +1045,7 @@ int main(void) {
       cmocka_unit_test(test_answer_blocks),
       cmocka_unit_test(test_hook_table),
       cmocka_unit_test_setup_teardown(test_server_routes, server_setup, server_teardown),
+      cmocka_unit_test_setup_teardown(test_server_metrics_filter, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_server_drain, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_management_after_stop, server_setup_model_api, server_teardown),
       cmocka_unit_test_setup_teardown(test_key_file_private, server_setup, server_teardown),

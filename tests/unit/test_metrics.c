@@ -302,7 +302,7 @@ static void test_register_errors(void **state) {
   metrics_model_response(old, 200);
   assert_int_equal(metrics_model_register(r, &(metrics_model_params){.name = "a"}, &m, &st), INFERD_OK);
   metrics_buffer b = {0};
-  assert_int_equal(metrics_render(r, &b, &st), INFERD_OK);
+  assert_int_equal(metrics_render(r, NULL, 0, &b, &st), INFERD_OK);
   assert_null(strstr(b.data, "code=\"200\""));
   assert_non_null(strstr(b.data, "model_name=\"a\""));
   metrics_buffer_free(&b);
@@ -350,7 +350,7 @@ static void *scraper(void *arg) {
   while (atomic_load(&s->running)) {
     metrics_buffer b = {0};
     inferd_status st = {0};
-    if (metrics_render(s->r, &b, &st) != INFERD_OK) snprintf(s->render_error, sizeof s->render_error, "%.200s", st.message);
+    if (metrics_render(s->r, NULL, 0, &b, &st) != INFERD_OK) snprintf(s->render_error, sizeof s->render_error, "%.200s", st.message);
     char err[256];
     const char *problem = check_exposition(b.data, err, sizeof err);
     if (problem && !s->render_error[0]) snprintf(s->render_error, sizeof s->render_error, "%s", problem);
@@ -381,7 +381,7 @@ static void test_concurrent_updates_are_exact(void **state) {
   assert_int_equal(metrics_gauge_get(&s.gauge), (int64_t)total);
 
   metrics_buffer b = {0};
-  assert_int_equal(metrics_render(s.r, &b, &st), INFERD_OK);
+  assert_int_equal(metrics_render(s.r, NULL, 0, &b, &st), INFERD_OK);
   assert_valid_exposition(b.data);
   const char *t = b.data;
   const double errors = THREADS * (PER_THREAD / 10), oks = (double)total - errors;
@@ -459,7 +459,7 @@ static void test_exposition_of_known_state(void **state) {
   metrics_model_set_workers(weird, 1);
 
   metrics_buffer b = {0};
-  assert_int_equal(metrics_render(r, &b, &st), INFERD_OK);
+  assert_int_equal(metrics_render(r, NULL, 0, &b, &st), INFERD_OK);
   assert_valid_exposition(b.data);
   assert_int_equal(strlen(b.data), b.length);
 
@@ -526,7 +526,7 @@ static void test_exposition_of_known_state(void **state) {
   /* Unregistered models disappear; with none left, only the host series remain. */
   metrics_model_unregister(r, a);
   metrics_model_unregister(r, weird);
-  assert_int_equal(metrics_render(r, &b, &st), INFERD_OK);
+  assert_int_equal(metrics_render(r, NULL, 0, &b, &st), INFERD_OK);
   assert_valid_exposition(b.data);
   assert_null(strstr(b.data, "model_name"));
   assert_non_null(strstr(b.data, "Requests2XX{Level=\"Host\",Hostname=\"box-1\"} 2\n"));
@@ -554,7 +554,7 @@ static void test_queue_depth_source(void **state) {
   for (size_t i = 0; i < sizeof seen / sizeof *seen; i++) {
     depth = seen[i];
     metrics_buffer b = {0};
-    assert_int_equal(metrics_render(r, &b, &st), INFERD_OK);
+    assert_int_equal(metrics_render(r, NULL, 0, &b, &st), INFERD_OK);
     assert_valid_exposition(b.data);
     const char *at = strstr(b.data, series);
     assert_non_null(at);
@@ -566,7 +566,7 @@ static void test_queue_depth_source(void **state) {
   }
   metrics_model_set_sources(r, a, NULL, NULL, NULL);
   metrics_buffer b = {0};
-  assert_int_equal(metrics_render(r, &b, &st), INFERD_OK);
+  assert_int_equal(metrics_render(r, NULL, 0, &b, &st), INFERD_OK);
   const char *at = strstr(b.data, series);
   assert_non_null(at);
   assert_int_equal(strtoll(at + strlen(series), NULL, 10), 2);
@@ -586,13 +586,49 @@ static void test_large_batch_bounds(void **state) {
   metrics_model_batch(m, 100);
   metrics_model_batch(m, 65);
   metrics_buffer b = {0};
-  assert_int_equal(metrics_render(r, &b, &st), INFERD_OK);
+  assert_int_equal(metrics_render(r, NULL, 0, &b, &st), INFERD_OK);
   assert_valid_exposition(b.data);
   /* Powers of two, then the maximum. */
   assert_true(sample_value(b.data, "inferd_batch_size_bucket{model_name=\"big\",model_version=\"default\",le=\"64\"}") == 0);
   assert_true(sample_value(b.data, "inferd_batch_size_bucket{model_name=\"big\",model_version=\"default\",le=\"100\"}") == 2);
   assert_null(strstr(b.data, "le=\"65\""));
   metrics_buffer_free(&b);
+  metrics_registry_free(r);
+}
+
+/* GET /metrics?name[]=...: only the families named, by their own name or, for a
+ * histogram, one of its series' names; a prefix or an unknown name selects nothing. */
+static void test_render_filter(void **state) {
+  (void)state;
+  metrics_registry *r = metrics_registry_new(&(metrics_registry_params){.hostname = "h"});
+  inferd_status st = {0};
+  metrics_model *m = NULL;
+  assert_int_equal(metrics_model_register(r, &(metrics_model_params){.name = "m", .max_batch_size = 4}, &m, &st), INFERD_OK);
+  metrics_model_batch(m, 3);
+  static const struct {
+    const char *names[3];
+    size_t count;
+    const char *has, *lacks[3];
+  } cases[] = {
+      {{"Requests4XX"}, 1, "Requests4XX{", {"Requests2XX", "Requests5XX", "ts_inference"}},
+      {{"inferd_batch_size_count", "nope"}, 2, "inferd_batch_size_bucket{", {"Requests2XX", "inferd_workers", "ts_"}},
+      {{"inferd_workers", "ts_inference_requests_total"}, 2, "ts_inference_requests_total{",
+       {"inferd_batch_size", "Requests2XX", "inferd_queue"}},
+      {{"inferd_batch", "Requests4XX_count", "inferd_workers_sum"}, 3, NULL, {"# TYPE", "Requests", "inferd_"}},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    metrics_buffer b = {0};
+    assert_int_equal(metrics_render(r, cases[i].names, cases[i].count, &b, &st), INFERD_OK);
+    if (cases[i].has) {
+      assert_valid_exposition(b.data);
+      if (!strstr(b.data, cases[i].has)) fail_msg("case %zu lacks '%s':\n%s", i, cases[i].has, b.data);
+    } else if (b.length != 0) {
+      fail_msg("case %zu selects nothing, got:\n%s", i, b.data);
+    }
+    for (int k = 0; k < 3; k++)
+      if (b.data && strstr(b.data, cases[i].lacks[k])) fail_msg("case %zu has '%s':\n%s", i, cases[i].lacks[k], b.data);
+    metrics_buffer_free(&b);
+  }
   metrics_registry_free(r);
 }
 
@@ -604,6 +640,7 @@ int main(void) {
       cmocka_unit_test(test_concurrent_updates_are_exact),
       cmocka_unit_test(test_exposition_of_known_state),
       cmocka_unit_test(test_large_batch_bounds),
+      cmocka_unit_test(test_render_filter),
       cmocka_unit_test(test_queue_depth_source),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

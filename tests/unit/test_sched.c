@@ -871,7 +871,7 @@ static int64_t sched_queue_depth(void *ctx) {
 static long long rendered_queue_depth(metrics_registry *r) {
   metrics_buffer b = {0};
   inferd_status st = {0};
-  assert_int_equal(metrics_render(r, &b, &st), INFERD_OK);
+  assert_int_equal(metrics_render(r, NULL, 0, &b, &st), INFERD_OK);
   const char *series = "inferd_queue_depth{model_name=\"mobilenet\",model_version=\"default\"} ";
   const char *at = strstr(b.data, series);
   assert_non_null(at);
