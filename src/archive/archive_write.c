@@ -50,7 +50,7 @@
 #include "core/core.h"
 
 /* What MANIFEST.json says wrote the archive; keep in step with project(VERSION). */
-#define ARCHIVER_VERSION "inferd 0.1.0"
+#define ARCHIVER_VERSION "inferd " INFERD_VERSION_TEXT
 #define MANIFEST_PATH "MAR-INF/MANIFEST.json"
 
 enum { MAX_WRITE_ENTRIES = 10000, MAX_WRITE_DEPTH = 16 };

@@ -244,6 +244,10 @@ typedef struct http__path {
  * HTTP__MAX_SEGMENTS segments. */
 bool http__parse_path(h2o_req_t *req, http__path *path);
 
+/* Answers the OpenAPI 3.0.1 description of the APIs in `apis` (1 << http_api bits),
+ * for OPTIONS / and /api-description (http_describe.c). */
+void http__describe(h2o_req_t *req, unsigned apis);
+
 /* The (first) value of query parameter `name`, percent-decoded into req->pool and
  * NUL-terminated; false when absent. Items are separated by '&' or ';', and keys are
  * decoded before they are compared, as Netty's QueryStringDecoder does. */

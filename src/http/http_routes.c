@@ -1,6 +1,8 @@
 /*
  * http_routes.c - which code answers which request, for the three APIs.
  *
+ *   every port
+ *     OPTIONS / or /api-description            none   OpenAPI 3.0.1 of the port's APIs (http_describe.c)
  *   inference port (8080)                      key
  *     GET|POST|HEAD /ping                      none   200 {"status": "Healthy"} / 503
  *     POST|PUT /predictions/{m}[/{v}]          inference   http_predict.c
@@ -201,11 +203,22 @@ static void metrics(http_server *s, h2o_req_t *req, const http__path *path) {
 
 void http__route(http_server *s, h2o_req_t *req, unsigned apis) {
   http__path path;
-  if (!http__parse_path(req, &path) || path.count == 0) {
+  if (!http__parse_path(req, &path)) {
     http__send_canned(req, HTTP__CANNED_NO_ROUTE);
     return;
   }
+  /* TorchServe's ApiDescriptionRequestHandler: OPTIONS / (another method on / is 405),
+   * or /api-description with any method */
+  if (path.count == 0) {
+    if (http__method_is(req, "OPTIONS")) http__describe(req, apis);
+    else http__send_canned(req, HTTP__CANNED_METHOD);
+    return;
+  }
   h2o_iovec_t first = path.segments[0];
+  if (path.count == 1 && http__segment_is(first, "api-description")) {
+    http__describe(req, apis);
+    return;
+  }
   if (apis & (1u << HTTP_API_INFERENCE)) {
     if (path.count == 1 && http__segment_is(first, "ping")) {
       if (http__method_is(req, "GET") || http__method_is(req, "POST") || http__method_is(req, "HEAD"))

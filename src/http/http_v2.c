@@ -834,7 +834,7 @@ void http__v2(http_server *s, h2o_req_t *req, const http__path *path) {
   }
   if (path->count == 1) {
     static const char meta[] =
-        "{\"name\": \"inferd\", \"version\": \"0.1.0\", \"extensions\": [\"binary_tensor_data\"]}\n";
+        "{\"name\": \"inferd\", \"version\": \"" INFERD_VERSION_TEXT "\", \"extensions\": [\"binary_tensor_data\"]}\n";
     if (http__method_is(req, "GET"))
       http__send_json(req, 200, meta, sizeof meta - 1);
     else

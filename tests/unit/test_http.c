@@ -848,6 +848,89 @@ static void test_server_metrics_filter(void **state) {
   expect_response(f, HTTP_API_METRICS, request, 400, "at most 64 name[] parameters");
 }
 
+static void read_key(server_fixture *f, const char *kind, char *key, size_t key_size, time_t *expires);
+
+/* The body of a response as JSON (NULL when it is not). */
+static json_t *response_json(const char *response) {
+  const char *body = strstr(response, "\r\n\r\n");
+  return body ? json_loads(body + 4, 0, NULL) : NULL;
+}
+
+/* OPTIONS / and /api-description: an OpenAPI 3.0.1 document of the port's APIs (as
+ * TorchServe's), and every operation it lists is one the server routes: sent with the
+ * API's key, none is answered 405 or 404 "Requested resource is not found" (the
+ * router's answer to a path it does not know, in TorchServe's and in v2's error body). */
+static void test_server_api_description(void **state) {
+  server_fixture *f = *state;
+  char keys[2][64];
+  time_t expires;
+  read_key(f, "inference", keys[HTTP_API_INFERENCE], sizeof keys[0], &expires);
+  read_key(f, "management", keys[HTTP_API_MANAGEMENT], sizeof keys[0], &expires);
+  static const struct {
+    http_api api;
+    const char *has, *lacks;
+  } apis[] = {
+      {HTTP_API_INFERENCE, "/predictions/{model_name}/{model_version}", "/models"},
+      {HTTP_API_MANAGEMENT, "/models/{model_name}/{model_version}/set-default", "/ping"},
+      {HTTP_API_METRICS, "/metrics", "/models"},
+  };
+  enum { BIG = 1 << 18 };
+  char *response = malloc(BIG), *again = malloc(BIG);
+  assert_non_null(response);
+  assert_non_null(again);
+  int operations = 0;
+  for (size_t a = 0; a < sizeof apis / sizeof apis[0]; a++) {
+    assert_true(exchange(f, apis[a].api, "OPTIONS / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", response, BIG) > 0);
+    assert_true(exchange(f, apis[a].api, "GET /api-description HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", again,
+                         BIG) > 0);
+    if (strncmp(response, "HTTP/1.1 200", 12) != 0) fail_msg("OPTIONS /: %.300s", response);
+    json_t *doc = response_json(response), *doc2 = response_json(again);
+    if (!doc || !doc2) fail_msg("not JSON: %.300s", response);
+    assert_true(json_equal(doc, doc2));
+    assert_string_equal(json_string_value(json_object_get(doc, "openapi")), "3.0.1");
+    json_t *paths = json_object_get(doc, "paths");
+    if (!json_object_get(paths, apis[a].has)) fail_msg("API %d lacks %s", apis[a].api, apis[a].has);
+    if (json_object_get(paths, apis[a].lacks)) fail_msg("API %d has %s", apis[a].api, apis[a].lacks);
+    const char *path;
+    json_t *item;
+    json_object_foreach(paths, path, item) {
+      const char *method;
+      json_t *op;
+      json_object_foreach(item, method, op) {
+        char target[256] = "", request[512];
+        for (const char *p = path; *p;) { /* {model_name} -> m, {model_version} -> 1 */
+          if (*p == '{') {
+            strcat(target, strncmp(p, "{model_name}", 12) == 0 ? "m" : "1");
+            p = strchr(p, '}') + 1;
+          } else {
+            strncat(target, p++, 1);
+          }
+        }
+        char upper[16] = "";
+        for (size_t i = 0; method[i] && i < sizeof upper - 1; i++) upper[i] = (char)(method[i] - 'a' + 'A');
+        const char *key = apis[a].api == HTTP_API_METRICS ? "none" : keys[apis[a].api];
+        snprintf(request, sizeof request, "%s %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                 "Content-Length: 0\r\nConnection: close\r\n\r\n", upper, target, key);
+        assert_true(exchange(f, apis[a].api, request, again, BIG) > 0);
+        int status = 0;
+        sscanf(again, "HTTP/1.%*d %d", &status);
+        if (status == 405 || (status == 404 && strstr(again, "Requested resource is not found"))) /* v2 too */
+          fail_msg("%s %s is described but not routed: %.300s", upper, target, again);
+        if (!json_object_get(op, "operationId") || !json_is_object(json_object_get(op, "responses")))
+          fail_msg("%s %s: no operationId or responses", upper, path);
+        operations++;
+      }
+    }
+    json_decref(doc);
+    json_decref(doc2);
+  }
+  assert_true(operations >= 25);
+  expect_response(f, HTTP_API_INFERENCE, "DELETE / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 405,
+                  "MethodNotAllowedException");
+  free(response);
+  free(again);
+}
+
 /* From key_file.json: the key of `kind` ("management", "inference", "API") and, but for
  * the API key, its expiry (0 when it has none). */
 static void read_key(server_fixture *f, const char *kind, char *key, size_t key_size, time_t *expires) {
@@ -1048,6 +1131,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_server_metrics_filter, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_server_drain, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_management_after_stop, server_setup_model_api, server_teardown),
+      cmocka_unit_test_setup_teardown(test_server_api_description, server_setup_model_api, server_teardown),
       cmocka_unit_test_setup_teardown(test_key_file_private, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_checks_during_renewals, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_keys_live_token_expiration_min, server_setup_fractional_minute_keys,
