@@ -90,8 +90,8 @@ extern const int metrics_latency_bound_count;
 
 /* ---- output buffer -------------------------------------------------------------------- */
 
-/* A growable string. Zero-initialise; data is NUL-terminated once anything is written;
- * free with metrics_buffer_free. */
+/* A growable string. Zero-initialise; data is NUL-terminated once a render has run
+ * ("" when it selected nothing); free with metrics_buffer_free. */
 typedef struct metrics_buffer {
   char *data;
   size_t length;

@@ -67,6 +67,7 @@ static int reserve(writer *w, size_t more) {
     return -1;
   }
   b->data = p;
+  b->data[b->length] = '\0'; /* a render that selects nothing is still a string */
   b->capacity = cap;
   return 0;
 }
