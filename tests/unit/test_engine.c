@@ -17,6 +17,8 @@
 
 #include <cmocka.h>
 
+#include <math.h>
+
 #include "inferd/inferd.h"
 
 static const char *model_path(void) { return INFERD_SOURCE_DIR "/models/mobilenet_v2_imagenet.onnx"; }
@@ -30,6 +32,10 @@ static float *random_batch(int batch, unsigned seed) {
   }
   return x;
 }
+
+/* Whether a and b differ by more than tol; NaN in either one differs (a plain `a - b > tol`
+ * is false for NaN, so two sessions that both answered NaN would pass as equal). */
+static int differ(float a, float b, float tol) { return !(fabsf(a - b) <= tol); }
 
 static void run(inferd_session *s, int batch, const float *x, float *y) {
   inferd_status st = {0};
@@ -60,7 +66,7 @@ static void test_one_copy_of_weights(void **state) {
     if (inferd_model_weights_bytes(m) != loaded)
       fail_msg("batch %d: weights grew from %zu to %zu bytes", batch, loaded, inferd_model_weights_bytes(m));
     for (int i = 0; i < batch * 1000; i++)
-      if (ya[i] - yb[i] > 1e-4f || yb[i] - ya[i] > 1e-4f)
+      if (differ(ya[i], yb[i], 1e-4f))
         fail_msg("batch %d element %d: 1 thread %g, 2 threads %g", batch, i, ya[i], yb[i]);
   }
   /* each row of a batch is the answer for that image alone */
@@ -68,7 +74,7 @@ static void test_one_copy_of_weights(void **state) {
   run(a, 1, x + 5 * 3 * 224 * 224, y1);
   run(a, 8, x, ya);
   for (int i = 0; i < 1000; i++)
-    if (y1[i] - ya[5 * 1000 + i] > 1e-4f || ya[5 * 1000 + i] - y1[i] > 1e-4f)
+    if (differ(y1[i], ya[5 * 1000 + i], 1e-4f))
       fail_msg("row 5 element %d: alone %g, in a batch %g", i, y1[i], ya[5 * 1000 + i]);
   assert_true(inferd_session_scratch_bytes(a, 8) > inferd_session_scratch_bytes(a, 1));
   /* one arena per session, the largest plan's, not one per batch size: it grew at each
@@ -86,7 +92,7 @@ static void test_one_copy_of_weights(void **state) {
   /* batch 4's blocked plan, moved to the grown arena, after batch 8 wrote all over it */
   run(a, 4, x, ya);
   for (int i = 0; i < 4 * 1000; i++)
-    if (ya[i] - y4[i] > 1e-5f || y4[i] - ya[i] > 1e-5f)
+    if (differ(ya[i], y4[i], 1e-5f))
       fail_msg("batch 4 after batch 8, element %d: %g, before %g", i, ya[i], y4[i]);
   free(x);
   free(ya);
