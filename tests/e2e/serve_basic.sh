@@ -144,8 +144,11 @@ expect 404 "unknown path" "$I/nope" && json_error 404 "unknown path"
 # ---- management and metrics ----
 expect 401 "management without token" "$M/models"
 expect 200 "list models" -H "$MAUTH" "$M/models" && body_has '"modelName": "mobilenet"' "list models"
-expect 200 "describe model" -H "$MAUTH" "$M/models/mobilenet" && body_has '"cores"' "describe model"
-body_has '"status": "READY"' "describe model"
+# each worker READY and pinned: its cores named (a "cores" key alone is there, empty, for
+# a worker that was never bound) and at least one thread
+expect 200 "describe model" -H "$MAUTH" "$M/models/mobilenet" &&
+  check_json "$WORK/body" 'len(r[0]["workers"]) >= 1 and all(w["status"] == "READY" and w["cores"] and w["threads"] >= 1 for w in r[0]["workers"])' \
+    "describe model: workers READY, each pinned to named cores"
 expect 405 "register without --enable-model-api" -X POST -H "$MAUTH" "$M/models?url=x.mar" &&
   json_error 405 "register without --enable-model-api"
 expect 200 "metrics" "http://127.0.0.1:$METRICS_PORT/metrics" && body_has 'ts_inference_requests_total{model_name="mobilenet"' metrics
