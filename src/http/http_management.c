@@ -498,12 +498,11 @@ static bool refuse_while_starting(http_server *s, h2o_req_t *req) {
   return true;
 }
 
-static bool method_is(h2o_req_t *req, const char *m) { return h2o_memis(req->method.base, req->method.len, m, strlen(m)); }
 
 static char *dup_iovec(h2o_iovec_t v) { return v.base ? strndup(v.base, v.len) : NULL; }
 
 static void token(http_server *s, h2o_req_t *req, const http__path *path) {
-  if (path->count != 1 || !method_is(req, "GET")) {
+  if (path->count != 1 || !http__method_is(req, "GET")) {
     http__send_canned(req, path->count != 1 ? HTTP__CANNED_NO_ROUTE : HTTP__CANNED_METHOD);
     return;
   }
@@ -675,9 +674,9 @@ void http__management_route(http_server *s, h2o_req_t *req, const http__path *pa
   }
   bool model_api = s->config->enable_model_api;
   if (path->count == 1) { /* /models */
-    if (method_is(req, "GET")) {
+    if (http__method_is(req, "GET")) {
       list_models(s, req, path);
-    } else if (method_is(req, "POST") && model_api) {
+    } else if (http__method_is(req, "POST") && model_api) {
       if (!refuse_while_starting(s, req)) register_model(s, req, path);
     } else {
       http__send_canned(req, HTTP__CANNED_METHOD);
@@ -705,7 +704,7 @@ void http__management_route(http_server *s, h2o_req_t *req, const http__path *pa
     return;
   }
   if (set_default) {
-    if (!method_is(req, "PUT")) {
+    if (!http__method_is(req, "PUT")) {
       http__send_canned(req, HTTP__CANNED_METHOD);
       return;
     }
@@ -722,13 +721,13 @@ void http__management_route(http_server *s, h2o_req_t *req, const http__path *pa
     send_json_owned(req, 200, text, len);
     return;
   }
-  if (method_is(req, "GET")) {
+  if (http__method_is(req, "GET")) {
     describe_models(s, req, name, version);
     return;
   }
   mgmt_job *job;
   h2o_iovec_t v;
-  if (method_is(req, "PUT")) {
+  if (http__method_is(req, "PUT")) {
     if (refuse_while_starting(s, req)) return;
     /* TorchServe's handleScaleModel: min_worker defaults to 1, max_worker to min_worker;
      * the version comes from the path, else from model_version. */
@@ -779,7 +778,7 @@ void http__management_route(http_server *s, h2o_req_t *req, const http__path *pa
     submit(s, req, job);
     return;
   }
-  if (method_is(req, "DELETE")) {
+  if (http__method_is(req, "DELETE")) {
     if (!model_api) {
       http__send_canned(req, HTTP__CANNED_METHOD);
       return;
