@@ -498,7 +498,6 @@ static bool refuse_while_starting(http_server *s, h2o_req_t *req) {
   return true;
 }
 
-
 static char *dup_iovec(h2o_iovec_t v) { return v.base ? strndup(v.base, v.len) : NULL; }
 
 static void token(http_server *s, h2o_req_t *req, const http__path *path) {
