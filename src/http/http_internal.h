@@ -144,6 +144,7 @@ typedef struct http__listener {
   unsigned apis;           /* bit (1u << http_api) for each API served here */
   int port;                /* bound port (resolved when the configured one was 0) */
   int *fds;                /* [thread_count] listening sockets, one per HTTP thread */
+  bool made_socket_file;   /* unix: this server's bind made the socket file; removed at the end */
   h2o_hostconf_t *hostconf;
   h2o_hostconf_t *hosts[2]; /* NULL-terminated, for h2o_accept_ctx_t */
   struct http__handler *handler;

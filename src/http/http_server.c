@@ -255,12 +255,17 @@ static inferd_code bind_unix(http_server *s, http__listener *l, inferd_status *s
   strcpy(sun.sun_path, l->address->host);
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return core_fail(st, INFERD_INTERNAL, "socket: %s", strerror(errno));
-  if (bind(fd, (struct sockaddr *)&sun, sizeof sun) != 0 || listen(fd, SOMAXCONN) != 0) {
+  /* From a successful bind on, the file is ours: http_server_free removes it, whether or
+   * not the server ever got as far as serving (a later listener may fail to bind). */
+  bool bound = bind(fd, (struct sockaddr *)&sun, sizeof sun) == 0;
+  if (!bound || listen(fd, SOMAXCONN) != 0) {
     int err = errno;
     close(fd);
+    if (bound) unlink(sun.sun_path);
     return core_fail(st, err == EADDRINUSE ? INFERD_UNAVAILABLE : INFERD_INVALID_ARG, "cannot listen on unix:%s: %s",
                      l->address->host, strerror(err));
   }
+  l->made_socket_file = true;
   l->fds[0] = fd;
   for (int t = 1; t < s->thread_count; t++) {
     l->fds[t] = fcntl(fd, F_DUPFD_CLOEXEC, 0);
@@ -433,7 +438,7 @@ void http_server_free(http_server *s) {
     for (int t = 0; l->fds && t < s->thread_count; t++)
       if (l->fds[t] >= 0) close(l->fds[t]);
     free(l->fds);
-    if (l->port == 0 && strcmp(l->address->scheme, "unix") == 0 && s->loops_ready > 0) unlink(l->address->host);
+    if (l->made_socket_file) unlink(l->address->host);
   }
   http__registry_free(s->registry);
   http__management_free(s->management);

@@ -1113,6 +1113,45 @@ static void test_management_after_stop(void **state) {
   expect_response(f, HTTP_API_MANAGEMENT, request, 503, "the server is shutting down");
 }
 
+/* A start that fails after a unix socket was bound (here: the management port is held by
+ * another socket) removes the socket file it made; it used to stay, and the next start on
+ * the same path failed with "Address already in use" although nothing served it. */
+static void test_unix_socket_removed_after_failed_start(void **state) {
+  (void)state;
+  int holder = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in sin = {.sin_family = AF_INET};
+  sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof sin;
+  assert_int_equal(bind(holder, (struct sockaddr *)&sin, sizeof sin), 0);
+  assert_int_equal(listen(holder, 1), 0);
+  assert_int_equal(getsockname(holder, (struct sockaddr *)&sin, &len), 0);
+
+  char dir[] = "/tmp/inferd-test-unix.XXXXXX", path[96];
+  assert_non_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/inference.sock", dir);
+  config_server cfg;
+  config_defaults(&cfg);
+  cfg.disable_token_authorization = true;
+  cfg.number_of_netty_threads = 2;
+  cfg.inference_address = (config_address){"unix", "", 0};
+  snprintf(cfg.inference_address.host, sizeof cfg.inference_address.host, "%s", path);
+  cfg.management_address = (config_address){"http", "127.0.0.1", ntohs(sin.sin_port)};
+  cfg.metrics_address = (config_address){"http", "127.0.0.1", 0};
+  http_server_params params = {.config = &cfg};
+  http_server *server = NULL;
+  inferd_status st;
+  assert_int_equal(http_server_new(&params, &server, &st), INFERD_OK);
+  inferd_code code = http_server_start(server, &st);
+  http_server_free(server);
+  close(holder);
+  bool left = access(path, F_OK) == 0;
+  unlink(path);
+  rmdir(dir);
+  config_free(&cfg);
+  assert_int_equal(code, INFERD_UNAVAILABLE);
+  if (left) fail_msg("the failed start left its socket file %s behind", path);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_boundary),
@@ -1127,6 +1166,7 @@ int main(void) {
       cmocka_unit_test(test_json_arena_outside_objects),
       cmocka_unit_test(test_answer_blocks),
       cmocka_unit_test(test_hook_table),
+      cmocka_unit_test(test_unix_socket_removed_after_failed_start),
       cmocka_unit_test_setup_teardown(test_server_routes, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_server_metrics_filter, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_server_drain, server_setup, server_teardown),
