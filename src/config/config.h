@@ -36,7 +36,8 @@ enum {
 
 /* inference_address, management_address, metrics_address:
  * "http://127.0.0.1:8080", "https://0.0.0.0:8443", "http://[::1]:8080", "127.0.0.1:8080"
- * (no scheme: http), "http://localhost" (no port: 80, https 443), "unix:/run/x.sock". */
+ * (no scheme: http), "http://localhost" (no port: TorchServe's for the key: inference 80,
+ * management 8081, metrics 8082; https 443, 8444, 8445), "unix:/run/x.sock". */
 typedef struct config_address {
   char scheme[8];              /* "http", "https" or "unix" */
   char host[CONFIG_HOST_MAX];  /* name or IP without brackets; the socket path for unix */

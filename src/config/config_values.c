@@ -61,6 +61,15 @@ static char *dup_range(const char *s, size_t n) {
 
 static bool host_char(char c) { return isalnum((unsigned char)c) || c == '.' || c == '-' || c == '_'; }
 
+/* The port of an address that gives none: TorchServe's Connector.parse takes the API's
+ * own (management 8081, https 8444; metrics 8082, https 8445) and 80 or 443 for the
+ * inference API, so "http://0.0.0.0" is a different port for each key. */
+static int default_port(const char *key, bool https) {
+  if (strcmp(key, "management_address") == 0) return https ? 8444 : 8081;
+  if (strcmp(key, "metrics_address") == 0) return https ? 8445 : 8082;
+  return https ? 443 : 80;
+}
+
 inferd_code config__set_address(config_address *out, const char *key, const char *value,
                                 const config__where *w, inferd_status *st) {
   config_address a = {0};
@@ -77,18 +86,16 @@ inferd_code config__set_address(config_address *out, const char *key, const char
   }
   if (strncasecmp(p, "http://", 7) == 0) {
     strcpy(a.scheme, "http");
-    a.port = 80;
     p += 7;
   } else if (strncasecmp(p, "https://", 8) == 0) {
     strcpy(a.scheme, "https");
-    a.port = 443;
     p += 8;
   } else if (strstr(p, "://")) {
     return config__fail(st, INFERD_INVALID_ARG, w, key, "'%s': only http://, https:// and unix: addresses", value);
   } else {
     strcpy(a.scheme, "http");
-    a.port = 80;
   }
+  a.port = default_port(key, strcmp(a.scheme, "https") == 0);
   const char *host = p, *host_end;
   if (*p == '[') { /* [IPv6] */
     host = ++p;

@@ -443,13 +443,29 @@ static void addresses(void **state) {
   assert_int_equal(cfg.inference_address.port, 8443);
   assert_string_equal(cfg.management_address.scheme, "http");
   assert_string_equal(cfg.management_address.host, "localhost");
-  assert_int_equal(cfg.management_address.port, 80);
+  assert_int_equal(cfg.management_address.port, 8081); /* TorchServe's default port for this key */
   assert_string_equal(cfg.metrics_address.scheme, "unix");
   assert_string_equal(cfg.metrics_address.host, "/run/inferd/metrics.sock");
   config_free(&cfg);
   cfg = parse_ok("inference_address=HTTPS://example.com\nmanagement_address=127.0.0.1:0\n");
   assert_int_equal(cfg.inference_address.port, 443);
   assert_int_equal(cfg.management_address.port, 0);
+  config_free(&cfg);
+  /* Without a port, TorchServe's Connector.parse takes the API's own: inference 80 (https
+   * 443), management 8081 (8444), metrics 8082 (8445). One port for all three made
+   * inference_address=http://0.0.0.0 and management_address=http://0.0.0.0 one listener
+   * serving both APIs on port 80 instead of two on 80 and 8081. */
+  cfg = parse_ok("inference_address=http://0.0.0.0\nmanagement_address=http://0.0.0.0\n"
+                 "metrics_address=http://0.0.0.0/\n");
+  assert_int_equal(cfg.inference_address.port, 80);
+  assert_int_equal(cfg.management_address.port, 8081);
+  assert_int_equal(cfg.metrics_address.port, 8082);
+  config_free(&cfg);
+  cfg = parse_ok("inference_address=https://0.0.0.0\nmanagement_address=https://0.0.0.0\n"
+                 "metrics_address=https://[::]\n");
+  assert_int_equal(cfg.inference_address.port, 443);
+  assert_int_equal(cfg.management_address.port, 8444);
+  assert_int_equal(cfg.metrics_address.port, 8445);
   config_free(&cfg);
 }
 
