@@ -12,7 +12,9 @@
  * probe socket without SO_REUSEPORT checks that no other process holds the port (with
  * SO_REUSEPORT alone, a second server of the same user would silently share it). A
  * configured port 0 is resolved once (the first socket's port) and reused by the
- * others. A unix-socket listener has one socket, dup()ed for each thread.
+ * others. A unix-socket listener has one socket, dup()ed for each thread; a socket file
+ * at its path that nothing accepts on (left by a killed server) is replaced, a live one
+ * is "Address already in use", and the file this server made is removed when it is freed.
  *
  * Threads. number_of_netty_threads HTTP threads (0: one per usable CPU, at most 4).
  * Each makes its own h2o_evloop and h2o_context (h2o's buffers are thread-local), one
@@ -49,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -248,6 +251,22 @@ static inferd_code bind_tcp(http_server *s, http__listener *l, inferd_status *st
   return code;
 }
 
+/* True when the socket file at sun is one that nothing accepts on any more (its server
+ * was killed before it could remove it): connecting is refused. A live socket, a file
+ * that is not a socket, or anything we cannot tell, is not stale. */
+static bool stale_socket_file(const struct sockaddr_un *sun) {
+  int saved = errno; /* the bind's, for the message when it is not stale */
+  struct stat sb;
+  bool refused = false;
+  if (lstat(sun->sun_path, &sb) == 0 && S_ISSOCK(sb.st_mode)) {
+    int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    refused = probe >= 0 && connect(probe, (const struct sockaddr *)sun, sizeof *sun) != 0 && errno == ECONNREFUSED;
+    if (probe >= 0) close(probe);
+  }
+  errno = saved;
+  return refused;
+}
+
 static inferd_code bind_unix(http_server *s, http__listener *l, inferd_status *st) {
   struct sockaddr_un sun = {.sun_family = AF_UNIX};
   if (strlen(l->address->host) >= sizeof sun.sun_path)
@@ -256,8 +275,15 @@ static inferd_code bind_unix(http_server *s, http__listener *l, inferd_status *s
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return core_fail(st, INFERD_INTERNAL, "socket: %s", strerror(errno));
   /* From a successful bind on, the file is ours: http_server_free removes it, whether or
-   * not the server ever got as far as serving (a later listener may fail to bind). */
+   * not the server ever got as far as serving (a later listener may fail to bind). A
+   * socket file that nothing accepts on is what a killed server leaves: TorchServe
+   * deletes the path before it binds; here only such a stale socket is replaced. */
   bool bound = bind(fd, (struct sockaddr *)&sun, sizeof sun) == 0;
+  if (!bound && errno == EADDRINUSE && stale_socket_file(&sun)) {
+    core_log(CORE_LOG_WARN, "unix:%s: replacing a socket file that no server accepts on", sun.sun_path);
+    bound = unlink(sun.sun_path) == 0 && bind(fd, (struct sockaddr *)&sun, sizeof sun) == 0;
+    if (!bound && errno == ENOENT) errno = EADDRINUSE; /* another start took it meanwhile */
+  }
   if (!bound || listen(fd, SOMAXCONN) != 0) {
     int err = errno;
     close(fd);

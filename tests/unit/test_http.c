@@ -34,6 +34,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1152,6 +1153,59 @@ static void test_unix_socket_removed_after_failed_start(void **state) {
   if (left) fail_msg("the failed start left its socket file %s behind", path);
 }
 
+/* A unix socket file left by a server that did not stop (SIGKILL, a crash) does not keep
+ * the next start from binding: nothing accepts on it, so it is removed and bound again
+ * (TorchServe deletes the path before it binds). A socket someone still listens on is
+ * refused with "Address already in use" and left alone. */
+static void test_unix_socket_stale_file_replaced(void **state) {
+  (void)state;
+  char dir[] = "/tmp/inferd-test-unix.XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  struct sockaddr_un sun = {.sun_family = AF_UNIX};
+  snprintf(sun.sun_path, sizeof sun.sun_path, "%s/inference.sock", dir);
+  int stale = socket(AF_UNIX, SOCK_STREAM, 0);
+  assert_int_equal(bind(stale, (struct sockaddr *)&sun, sizeof sun), 0);
+  assert_int_equal(listen(stale, 1), 0);
+
+  config_server cfg;
+  config_defaults(&cfg);
+  cfg.disable_token_authorization = true;
+  cfg.number_of_netty_threads = 2;
+  cfg.inference_address = (config_address){"unix", "", 0};
+  snprintf(cfg.inference_address.host, sizeof cfg.inference_address.host, "%s", sun.sun_path);
+  cfg.management_address = cfg.metrics_address = (config_address){"http", "127.0.0.1", 0};
+  http_server_params params = {.config = &cfg};
+  http_server *server = NULL;
+  inferd_status st;
+  /* someone listens there: refused, and the file stays theirs */
+  assert_int_equal(http_server_new(&params, &server, &st), INFERD_OK);
+  inferd_code code = http_server_start(server, &st);
+  http_server_free(server);
+  assert_int_equal(code, INFERD_UNAVAILABLE);
+  assert_int_equal(access(sun.sun_path, F_OK), 0);
+  /* its owner is gone without removing it: the start takes the path over */
+  close(stale);
+  assert_int_equal(http_server_new(&params, &server, &st), INFERD_OK);
+  code = http_server_start(server, &st);
+  if (code == INFERD_OK) code = http_server_load_models(server, &st);
+  if (code != INFERD_OK) fail_msg("start over a stale socket file: %s", st.message);
+  int client = socket(AF_UNIX, SOCK_STREAM, 0);
+  assert_int_equal(connect(client, (struct sockaddr *)&sun, sizeof sun), 0);
+  const char ping[] = "GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  assert_int_equal(send(client, ping, sizeof ping - 1, MSG_NOSIGNAL), (ssize_t)(sizeof ping - 1));
+  char response[1024] = "";
+  ssize_t got = recv(client, response, sizeof response - 1, MSG_WAITALL);
+  close(client);
+  http_server_free(server);
+  bool left = access(sun.sun_path, F_OK) == 0;
+  unlink(sun.sun_path);
+  rmdir(dir);
+  config_free(&cfg);
+  assert_true(got > 0);
+  if (strncmp(response, "HTTP/1.1 200", 12) != 0) fail_msg("/ping over the socket: %s", response);
+  if (left) fail_msg("the server left its socket file behind");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_boundary),
@@ -1167,6 +1221,7 @@ int main(void) {
       cmocka_unit_test(test_answer_blocks),
       cmocka_unit_test(test_hook_table),
       cmocka_unit_test(test_unix_socket_removed_after_failed_start),
+      cmocka_unit_test(test_unix_socket_stale_file_replaced),
       cmocka_unit_test_setup_teardown(test_server_routes, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_server_metrics_filter, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_server_drain, server_setup, server_teardown),
