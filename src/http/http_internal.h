@@ -163,6 +163,10 @@ typedef struct http__loop {
   h2o_evloop_t *evloop;
   h2o_accept_ctx_t accept_ctx[HTTP_API_COUNT]; /* one per listener */
   h2o_socket_t *sockets[HTTP_API_COUNT];
+  /* Linked while accepting is paused because the process is out of file descriptors
+   * (accept fails with EMFILE): the listeners are read again when it fires. */
+  h2o_timeout_entry_t accept_resume;
+  double accept_warned;     /* core_now_seconds() of the last "out of descriptors" warning */
   h2o_multithread_queue_t *queue;
   h2o_multithread_receiver_t wake_receiver; /* an empty message: look at `stop` */
   h2o_multithread_receiver_t done_receiver; /* predictions finished by workers */

@@ -63,12 +63,38 @@ static const char *const api_names[HTTP_API_COUNT] = {"inference", "management",
 
 /* ---- per-thread loop ------------------------------------------------------------------ */
 
+static void on_accept(h2o_socket_t *listener, const char *err);
+
+static void on_accept_resume(h2o_timeout_entry_t *entry) {
+  http__loop *loop = H2O_STRUCT_FROM_MEMBER(http__loop, accept_resume, entry);
+  for (int i = 0; i < loop->server->listener_count; i++) h2o_socket_read_start(loop->sockets[i], on_accept);
+}
+
+/* accept() failed for want of a descriptor (or of kernel memory): the connection stays
+ * in the backlog and the listener stays readable, so reading it again at once would spin
+ * the loop at full speed until a descriptor frees up. Stop reading the listeners and try
+ * again after a tick (h2o's 100 ms timeout); connections already open go on. */
+static void pause_accepting(http__loop *loop, int err) {
+  for (int i = 0; i < loop->server->listener_count; i++) h2o_socket_read_stop(loop->sockets[i]);
+  h2o_timeout_link(loop->ctx.loop, &loop->ctx.hundred_ms_timeout, &loop->accept_resume);
+  double now = core_now_seconds();
+  if (now - loop->accept_warned >= 10) {
+    loop->accept_warned = now;
+    core_log(CORE_LOG_WARN, "http thread %d: cannot accept connections: %s; retrying every 100 ms", loop->index,
+             strerror(err));
+  }
+}
+
 static void on_accept(h2o_socket_t *listener, const char *err) {
   if (err) return;
   h2o_accept_ctx_t *accept_ctx = listener->data;
   for (int i = 0; i < ACCEPT_BATCH; i++) {
     h2o_socket_t *sock = h2o_evloop_socket_accept(listener);
-    if (!sock) break;
+    if (!sock) { /* h2o returns accept4()'s failure with its errno */
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+        pause_accepting((http__loop *)accept_ctx->ctx, errno);
+      break;
+    }
     h2o_accept(accept_ctx, sock);
   }
 }
@@ -125,6 +151,8 @@ static void *loop_main(void *arg) {
   h2o_multithread_register_receiver(loop->queue, &loop->wake_receiver, on_wake);
   http__predict_loop_init(loop);
   http__management_loop_init(loop);
+  loop->accept_resume = (h2o_timeout_entry_t){.cb = on_accept_resume};
+  loop->accept_warned = -1e9;
   for (int i = 0; i < s->listener_count; i++) {
     http__listener *l = &s->listeners[i];
     loop->accept_ctx[i] = (h2o_accept_ctx_t){.ctx = &loop->ctx, .hosts = l->hosts};
@@ -140,6 +168,7 @@ static void *loop_main(void *arg) {
 
   while (!atomic_load(&loop->stop)) h2o_evloop_run(loop->evloop, INT32_MAX);
 
+  if (h2o_timeout_is_linked(&loop->accept_resume)) h2o_timeout_unlink(&loop->accept_resume);
   for (int i = 0; i < s->listener_count; i++) {
     h2o_socket_read_stop(loop->sockets[i]);
     h2o_socket_close(loop->sockets[i]);
