@@ -231,6 +231,12 @@ struct http_server {
 
 static inline http__loop *http__loop_of(h2o_req_t *req) { return (http__loop *)req->conn->ctx; }
 
+struct addrinfo;
+/* Which of getaddrinfo's answers for a listening host is bound (an element of the
+ * list): the first IPv4 one, else the first. Java prefers IPv4 when it resolves
+ * TorchServe's inference_address ("localhost": 127.0.0.1 even where ::1 comes first). */
+struct addrinfo *http__listen_address(struct addrinfo *list);
+
 /* ---- routing (http_routes.c) ------------------------------------------------------------ */
 
 /* Serves one request that arrived on a listener serving `apis`; always answers. */

@@ -237,6 +237,12 @@ static int tcp_socket(const struct addrinfo *ai, bool reuseport) {
   return fd;
 }
 
+struct addrinfo *http__listen_address(struct addrinfo *list) {
+  for (struct addrinfo *ai = list; ai; ai = ai->ai_next)
+    if (ai->ai_family == AF_INET) return ai;
+  return list;
+}
+
 static inferd_code bind_tcp(http_server *s, http__listener *l, inferd_status *st) {
   char where[CONFIG_HOST_MAX + 32], port[16];
   address_text(l->address, where, sizeof where);
@@ -245,9 +251,10 @@ static inferd_code bind_tcp(http_server *s, http__listener *l, inferd_status *st
   struct addrinfo *res = NULL;
   int rc = getaddrinfo(l->address->host, port, &hints, &res);
   if (rc != 0) return core_fail(st, INFERD_INVALID_ARG, "%s: cannot resolve '%s': %s", where, l->address->host, gai_strerror(rc));
+  struct addrinfo *ai = http__listen_address(res);
   inferd_code code = INFERD_OK;
   if (l->address->port != 0) {
-    int probe = tcp_socket(res, false);
+    int probe = tcp_socket(ai, false);
     if (probe < 0)
       code = core_fail(st, errno == EADDRINUSE ? INFERD_UNAVAILABLE : INFERD_INVALID_ARG, "cannot listen on %s: %s",
                        where, strerror(errno));
@@ -255,7 +262,7 @@ static inferd_code bind_tcp(http_server *s, http__listener *l, inferd_status *st
       close(probe);
   }
   for (int t = 0; t < s->thread_count && code == INFERD_OK; t++) {
-    int fd = tcp_socket(res, true);
+    int fd = tcp_socket(ai, true);
     if (fd < 0 || listen(fd, SOMAXCONN) != 0) {
       code = core_fail(st, errno == EADDRINUSE ? INFERD_UNAVAILABLE : INFERD_INVALID_ARG, "cannot listen on %s: %s",
                        where, strerror(errno));
@@ -271,9 +278,9 @@ static inferd_code bind_tcp(http_server *s, http__listener *l, inferd_status *st
                                                : ((struct sockaddr_in *)&ss)->sin_port);
       /* A port of 0 is resolved once: the other threads bind the same port. */
       if (ss.ss_family == AF_INET6)
-        ((struct sockaddr_in6 *)res->ai_addr)->sin6_port = htons((uint16_t)l->port);
+        ((struct sockaddr_in6 *)ai->ai_addr)->sin6_port = htons((uint16_t)l->port);
       else
-        ((struct sockaddr_in *)res->ai_addr)->sin_port = htons((uint16_t)l->port);
+        ((struct sockaddr_in *)ai->ai_addr)->sin_port = htons((uint16_t)l->port);
     }
   }
   freeaddrinfo(res);

@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -1206,6 +1207,25 @@ static void test_unix_socket_stale_file_replaced(void **state) {
   if (left) fail_msg("the server left its socket file behind");
 }
 
+/* A host name with IPv6 and IPv4 addresses ("localhost" where /etc/hosts also maps ::1,
+ * as Debian's does, and glibc sorts ::1 first) is bound at its IPv4 address, as
+ * TorchServe's InetSocketAddress does (Java prefers IPv4), so that clients of
+ * 127.0.0.1 reach it; it used to be bound at the first address only, ::1. A name with
+ * only IPv6 addresses keeps the first. */
+static void test_listen_address_prefers_ipv4(void **state) {
+  (void)state;
+  struct sockaddr_in6 six = {.sin6_family = AF_INET6};
+  struct sockaddr_in four = {.sin_family = AF_INET};
+  struct addrinfo v4 = {.ai_family = AF_INET, .ai_addr = (struct sockaddr *)&four, .ai_addrlen = sizeof four};
+  struct addrinfo v6b = {.ai_family = AF_INET6, .ai_addr = (struct sockaddr *)&six, .ai_addrlen = sizeof six};
+  struct addrinfo v6 = {.ai_family = AF_INET6, .ai_addr = (struct sockaddr *)&six, .ai_addrlen = sizeof six,
+                        .ai_next = &v4};
+  assert_ptr_equal(http__listen_address(&v6), &v4);
+  assert_ptr_equal(http__listen_address(&v4), &v4);
+  v6.ai_next = &v6b;
+  assert_ptr_equal(http__listen_address(&v6), &v6);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_boundary),
@@ -1222,6 +1242,7 @@ int main(void) {
       cmocka_unit_test(test_hook_table),
       cmocka_unit_test(test_unix_socket_removed_after_failed_start),
       cmocka_unit_test(test_unix_socket_stale_file_replaced),
+      cmocka_unit_test(test_listen_address_prefers_ipv4),
       cmocka_unit_test_setup_teardown(test_server_routes, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_server_metrics_filter, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_server_drain, server_setup, server_teardown),
