@@ -123,9 +123,12 @@ static const config__option options[] = {
     IGNORED("cors_allowed_methods", "no CORS support yet"),
     IGNORED("cors_allowed_headers", "no CORS support yet"),
     IGNORED("limit_max_image_pixels", "images above 64 megapixels are always refused (PIL's limit is 179)"),
-    IGNORED("keystore", "TLS is not configured through keystores"),
-    IGNORED("keystore_pass", "TLS is not configured through keystores"),
-    IGNORED("keystore_type", "TLS is not configured through keystores"),
+    IGNORED("keystore", "no TLS: https addresses are refused (put TLS in front)"),
+    IGNORED("keystore_pass", "no TLS: https addresses are refused (put TLS in front)"),
+    IGNORED("keystore_type", "no TLS: https addresses are refused (put TLS in front)"),
+    IGNORED("certificate_file", "no TLS: https addresses are refused (put TLS in front)"),
+    IGNORED("private_key_file", "no TLS: https addresses are refused (put TLS in front)"),
+    IGNORED("service_envelope", "no envelopes: the KServe v2 API is served natively at /v2"),
 
     /* `torchserve` flags that have no meaning here (its quick start passes --ncs) */
     IGNORED_FLAG("--ncs", NULL, "no config snapshots are written"),

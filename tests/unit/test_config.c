@@ -254,6 +254,20 @@ static void escapes_and_unicode(void **state) {
 
 /* ==== warnings ================================================================================ */
 
+/* TorchServe's TLS keys (configuration.md, "Enable SSL") and the KServe envelope are
+ * TorchServe keys, warned about with the reason, not "unknown key". */
+static void torchserve_tls_keys_say_why(void **state) {
+  config_server cfg = parse_ok("certificate_file=/etc/ts/cert.pem\n"
+                               "private_key_file=/etc/ts/key.pem\n"
+                               "service_envelope=kservev2\n");
+  print_warnings(&cfg);
+  assert_true(has_warning(&cfg, "'certificate_file' is a TorchServe key inferd does not use", "https addresses"));
+  assert_true(has_warning(&cfg, "'private_key_file' is a TorchServe key inferd does not use", "https addresses"));
+  assert_true(has_warning(&cfg, "'service_envelope' is a TorchServe key inferd does not use", "/v2"));
+  assert_int_equal(cfg.warning_count, 3);
+  config_free(&cfg);
+}
+
 static void unknown_and_ignored_keys_warn(void **state) {
   config_server cfg = parse_ok("job_queue_size=5\n"
                                "frobnicate=1\n"
@@ -870,6 +884,7 @@ int main(void) {
       cmocka_unit_test(properties_syntax),
       cmocka_unit_test(escapes_and_unicode),
       cmocka_unit_test(unknown_and_ignored_keys_warn),
+      cmocka_unit_test(torchserve_tls_keys_say_why),
       cmocka_unit_test(warnings_are_bounded),
       cmocka_unit_test(bad_values_name_key_and_line),
       cmocka_unit_test(token_expiration_minutes),
