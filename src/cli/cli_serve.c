@@ -53,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -304,6 +305,22 @@ static int fail(const inferd_status *st) {
   return cli_exit_status(st->code);
 }
 
+/* Raises the soft limit on open files to the hard one, as the JVM does for TorchServe:
+ * every connection holds a descriptor, and the usual soft limit (1024) would refuse
+ * clients long before the hard one. */
+static void raise_open_files(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == rl.rlim_max) return;
+  unsigned long long was = (unsigned long long)rl.rlim_cur;
+  rl.rlim_cur = rl.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+    core_log(CORE_LOG_INFO, "open files: soft limit raised from %llu to the hard limit %llu", was,
+             (unsigned long long)rl.rlim_max);
+  else
+    core_log(CORE_LOG_WARN, "open files: cannot raise the soft limit %llu to %llu: %s", was,
+             (unsigned long long)rl.rlim_max, strerror(errno));
+}
+
 int cli_serve(int argc, char **argv) {
   config_server cfg;
   inferd_status st;
@@ -356,6 +373,7 @@ int cli_serve(int argc, char **argv) {
   }
   pthread_detach(signals);
 
+  raise_open_files();
   topo *machine = NULL;
   if (topo_new(NULL, &machine, &st) != INFERD_OK) {
     core_log(CORE_LOG_WARN, "cannot read the CPU topology (%s): workers will not be pinned", st.message);
