@@ -113,6 +113,9 @@ typedef struct config_server {
   int max_batch_delay;               /* 100 milliseconds: default of maxBatchDelay */
   bool jpeg_dct_scaling;             /* false: decode JPEGs as PIL does, bit for bit
                                         (inferd's own key; see handler.h scaled_jpeg) */
+  char *cors_allowed_origin;         /* NULL: no Access-Control-Allow-Origin header */
+  char *cors_allowed_methods;        /* NULL: no Access-Control-Allow-Methods header */
+  char *cors_allowed_headers;        /* NULL: no Access-Control-Allow-Headers header */
 
   /* command line only */
   char *ts_config; /* --ts-config: the file that was read; NULL when none */

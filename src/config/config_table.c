@@ -84,6 +84,13 @@ static const config__option options[] = {
      "inferd only: decode JPEGs of 1536 pixels and more on the shorter side at a reduced size (libjpeg's DCT "
      "scaling; about twice as fast on photos, but pixels differ from PIL's by a few 1/255, which can reorder "
      "close classes)"},
+    {"cors_allowed_origin", NULL, NULL, CONFIG_T_STRING, 0, AT(cors_allowed_origin), 0, 0, NULL,
+     "Access-Control-Allow-Origin of every response (e.g. * or https://app.example), as TorchServe; a CORS "
+     "preflight (OPTIONS with Origin and Access-Control-Request-Method) is then answered 200"},
+    {"cors_allowed_methods", NULL, NULL, CONFIG_T_STRING, 0, AT(cors_allowed_methods), 0, 0, NULL,
+     "Access-Control-Allow-Methods of every response (e.g. GET, POST, PUT, OPTIONS)"},
+    {"cors_allowed_headers", NULL, NULL, CONFIG_T_STRING, 0, AT(cors_allowed_headers), 0, 0, NULL,
+     "Access-Control-Allow-Headers of every response (list Authorization when token auth is on)"},
 
     /* command line only */
     {NULL, "--ts-config", "FILE", CONFIG_T_STRING, 0, AT(ts_config), 0, 0, NULL,
@@ -119,9 +126,6 @@ static const config__option options[] = {
     IGNORED("use_native_io", "JVM option"),
     IGNORED("io_ratio", "JVM option"),
     IGNORED("metric_time_interval", "no system metrics collector"),
-    IGNORED("cors_allowed_origin", "no CORS support yet"),
-    IGNORED("cors_allowed_methods", "no CORS support yet"),
-    IGNORED("cors_allowed_headers", "no CORS support yet"),
     IGNORED("limit_max_image_pixels", "images above 64 megapixels are always refused (PIL's limit is 179)"),
     IGNORED("keystore", "no TLS: https addresses are refused (put TLS in front)"),
     IGNORED("keystore_pass", "no TLS: https addresses are refused (put TLS in front)"),

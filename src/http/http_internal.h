@@ -96,9 +96,11 @@ void http__send_json(h2o_req_t *req, int status, const char *body, size_t len);
 /* A text body (Prometheus exposition). */
 void http__send_text(h2o_req_t *req, int status, const char *content_type, const char *body, size_t len);
 
-/* The filter that rewrites h2o's own plain-text errors (413 when a body exceeds
- * max_request_size, 400 for a broken Content-Length) into the JSON error body. */
-void http__register_error_filter(h2o_pathconf_t *pathconf, size_t max_request_size);
+/* The filter every response passes: it rewrites h2o's own plain-text errors (413 when a
+ * body exceeds max_request_size, 400 for a broken Content-Length) into the JSON error
+ * body, and adds the CORS headers cors[0..2] (Access-Control-Allow-Origin, -Methods,
+ * -Headers; NULL: none; borrowed for the server's life). */
+void http__register_error_filter(h2o_pathconf_t *pathconf, size_t max_request_size, const char *const cors[3]);
 
 /* A growing string in a request's pool: JSON bodies are built here, no malloc. */
 typedef struct http__buf {

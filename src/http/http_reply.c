@@ -348,12 +348,24 @@ void http__buf_json_string(http__buf *b, const char *s, size_t len) {
   b->data[b->len] = '\0';
 }
 
-/* ---- rewriting h2o's own error bodies ------------------------------------------------------ */
+/* ---- every response: h2o's own error bodies rewritten, CORS headers -------------------------- */
 
 typedef struct error_filter {
   h2o_filter_t super;
   size_t max_request_size; /* bytes, for the 413 message */
+  h2o_iovec_t cors[3];     /* Access-Control-Allow-Origin, -Methods, -Headers; base NULL: none */
 } error_filter;
+
+/* As TorchServe's NettyUtils.sendHttpResponse: the configured values on every response
+ * that does not have the header yet. */
+static void add_cors_headers(const error_filter *f, h2o_req_t *req) {
+  static const char *const names[3] = {"access-control-allow-origin", "access-control-allow-methods",
+                                       "access-control-allow-headers"};
+  for (int i = 0; i < 3; i++)
+    if (f->cors[i].base && h2o_find_header_by_str(&req->res.headers, names[i], strlen(names[i]), -1) < 0)
+      h2o_add_header_by_str(&req->pool, &req->res.headers, names[i], strlen(names[i]), 0, NULL, f->cors[i].base,
+                            f->cors[i].len);
+}
 
 typedef struct error_ostream {
   h2o_ostream_t super;
@@ -381,6 +393,7 @@ static bool response_is_json(h2o_req_t *req) {
 }
 
 static void error_filter_setup(h2o_filter_t *self, h2o_req_t *req, h2o_ostream_t **slot) {
+  add_cors_headers((error_filter *)self, req);
   if (req->res.status >= 400 && !response_is_json(req)) {
     http__error e;
     const char *message;
@@ -421,8 +434,9 @@ static void error_filter_setup(h2o_filter_t *self, h2o_req_t *req, h2o_ostream_t
   h2o_setup_next_ostream(req, slot);
 }
 
-void http__register_error_filter(h2o_pathconf_t *pathconf, size_t max_request_size) {
+void http__register_error_filter(h2o_pathconf_t *pathconf, size_t max_request_size, const char *const cors[3]) {
   error_filter *f = (error_filter *)h2o_create_filter(pathconf, sizeof(*f));
   f->super.on_setup_ostream = error_filter_setup;
   f->max_request_size = max_request_size;
+  for (int i = 0; i < 3; i++) f->cors[i] = cors[i] ? h2o_iovec_init(cors[i], strlen(cors[i])) : h2o_iovec_init(NULL, 0);
 }

@@ -202,6 +202,16 @@ static void metrics(http_server *s, h2o_req_t *req, const http__path *path) {
 /* ---- dispatch -------------------------------------------------------------------------- */
 
 void http__route(http_server *s, h2o_req_t *req, unsigned apis) {
+  /* A CORS preflight (a browser asks before a request with, say, an Authorization
+   * header) gets 200 and, through the response filter, the configured CORS headers.
+   * TorchServe routes it as any other request (405 for an OPTIONS it does not serve),
+   * which browsers take as a refusal. */
+  if (s->config->cors_allowed_origin && http__method_is(req, "OPTIONS") &&
+      h2o_find_header_by_str(&req->headers, H2O_STRLIT("origin"), -1) >= 0 &&
+      h2o_find_header_by_str(&req->headers, H2O_STRLIT("access-control-request-method"), -1) >= 0) {
+    http__send_text(req, 200, "text/plain", "", 0);
+    return;
+  }
   http__path path;
   if (!http__parse_path(req, &path)) {
     http__send_canned(req, HTTP__CANNED_NO_ROUTE);

@@ -345,8 +345,20 @@ static int automatic_threads(void) {
   return CORE_MAX(1, CORE_MIN(n, AUTO_THREADS_MAX));
 }
 
+/* A configured header value must not break the response: no control characters. */
+static inferd_code check_header_value(const char *key, const char *value, inferd_status *st) {
+  for (const unsigned char *p = (const unsigned char *)value; p && *p; p++)
+    if (*p < 0x20 || *p == 0x7f)
+      return core_fail(st, INFERD_INVALID_ARG, "%s: a header value cannot hold control characters", key);
+  return INFERD_OK;
+}
+
 inferd_code http_server_new(const http_server_params *params, http_server **out, inferd_status *st) {
   const config_server *cfg = params->config;
+  inferd_code bad = check_header_value("cors_allowed_origin", cfg->cors_allowed_origin, st);
+  if (bad == INFERD_OK) bad = check_header_value("cors_allowed_methods", cfg->cors_allowed_methods, st);
+  if (bad == INFERD_OK) bad = check_header_value("cors_allowed_headers", cfg->cors_allowed_headers, st);
+  if (bad != INFERD_OK) return bad;
   http_server *s = calloc(1, sizeof *s);
   if (!s) return core_fail(st, INFERD_NO_MEMORY, "http: out of memory");
   s->config = cfg;
@@ -398,8 +410,9 @@ inferd_code http_server_new(const http_server_params *params, http_server **out,
       logger->log_access = http__request_disposed;
       l->handler = h;
       l->apis = 0;
-      http__register_error_filter(path, s->globalconf.max_request_entity_size);
-      http__register_error_filter(&l->hostconf->fallback_path, s->globalconf.max_request_entity_size);
+      const char *const cors[3] = {cfg->cors_allowed_origin, cfg->cors_allowed_methods, cfg->cors_allowed_headers};
+      http__register_error_filter(path, s->globalconf.max_request_entity_size, cors);
+      http__register_error_filter(&l->hostconf->fallback_path, s->globalconf.max_request_entity_size, cors);
     }
     s->listeners[found].apis |= 1u << api;
     s->listener_of_api[api] = found;

@@ -703,11 +703,16 @@ typedef struct server_fixture {
 } server_fixture;
 
 /* A server whose keys live `minutes` (token_expiration_min; 0: the default). */
-static int server_setup_keys(void **state, double minutes, bool model_api) {
+static int server_setup_keys(void **state, double minutes, bool model_api, bool cors) {
   server_fixture *f = calloc(1, sizeof *f);
   config_defaults(&f->cfg);
   if (minutes > 0) f->cfg.token_expiration_min = minutes;
   f->cfg.enable_model_api = model_api;
+  if (cors) {
+    f->cfg.cors_allowed_origin = strdup("https://app.example");
+    f->cfg.cors_allowed_methods = strdup("GET, POST, PUT, OPTIONS");
+    f->cfg.cors_allowed_headers = strdup("Authorization, Content-Type");
+  }
   f->started = time(NULL);
   const config_address any = {"http", "127.0.0.1", 0};
   f->cfg.inference_address = f->cfg.management_address = f->cfg.metrics_address = any;
@@ -729,13 +734,15 @@ static int server_setup_keys(void **state, double minutes, bool model_api) {
   return 0;
 }
 
-static int server_setup(void **state) { return server_setup_keys(state, 0, false); }
+static int server_setup(void **state) { return server_setup_keys(state, 0, false, false); }
 /* with enable_model_api: register and unregister over HTTP */
-static int server_setup_model_api(void **state) { return server_setup_keys(state, 0, true); }
+static int server_setup_model_api(void **state) { return server_setup_keys(state, 0, true, false); }
 /* 10.5 minutes: a fraction, and far longer than the test takes on any machine */
-static int server_setup_fractional_minute_keys(void **state) { return server_setup_keys(state, 10.5, false); }
+static int server_setup_fractional_minute_keys(void **state) { return server_setup_keys(state, 10.5, false, false); }
 /* 0.0001 minutes is 0 whole seconds: the keys are expired as soon as they are made. */
-static int server_setup_expired_keys(void **state) { return server_setup_keys(state, 0.0001, false); }
+static int server_setup_expired_keys(void **state) { return server_setup_keys(state, 0.0001, false, false); }
+/* with cors_allowed_origin, _methods and _headers */
+static int server_setup_cors(void **state) { return server_setup_keys(state, 0, false, true); }
 
 static int server_teardown(void **state) {
   server_fixture *f = *state;
@@ -851,6 +858,56 @@ static void test_server_metrics_filter(void **state) {
 }
 
 static void read_key(server_fixture *f, const char *kind, char *key, size_t key_size, time_t *expires);
+
+/* cors_allowed_*: the three headers on every response, as TorchServe sends them (a
+ * success, a routed error, h2o's own 413 and a 401 of every API); a preflight gets 200
+ * with them. Without the keys (test_server_no_cors): no such header, a preflight is
+ * routed as any OPTIONS. */
+static void test_server_cors(void **state) {
+  server_fixture *f = *state;
+  static const struct {
+    http_api api;
+    const char *request;
+    int status;
+  } cases[] = {
+      {HTTP_API_INFERENCE, "GET /ping HTTP/1.1\r\nHost: x\r\nOrigin: https://app.example\r\nConnection: close\r\n\r\n",
+       200},
+      {HTTP_API_INFERENCE, "GET /nowhere HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 404},
+      {HTTP_API_INFERENCE,
+       "POST /predictions/m HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\nConnection: close\r\n\r\n", 413},
+      {HTTP_API_MANAGEMENT, "GET /models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 401},
+      {HTTP_API_METRICS, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 200},
+      {HTTP_API_INFERENCE,
+       "OPTIONS /predictions/m HTTP/1.1\r\nHost: x\r\nOrigin: https://app.example\r\n"
+       "Access-Control-Request-Method: POST\r\nAccess-Control-Request-Headers: authorization\r\n"
+       "Connection: close\r\n\r\n",
+       200},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char response[8192];
+    assert_true(exchange(f, cases[i].api, cases[i].request, response, sizeof response) > 0);
+    int status = 0;
+    sscanf(response, "HTTP/1.%*d %d", &status);
+    if (status != cases[i].status) fail_msg("case %zu: want %d:\n%s", i, cases[i].status, response);
+    if (!strstr(response, "access-control-allow-origin: https://app.example\r\n") ||
+        !strstr(response, "access-control-allow-methods: GET, POST, PUT, OPTIONS\r\n") ||
+        !strstr(response, "access-control-allow-headers: Authorization, Content-Type\r\n"))
+      fail_msg("case %zu: CORS headers missing:\n%s", i, response);
+  }
+}
+
+static void test_server_no_cors(void **state) {
+  server_fixture *f = *state;
+  char response[8192];
+  assert_true(exchange(f, HTTP_API_INFERENCE,
+                       "GET /ping HTTP/1.1\r\nHost: x\r\nOrigin: https://app.example\r\nConnection: close\r\n\r\n",
+                       response, sizeof response) > 0);
+  if (strstr(response, "access-control-")) fail_msg("CORS headers without cors_allowed_*:\n%s", response);
+  expect_response(f, HTTP_API_INFERENCE,
+                  "OPTIONS /predictions/m HTTP/1.1\r\nHost: x\r\nOrigin: https://app.example\r\n"
+                  "Access-Control-Request-Method: POST\r\nConnection: close\r\n\r\n",
+                  405, "MethodNotAllowedException");
+}
 
 /* The body of a response as JSON (NULL when it is not). */
 static json_t *response_json(const char *response) {
@@ -1118,6 +1175,28 @@ static void test_management_after_stop(void **state) {
 /* A start that fails after a unix socket was bound (here: the management port is held by
  * another socket) removes the socket file it made; it used to stay, and the next start on
  * the same path failed with "Address already in use" although nothing served it. */
+/* A CORS value that would break the response (a newline from a properties escape) is
+ * refused at start, naming its key. */
+static void test_cors_value_refused(void **state) {
+  (void)state;
+  static const char *const bad[] = {"https://a.example\r\nSet-Cookie: x=1", "GET\tPOST", "x\x7f"};
+  for (int k = 0; k < 3; k++) {
+    config_server cfg;
+    config_defaults(&cfg);
+    cfg.disable_token_authorization = true;
+    char **field = k == 0 ? &cfg.cors_allowed_origin : k == 1 ? &cfg.cors_allowed_methods : &cfg.cors_allowed_headers;
+    *field = strdup(bad[k]);
+    http_server_params params = {.config = &cfg};
+    http_server *server = NULL;
+    inferd_status st = {0};
+    assert_int_equal(http_server_new(&params, &server, &st), INFERD_INVALID_ARG);
+    assert_null(server);
+    const char *key = k == 0 ? "cors_allowed_origin" : k == 1 ? "cors_allowed_methods" : "cors_allowed_headers";
+    if (!strstr(st.message, key) || !strstr(st.message, "control characters")) fail_msg("message: %s", st.message);
+    config_free(&cfg);
+  }
+}
+
 static void test_unix_socket_removed_after_failed_start(void **state) {
   (void)state;
   int holder = socket(AF_INET, SOCK_STREAM, 0);
@@ -1246,6 +1325,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_server_routes, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_server_metrics_filter, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_server_drain, server_setup, server_teardown),
+      cmocka_unit_test_setup_teardown(test_server_cors, server_setup_cors, server_teardown),
+      cmocka_unit_test_setup_teardown(test_server_no_cors, server_setup, server_teardown),
+      cmocka_unit_test(test_cors_value_refused),
       cmocka_unit_test_setup_teardown(test_management_after_stop, server_setup_model_api, server_teardown),
       cmocka_unit_test_setup_teardown(test_server_api_description, server_setup_model_api, server_teardown),
       cmocka_unit_test_setup_teardown(test_key_file_private, server_setup, server_teardown),
