@@ -161,41 +161,57 @@ static json_t *error_response(int status, bool v2) {
                    v2 ? "#/components/schemas/V2Error" : "#/components/schemas/Error");
 }
 
+/* Each piece is checked: json_object_set_new and json_array_append_new free the value
+ * they are given when they fail (out of memory), and a document with a part left out
+ * must not be served as the description. NULL when memory ran out. */
 static json_t *operation(const endpoint *e) {
-  json_t *params = json_array();
-  for (int i = 0; i < MAX_PARAMS && e->params[i].name; i++) {
+  json_t *params = json_array(), *responses = json_object();
+  bool ok = params && responses;
+  for (int i = 0; ok && i < MAX_PARAMS && e->params[i].name; i++) {
     const param *p = &e->params[i];
-    json_array_append_new(params, json_pack("{s:s, s:s, s:s, s:b, s:o}", "in", p->in, "name", p->name, "description",
-                                            p->text, "required", p->required, "schema", schema_of(p->type)));
+    ok = json_array_append_new(params, json_pack("{s:s, s:s, s:s, s:b, s:o}", "in", p->in, "name", p->name,
+                                                 "description", p->text, "required", p->required, "schema",
+                                                 schema_of(p->type))) == 0;
   }
-  json_t *responses = json_object();
   char code[8];
   snprintf(code, sizeof code, "%d", e->success);
-  json_object_set_new(responses, code,
-                      json_pack("{s:s, s:{s:{s:{s:s}}}}", "description", "Success", "content", e->answer, "schema",
-                                "type", strcmp(e->answer, JSON) == 0 ? "object" : "string"));
+  ok = ok && json_object_set_new(responses, code,
+                                 json_pack("{s:s, s:{s:{s:{s:s}}}}", "description", "Success", "content", e->answer,
+                                           "schema", "type", strcmp(e->answer, JSON) == 0 ? "object" : "string")) == 0;
   bool v2 = strncmp(e->path, "/v2", 3) == 0;
-  for (int i = 0; i < MAX_ERRORS && e->errors[i]; i++) {
+  for (int i = 0; ok && i < MAX_ERRORS && e->errors[i]; i++) {
     snprintf(code, sizeof code, "%d", e->errors[i]);
-    json_object_set_new(responses, code, error_response(e->errors[i], v2));
+    ok = json_object_set_new(responses, code, error_response(e->errors[i], v2)) == 0;
+  }
+  if (!ok) {
+    json_decref(params);
+    json_decref(responses);
+    return NULL;
   }
   json_t *op = json_pack("{s:s, s:s, s:o, s:o}", "description", e->text, "operationId", e->id, "parameters", params,
-                         "responses", responses);
-  if (op && e->body)
-    json_object_set_new(op, "requestBody",
-                        json_pack("{s:b, s:{s:{s:{s:s, s:s}}}}", "required", true, "content", e->body, "schema", "type",
-                                  "string", "format", "binary"));
+                         "responses", responses); /* on failure, json_pack releases both */
+  if (op && e->body &&
+      json_object_set_new(op, "requestBody",
+                          json_pack("{s:b, s:{s:{s:{s:s, s:s}}}}", "required", true, "content", e->body, "schema",
+                                    "type", "string", "format", "binary")) != 0) {
+    json_decref(op);
+    op = NULL;
+  }
   return op;
 }
 
-static json_t *document(unsigned apis) {
+json_t *http__describe_document(unsigned apis) {
   json_t *paths = json_object();
-  for (size_t i = 0; i < CORE_ARRAY_LEN(endpoints); i++) {
+  for (size_t i = 0; paths && i < CORE_ARRAY_LEN(endpoints); i++) {
     const endpoint *e = &endpoints[i];
     if (!(apis & (1u << e->api))) continue;
     json_t *item = json_object_get(paths, e->path);
-    if (!item) json_object_set_new(paths, e->path, item = json_object());
-    json_object_set_new(item, e->method, operation(e)); /* a listener of several APIs: one "/" */
+    if (!item && json_object_set_new(paths, e->path, item = json_object()) != 0) item = NULL; /* freed */
+    /* a listener of several APIs: one "/" */
+    if (!item || json_object_set_new(item, e->method, operation(e)) != 0) {
+      json_decref(paths);
+      return NULL;
+    }
   }
   json_t *error = json_pack(
       "{s:s, s:[sss], s:{s:{s:s}, s:{s:s}, s:{s:s}}}", "type", "object", "required", "code", "type", "message",
@@ -209,7 +225,7 @@ static json_t *document(unsigned apis) {
 }
 
 void http__describe(h2o_req_t *req, unsigned apis) {
-  json_t *doc = document(apis);
+  json_t *doc = http__describe_document(apis);
   char *text = doc ? json_dumps(doc, JSON_INDENT(2)) : NULL;
   json_decref(doc);
   if (!text) {

@@ -1305,6 +1305,46 @@ static void test_listen_address_prefers_ipv4(void **state) {
   assert_ptr_equal(http__listen_address(&v6), &v6);
 }
 
+
+/* jansson's allocator for test_describe_out_of_memory: the saved pair, failing the
+ * allocation numbered fail_at (0: the first) only. */
+static json_malloc_t saved_malloc;
+static json_free_t saved_free;
+static long allocations, fail_at;
+
+static void *failing_malloc(size_t size) { return allocations++ == fail_at ? NULL : saved_malloc(size); }
+
+/* The API description with memory running out at each of its allocations in turn: each
+ * build is the whole document or NULL (http__describe then answers 503), never a
+ * document with parts missing, and nothing freed is used (ASan). A failed
+ * json_object_set_new frees the value it was given: the path item added to "paths" was
+ * used after that, and a failed append or set was ignored, leaving a partial document. */
+static void test_describe_out_of_memory(void **state) {
+  (void)state;
+  static const unsigned apis[] = {1u << HTTP_API_METRICS, 1u << HTTP_API_MANAGEMENT,
+                                  (1u << HTTP_API_INFERENCE) | (1u << HTTP_API_MANAGEMENT) | (1u << HTTP_API_METRICS)};
+  json_get_alloc_funcs(&saved_malloc, &saved_free);
+  for (size_t a = 0; a < sizeof apis / sizeof apis[0]; a++) {
+    json_t *whole = http__describe_document(apis[a]);
+    assert_non_null(whole);
+    json_set_alloc_funcs(failing_malloc, saved_free);
+    long partial = -1, built = 0;
+    for (fail_at = 0;; fail_at++) {
+      allocations = 0;
+      json_t *doc = http__describe_document(apis[a]);
+      bool complete = allocations <= fail_at; /* no allocation failed */
+      if (doc && !json_equal(doc, whole) && partial < 0) partial = fail_at;
+      built += doc != NULL;
+      json_decref(doc);
+      if (complete) break;
+    }
+    json_set_alloc_funcs(saved_malloc, saved_free);
+    json_decref(whole);
+    if (partial >= 0) fail_msg("APIs %#x: allocation %ld failing gave a partial document", apis[a], partial);
+    assert_int_equal(built, 1); /* only the build where nothing failed */
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_boundary),
@@ -1322,6 +1362,7 @@ int main(void) {
       cmocka_unit_test(test_unix_socket_removed_after_failed_start),
       cmocka_unit_test(test_unix_socket_stale_file_replaced),
       cmocka_unit_test(test_listen_address_prefers_ipv4),
+      cmocka_unit_test(test_describe_out_of_memory),
       cmocka_unit_test_setup_teardown(test_server_routes, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_server_metrics_filter, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_server_drain, server_setup, server_teardown),
