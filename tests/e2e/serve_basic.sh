@@ -149,6 +149,13 @@ expect 200 "list models" -H "$MAUTH" "$M/models" && body_has '"modelName": "mobi
 expect 200 "describe model" -H "$MAUTH" "$M/models/mobilenet" &&
   check_json "$WORK/body" 'len(r[0]["workers"]) >= 1 and all(w["status"] == "READY" and w["cores"] and w["threads"] >= 1 for w in r[0]["workers"])' \
     "describe model: workers READY, each pinned to named cores"
+# A scale is answered 202 before it is done unless synchronous=true (as TorchServe's); here
+# to the count the model already has. The API description lists that answer.
+workers=$(/usr/bin/python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))[0]["workers"]))' "$WORK/body")
+expect 202 "scale, asynchronous by default" -X PUT -H "$MAUTH" "$M/models/mobilenet?min_worker=$workers"
+curl -s -o "$WORK/api.json" --max-time 10 -X OPTIONS "$M/"
+check_json "$WORK/api.json" '"202" in r["paths"]["/models/{model_name}"]["put"]["responses"]' \
+  "API description: PUT /models/{model_name} may answer 202"
 expect 405 "register without --enable-model-api" -X POST -H "$MAUTH" "$M/models?url=x.mar" &&
   json_error 405 "register without --enable-model-api"
 expect 200 "metrics" "http://127.0.0.1:$METRICS_PORT/metrics" && body_has 'ts_inference_requests_total{model_name="mobilenet"' metrics
