@@ -136,10 +136,11 @@ s1=$(served "$X1") s2=$(served "$X2")
 N=400
 bench $N "$WORK/restart.json" &
 bench_pid=$!
+PID[bench]=$bench_pid
 base=$((s1 + s2))
 under_way() { [ $(($(served "$X1") + $(served "$X2") - base)) -ge 40 ]; }
 wait_until 60 "the bench under way" under_way
-kill -TERM "${PID[host2]}"
+kill -TERM "${PID[host2]}" || fail "host 2 was gone before its SIGTERM"
 status2=0
 wait "${PID[host2]}" || status2=$?
 unset 'PID[host2]'
@@ -147,6 +148,7 @@ unset 'PID[host2]'
 kill -0 "$bench_pid" 2>/dev/null && echo "ok   host 2 stopped while the bench still ran" ||
   fail "the bench ended before host 2 stopped: the restart was not tested (raise N)"
 wait "$bench_pid" || fail "inferd bench exited non-zero"
+unset 'PID[bench]'
 all_ok "$WORK/restart.json" $N "$N predictions while host 2 stopped: all 200, none lost"
 
 wait_until 30 "HAProxy marks host 2 down" is_status host2 DOWN && echo "ok   HAProxy: host 2 DOWN"

@@ -1172,9 +1172,6 @@ static void test_management_after_stop(void **state) {
   expect_response(f, HTTP_API_MANAGEMENT, request, 503, "the server is shutting down");
 }
 
-/* A start that fails after a unix socket was bound (here: the management port is held by
- * another socket) removes the socket file it made; it used to stay, and the next start on
- * the same path failed with "Address already in use" although nothing served it. */
 /* A CORS value that would break the response (a newline from a properties escape) is
  * refused at start, naming its key. */
 static void test_cors_value_refused(void **state) {
@@ -1197,6 +1194,9 @@ static void test_cors_value_refused(void **state) {
   }
 }
 
+/* A start that fails after a unix socket was bound (here: the management port is held by
+ * another socket) removes the socket file it made; it used to stay, and the next start on
+ * the same path failed with "Address already in use" although nothing served it. */
 static void test_unix_socket_removed_after_failed_start(void **state) {
   (void)state;
   int holder = socket(AF_INET, SOCK_STREAM, 0);
