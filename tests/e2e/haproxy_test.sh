@@ -17,34 +17,18 @@ set -euo pipefail
 INFERD=$(realpath "$1") SRC=$(realpath "$2") WORK=$3
 rm -rf "$WORK"
 mkdir -p "$WORK"
-failures=0
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
+. "$SRC/tests/e2e/serve_lib.sh" # fail, free_ports, serve_jpeg
 declare -A PID
 cleanup() {
   local p
   for p in "${PID[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  serve_cleanup
 }
 trap cleanup EXIT
 
-read -r P1 M1 X1 P2 M2 X2 LB STATS < <(/usr/bin/python3 - <<'PY'
-import socket
-socks = []
-for _ in range(8):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-PY
-)
-/usr/bin/python3 -c '
-import sys
-from PIL import Image
-Image.open("/usr/lib/python3/dist-packages/skimage/data/chelsea.png").convert("RGB").save(sys.argv[1], quality=90)
-' "$WORK/cat.jpg"
+read -r P1 M1 X1 P2 M2 X2 LB STATS <<<"$(free_ports 8)"
+serve_jpeg chelsea "$WORK/cat.jpg"
 
 # start_host N INFERENCE MANAGEMENT METRICS: `inferd serve` with MobileNetV2, one worker.
 start_host() {

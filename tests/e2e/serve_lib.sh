@@ -2,6 +2,7 @@
 # on 127.0.0.1 with free ports in a work directory, wait until /ping is 200, stop it.
 # Source it; it defines:
 #   serve_ports                  sets INFERENCE_PORT, MANAGEMENT_PORT, METRICS_PORT (free now)
+#   free_ports N                 prints N ports of 127.0.0.1 free now
 #   serve_config FILE LINE...    writes a config.properties: the three addresses on those
 #                                ports, then each LINE (key=value)
 #   serve_start WORK ARGS...     starts `inferd serve ARGS` in WORK (cwd: key_file.json
@@ -34,17 +35,21 @@ fail() {
   failures=$((failures + 1))
 }
 
-serve_ports() {
-  set -- $(/usr/bin/python3 - <<'PY'
-import socket
+# free_ports N: N distinct ports of 127.0.0.1 that are free now
+free_ports() {
+  /usr/bin/python3 - "$1" <<'PY'
+import socket, sys
 socks = []
-for _ in range(3):
+for _ in range(int(sys.argv[1])):
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     socks.append(s)
 print(" ".join(str(s.getsockname()[1]) for s in socks))
 PY
-)
+}
+
+serve_ports() {
+  set -- $(free_ports 3)
   INFERENCE_PORT=$1 MANAGEMENT_PORT=$2 METRICS_PORT=$3
 }
 

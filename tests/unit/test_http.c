@@ -1194,6 +1194,17 @@ static void test_cors_value_refused(void **state) {
   }
 }
 
+/* Defaults, no token auth, the inference API on the unix socket `path`, the others on
+ * free ports of 127.0.0.1. */
+static void config_unix_inference(config_server *cfg, const char *path) {
+  config_defaults(cfg);
+  cfg->disable_token_authorization = true;
+  cfg->number_of_netty_threads = 2;
+  cfg->inference_address = (config_address){"unix", "", 0};
+  snprintf(cfg->inference_address.host, sizeof cfg->inference_address.host, "%s", path);
+  cfg->management_address = cfg->metrics_address = (config_address){"http", "127.0.0.1", 0};
+}
+
 /* A start that fails after a unix socket was bound (here: the management port is held by
  * another socket) removes the socket file it made; it used to stay, and the next start on
  * the same path failed with "Address already in use" although nothing served it. */
@@ -1211,13 +1222,8 @@ static void test_unix_socket_removed_after_failed_start(void **state) {
   assert_non_null(mkdtemp(dir));
   snprintf(path, sizeof path, "%s/inference.sock", dir);
   config_server cfg;
-  config_defaults(&cfg);
-  cfg.disable_token_authorization = true;
-  cfg.number_of_netty_threads = 2;
-  cfg.inference_address = (config_address){"unix", "", 0};
-  snprintf(cfg.inference_address.host, sizeof cfg.inference_address.host, "%s", path);
-  cfg.management_address = (config_address){"http", "127.0.0.1", ntohs(sin.sin_port)};
-  cfg.metrics_address = (config_address){"http", "127.0.0.1", 0};
+  config_unix_inference(&cfg, path);
+  cfg.management_address.port = ntohs(sin.sin_port);
   http_server_params params = {.config = &cfg};
   http_server *server = NULL;
   inferd_status st;
@@ -1248,12 +1254,7 @@ static void test_unix_socket_stale_file_replaced(void **state) {
   assert_int_equal(listen(stale, 1), 0);
 
   config_server cfg;
-  config_defaults(&cfg);
-  cfg.disable_token_authorization = true;
-  cfg.number_of_netty_threads = 2;
-  cfg.inference_address = (config_address){"unix", "", 0};
-  snprintf(cfg.inference_address.host, sizeof cfg.inference_address.host, "%s", sun.sun_path);
-  cfg.management_address = cfg.metrics_address = (config_address){"http", "127.0.0.1", 0};
+  config_unix_inference(&cfg, sun.sun_path);
   http_server_params params = {.config = &cfg};
   http_server *server = NULL;
   inferd_status st;
