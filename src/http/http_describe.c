@@ -37,6 +37,7 @@ typedef struct endpoint {
   int success;          /* its status */
   int errors[MAX_ERRORS]; /* 0-terminated */
   int also;             /* another success status, 0 for none (202: a scale answered before it is done) */
+  bool model_api;       /* served only with enable_model_api (405 without): described only then */
 } endpoint;
 
 #define MODEL {"model_name", "path", "string", "Name of the model.", true}
@@ -47,58 +48,58 @@ typedef struct endpoint {
 
 static const endpoint endpoints[] = {
     /* inference API (TorchServe's port 8080) */
-    {HTTP_API_INFERENCE, "options", "/", "apiDescription", DESCRIBE_TEXT, {{0}}, NULL, JSON, 200, {0}, 0},
-    {HTTP_API_INFERENCE, "get", "/api-description", "apiDescriptionGet", DESCRIBE_TEXT, {{0}}, NULL, JSON, 200, {0}, 0},
+    {HTTP_API_INFERENCE, "options", "/", "apiDescription", DESCRIBE_TEXT, {{0}}, NULL, JSON, 200, {0}, 0, false},
+    {HTTP_API_INFERENCE, "get", "/api-description", "apiDescriptionGet", DESCRIBE_TEXT, {{0}}, NULL, JSON, 200, {0}, 0, false},
     {HTTP_API_INFERENCE, "get", "/ping", "ping",
      "Health: Healthy once every model loaded at start-up has its workers running and the server is not shutting "
      "down (POST and HEAD too).",
-     {{0}}, NULL, JSON, 200, {503}, 0},
+     {{0}}, NULL, JSON, 200, {503}, 0, false},
     {HTTP_API_INFERENCE, "post", "/predictions/{model_name}", "predictions",
      "Runs the default version of the model on the request body: raw bytes, or the fields data, body or file of a "
      "multipart form (PUT too). image_classifier answers the top 5 classes with their probabilities.",
-     {MODEL}, "*/*", JSON, 200, {400, 401, 404, 413, 500, 503, 504}, 0},
+     {MODEL}, "*/*", JSON, 200, {400, 401, 404, 413, 500, 503, 504}, 0, false},
     {HTTP_API_INFERENCE, "post", "/predictions/{model_name}/{model_version}", "versionPredictions",
      "As /predictions/{model_name}, with the version named.", {MODEL, VERSION}, "*/*", JSON, 200,
-     {400, 401, 404, 413, 500, 503, 504}, 0},
+     {400, 401, 404, 413, 500, 503, 504}, 0, false},
     {HTTP_API_INFERENCE, "get", "/v2", "serverMetadata", "KServe v2: the server's name, version and extensions.",
-     {{0}}, NULL, JSON, 200, {401}, 0},
+     {{0}}, NULL, JSON, 200, {401}, 0, false},
     {HTTP_API_INFERENCE, "get", "/v2/health/live", "serverLive", "KServe v2: the server is live.", {{0}}, NULL, JSON,
-     200, {0}, 0},
+     200, {0}, 0, false},
     {HTTP_API_INFERENCE, "get", "/v2/health/ready", "serverReady",
-     "KServe v2: ready as /ping is healthy ({\"ready\": false} with 503 otherwise).", {{0}}, NULL, JSON, 200, {503}, 0},
+     "KServe v2: ready as /ping is healthy ({\"ready\": false} with 503 otherwise).", {{0}}, NULL, JSON, 200, {503}, 0, false},
     {HTTP_API_INFERENCE, "get", "/v2/models/{model_name}", "modelMetadata",
      "KServe v2: the model's inputs and outputs (name, datatype, shape; -1 for a free axis).", {MODEL}, NULL, JSON,
-     200, {401, 404}, 0},
+     200, {401, 404}, 0, false},
     {HTTP_API_INFERENCE, "get", "/v2/models/{model_name}/versions/{model_version}", "modelVersionMetadata",
      "KServe v2: as /v2/models/{model_name}, with the version named.", {MODEL, VERSION}, NULL, JSON, 200, {401, 404},
-     0},
+     0, false},
     {HTTP_API_INFERENCE, "get", "/v2/models/{model_name}/ready", "modelReady",
      "KServe v2: whether the model has a worker running ({\"ready\": false} with 503 otherwise).", {MODEL}, NULL,
-     JSON, 200, {401, 404, 503}, 0},
+     JSON, 200, {401, 404, 503}, 0, false},
     {HTTP_API_INFERENCE, "get", "/v2/models/{model_name}/versions/{model_version}/ready", "modelVersionReady",
      "KServe v2: as /v2/models/{model_name}/ready, with the version named.", {MODEL, VERSION}, NULL, JSON, 200,
-     {401, 404, 503}, 0},
+     {401, 404, 503}, 0, false},
     {HTTP_API_INFERENCE, "post", "/v2/models/{model_name}/infer", "modelInfer",
      "KServe v2 inference: a JSON request of input tensors, or with the binary tensor data extension a JSON header "
      "of Inference-Header-Content-Length bytes followed by the tensors' bytes.",
      {MODEL, {"Inference-Header-Content-Length", "header", "integer",
               "Length of the JSON header when the tensors' bytes follow it (binary tensor data extension).", false}},
-     "application/json", JSON, 200, {400, 401, 404, 413, 500, 503, 504}, 0},
+     "application/json", JSON, 200, {400, 401, 404, 413, 500, 503, 504}, 0, false},
     {HTTP_API_INFERENCE, "post", "/v2/models/{model_name}/versions/{model_version}/infer", "modelVersionInfer",
      "As /v2/models/{model_name}/infer, with the version named.",
      {MODEL, VERSION, {"Inference-Header-Content-Length", "header", "integer",
                        "Length of the JSON header when the tensors' bytes follow it (binary tensor data extension).",
                        false}},
-     "application/json", JSON, 200, {400, 401, 404, 413, 500, 503, 504}, 0},
+     "application/json", JSON, 200, {400, 401, 404, 413, 500, 503, 504}, 0, false},
 
     /* management API (8081) */
-    {HTTP_API_MANAGEMENT, "options", "/", "apiDescription", DESCRIBE_TEXT, {{0}}, NULL, JSON, 200, {0}, 0},
+    {HTTP_API_MANAGEMENT, "options", "/", "apiDescription", DESCRIBE_TEXT, {{0}}, NULL, JSON, 200, {0}, 0, false},
     {HTTP_API_MANAGEMENT, "get", "/api-description", "apiDescriptionGet", DESCRIBE_TEXT, {{0}}, NULL, JSON, 200, {0},
-     0},
+     0, false},
     {HTTP_API_MANAGEMENT, "get", "/models", "listModels", "The registered models, a page at a time.",
      {{"limit", "query", "integer", "Models per page (at most 100, the default).", false},
       {"next_page_token", "query", "integer", "Where the page starts, from the last page's nextPageToken.", false}},
-     NULL, JSON, 200, {400, 401}, 0},
+     NULL, JSON, 200, {400, 401}, 0, false},
     {HTTP_API_MANAGEMENT, "post", "/models", "registerModel",
      "Registers a model archive (.mar) of the model store (with --enable-model-api). The parameters may also be a "
      "JSON object body (Content-Type: application/json).",
@@ -109,10 +110,10 @@ static const endpoint endpoints[] = {
       {"max_batch_delay", "query", "integer", "Milliseconds a batch waits to fill, 0..600000." CONFIGURED, false},
       {"response_timeout", "query", "integer", "Seconds a request may wait for its answer, 1..86400." CONFIGURED, false},
       {"synchronous", "query", "boolean", "Answer once the workers run (default true).", false}},
-     "application/json", JSON, 200, {400, 401, 404, 405, 409, 500, 503}, 0},
+     "application/json", JSON, 200, {400, 401, 404, 409, 500, 503}, 0, true},
     {HTTP_API_MANAGEMENT, "get", "/models/{model_name}", "describeModel",
      "The default version of the model: its settings and its workers with their cores.", {MODEL}, NULL, JSON, 200,
-     {401, 404}, 0},
+     {401, 404}, 0, false},
     {HTTP_API_MANAGEMENT, "put", "/models/{model_name}", "setAutoScale",
      "Scales the default version of the model to min_worker workers.",
      {MODEL,
@@ -120,34 +121,34 @@ static const endpoint endpoints[] = {
       {"max_worker", "query", "integer", "At least min_worker (default min_worker).", false},
       {"model_version", "query", "string", "The version to scale instead of the default.", false},
       {"synchronous", "query", "boolean", "Answer once the workers run (default false: 202 at once).", false}},
-     NULL, JSON, 200, {400, 401, 404, 500, 503}, 202},
+     NULL, JSON, 200, {400, 401, 404, 500, 503}, 202, false},
     {HTTP_API_MANAGEMENT, "delete", "/models/{model_name}", "unregisterModel",
      "Unregisters the default version of the model (with --enable-model-api).", {MODEL}, NULL, JSON, 200,
-     {401, 404, 405, 409, 503}, 0},
+     {401, 404, 409, 503}, 0, true},
     {HTTP_API_MANAGEMENT, "get", "/models/{model_name}/{model_version}", "describeModelVersion",
-     "One version of the model, or every version with \"all\".", {MODEL, VERSION}, NULL, JSON, 200, {401, 404}, 0},
+     "One version of the model, or every version with \"all\".", {MODEL, VERSION}, NULL, JSON, 200, {401, 404}, 0, false},
     {HTTP_API_MANAGEMENT, "put", "/models/{model_name}/{model_version}", "versionSetAutoScale",
      "As PUT /models/{model_name}, for the version named.",
      {MODEL, VERSION,
       {"min_worker", "query", "integer", "Workers (default 1).", false},
       {"max_worker", "query", "integer", "At least min_worker (default min_worker).", false},
       {"synchronous", "query", "boolean", "Answer once the workers run (default false: 202 at once).", false}},
-     NULL, JSON, 200, {400, 401, 404, 500, 503}, 202},
+     NULL, JSON, 200, {400, 401, 404, 500, 503}, 202, false},
     {HTTP_API_MANAGEMENT, "delete", "/models/{model_name}/{model_version}", "versionUnregisterModel",
      "Unregisters the version named (with --enable-model-api).", {MODEL, VERSION}, NULL, JSON, 200,
-     {401, 404, 405, 409, 503}, 0},
+     {401, 404, 409, 503}, 0, true},
     {HTTP_API_MANAGEMENT, "put", "/models/{model_name}/{model_version}/set-default", "setDefault",
-     "Makes the version named the model's default.", {MODEL, VERSION}, NULL, JSON, 200, {401, 404, 503}, 0},
+     "Makes the version named the model's default.", {MODEL, VERSION}, NULL, JSON, 200, {401, 404, 503}, 0, false},
     {HTTP_API_MANAGEMENT, "get", "/token", "token",
      "Renews the inference or the management key (token authorization; needs the API key).",
-     {{"type", "query", "string", "inference or management.", true}}, NULL, JSON, 200, {400, 401}, 0},
+     {{"type", "query", "string", "inference or management.", true}}, NULL, JSON, 200, {400, 401}, 0, false},
 
     /* metrics API (8082) */
-    {HTTP_API_METRICS, "options", "/", "apiDescription", DESCRIBE_TEXT, {{0}}, NULL, JSON, 200, {0}, 0},
-    {HTTP_API_METRICS, "get", "/api-description", "apiDescriptionGet", DESCRIBE_TEXT, {{0}}, NULL, JSON, 200, {0}, 0},
+    {HTTP_API_METRICS, "options", "/", "apiDescription", DESCRIBE_TEXT, {{0}}, NULL, JSON, 200, {0}, 0, false},
+    {HTTP_API_METRICS, "get", "/api-description", "apiDescriptionGet", DESCRIBE_TEXT, {{0}}, NULL, JSON, 200, {0}, 0, false},
     {HTTP_API_METRICS, "get", "/metrics", "metrics", "Prometheus text format 0.0.4 of the server's metrics.",
      {{"name[]", "query", "string[]", "Only these metric families (repeat the parameter for several).", false}}, NULL,
-     "text/plain; version=0.0.4", 200, {400}, 0},
+     "text/plain; version=0.0.4", 200, {400}, 0, false},
 };
 
 static json_t *schema_of(const char *type) {
@@ -210,11 +211,11 @@ static json_t *operation(const endpoint *e) {
   return op;
 }
 
-json_t *http__describe_document(unsigned apis) {
+json_t *http__describe_document(unsigned apis, bool model_api) {
   json_t *paths = json_object();
   for (size_t i = 0; paths && i < CORE_ARRAY_LEN(endpoints); i++) {
     const endpoint *e = &endpoints[i];
-    if (!(apis & (1u << e->api))) continue;
+    if (!(apis & (1u << e->api)) || (e->model_api && !model_api)) continue;
     json_t *item = json_object_get(paths, e->path);
     if (!item && json_object_set_new(paths, e->path, item = json_object()) != 0) item = NULL; /* freed */
     /* a listener of several APIs: one "/" */
@@ -234,8 +235,8 @@ json_t *http__describe_document(unsigned apis) {
                    v2_error);
 }
 
-void http__describe(h2o_req_t *req, unsigned apis) {
-  json_t *doc = http__describe_document(apis);
+void http__describe(h2o_req_t *req, unsigned apis, bool model_api) {
+  json_t *doc = http__describe_document(apis, model_api);
   char *text = doc ? json_dumps(doc, JSON_INDENT(2)) : NULL;
   json_decref(doc);
   if (!text) {

@@ -258,12 +258,13 @@ typedef struct http__path {
 bool http__parse_path(h2o_req_t *req, http__path *path);
 
 /* Answers the OpenAPI 3.0.1 description of the APIs in `apis` (1 << http_api bits),
- * for OPTIONS / and /api-description (http_describe.c). */
-void http__describe(h2o_req_t *req, unsigned apis);
+ * for OPTIONS / and /api-description (http_describe.c); register and unregister only
+ * with `model_api` (enable_model_api), as the router serves them. */
+void http__describe(h2o_req_t *req, unsigned apis, bool model_api);
 struct json_t;
 /* The document http__describe answers; NULL when memory ran out (never a part of it).
  * Free with json_decref. */
-struct json_t *http__describe_document(unsigned apis);
+struct json_t *http__describe_document(unsigned apis, bool model_api);
 
 /* The (first) value of query parameter `name`, percent-decoded into req->pool and
  * NUL-terminated; false when absent. Items are separated by '&' or ';', and keys are

@@ -220,13 +220,13 @@ void http__route(http_server *s, h2o_req_t *req, unsigned apis) {
   /* TorchServe's ApiDescriptionRequestHandler: OPTIONS / (another method on / is 405),
    * or /api-description with any method */
   if (path.count == 0) {
-    if (http__method_is(req, "OPTIONS")) http__describe(req, apis);
+    if (http__method_is(req, "OPTIONS")) http__describe(req, apis, s->config->enable_model_api);
     else http__send_canned(req, HTTP__CANNED_METHOD);
     return;
   }
   h2o_iovec_t first = path.segments[0];
   if (path.count == 1 && http__segment_is(first, "api-description")) {
-    http__describe(req, apis);
+    http__describe(req, apis, s->config->enable_model_api);
     return;
   }
   if (apis & (1u << HTTP_API_INFERENCE)) {

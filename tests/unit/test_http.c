@@ -915,6 +915,27 @@ static json_t *response_json(const char *response) {
   return body ? json_loads(body + 4, 0, NULL) : NULL;
 }
 
+/* Without enable_model_api, register and unregister answer 405: the description leaves
+ * them out, and keeps the rest of the management API. */
+static void test_server_api_description_no_model_api(void **state) {
+  server_fixture *f = *state;
+  enum { BIG = 1 << 18 };
+  char *response = malloc(BIG);
+  assert_non_null(response);
+  assert_true(exchange(f, HTTP_API_MANAGEMENT, "OPTIONS / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", response,
+                       BIG) > 0);
+  json_t *doc = response_json(response);
+  if (!doc) fail_msg("not JSON: %.300s", response);
+  json_t *paths = json_object_get(doc, "paths");
+  assert_non_null(json_object_get(json_object_get(paths, "/models"), "get"));
+  assert_null(json_object_get(json_object_get(paths, "/models"), "post"));
+  assert_non_null(json_object_get(json_object_get(paths, "/models/{model_name}"), "put"));
+  assert_null(json_object_get(json_object_get(paths, "/models/{model_name}"), "delete"));
+  assert_null(json_object_get(json_object_get(paths, "/models/{model_name}/{model_version}"), "delete"));
+  json_decref(doc);
+  free(response);
+}
+
 /* OPTIONS / and /api-description: an OpenAPI 3.0.1 document of the port's APIs (as
  * TorchServe's), and every operation it lists is one the server routes: sent with the
  * API's key, none is answered 405 or 404 "Requested resource is not found" (the
@@ -1326,13 +1347,13 @@ static void test_describe_out_of_memory(void **state) {
                                   (1u << HTTP_API_INFERENCE) | (1u << HTTP_API_MANAGEMENT) | (1u << HTTP_API_METRICS)};
   json_get_alloc_funcs(&saved_malloc, &saved_free);
   for (size_t a = 0; a < sizeof apis / sizeof apis[0]; a++) {
-    json_t *whole = http__describe_document(apis[a]);
+    json_t *whole = http__describe_document(apis[a], true);
     assert_non_null(whole);
     json_set_alloc_funcs(failing_malloc, saved_free);
     long partial = -1, built = 0;
     for (fail_at = 0;; fail_at++) {
       allocations = 0;
-      json_t *doc = http__describe_document(apis[a]);
+      json_t *doc = http__describe_document(apis[a], true);
       bool complete = allocations <= fail_at; /* no allocation failed */
       if (doc && !json_equal(doc, whole) && partial < 0) partial = fail_at;
       built += doc != NULL;
@@ -1369,6 +1390,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_server_drain, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_server_cors, server_setup_cors, server_teardown),
       cmocka_unit_test_setup_teardown(test_server_no_cors, server_setup, server_teardown),
+      cmocka_unit_test_setup_teardown(test_server_api_description_no_model_api, server_setup, server_teardown),
       cmocka_unit_test(test_cors_value_refused),
       cmocka_unit_test_setup_teardown(test_management_after_stop, server_setup_model_api, server_teardown),
       cmocka_unit_test_setup_teardown(test_server_api_description, server_setup_model_api, server_teardown),
