@@ -289,13 +289,15 @@ static inferd_code bind_tcp(http_server *s, http__listener *l, inferd_status *st
 
 /* True when the socket file at sun is one that nothing accepts on any more (its server
  * was killed before it could remove it): connecting is refused. A live socket, a file
- * that is not a socket, or anything we cannot tell, is not stale. */
+ * that is not a socket, or anything we cannot tell, is not stale. The probe does not
+ * block: a live server whose backlog is full answers EAGAIN (not stale) at once, where
+ * a blocking connect would wait for that server to accept. */
 static bool stale_socket_file(const struct sockaddr_un *sun) {
   int saved = errno; /* the bind's, for the message when it is not stale */
   struct stat sb;
   bool refused = false;
   if (lstat(sun->sun_path, &sb) == 0 && S_ISSOCK(sb.st_mode)) {
-    int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     refused = probe >= 0 && connect(probe, (const struct sockaddr *)sun, sizeof *sun) != 0 && errno == ECONNREFUSED;
     if (probe >= 0) close(probe);
   }

@@ -26,9 +26,11 @@
 #include <cmocka.h>
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1308,6 +1310,63 @@ static void test_unix_socket_stale_file_replaced(void **state) {
   if (left) fail_msg("the server left its socket file behind");
 }
 
+/* A start runs in a thread so that a start that blocks can be reported instead of
+ * hanging the test. */
+typedef struct start_attempt {
+  http_server *server;
+  inferd_status st;
+  inferd_code code;
+  atomic_bool done;
+} start_attempt;
+
+static void *start_on_thread(void *arg) {
+  start_attempt *a = arg;
+  a->code = http_server_start(a->server, &a->st);
+  atomic_store(&a->done, true);
+  return NULL;
+}
+
+/* A live server whose listen backlog is full (its threads are stuck, or it is stopped
+ * with SIGSTOP, while clients keep connecting) still holds its path: a start is
+ * refused with "Address already in use" at once. The check whether the path is stale
+ * connected with a blocking socket, which waits for room in that backlog: the start
+ * hung for as long as the other server did. */
+static void test_unix_socket_full_backlog_refused(void **state) {
+  (void)state;
+  char dir[] = "/tmp/inferd-test-unix.XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  struct sockaddr_un sun = {.sun_family = AF_UNIX};
+  snprintf(sun.sun_path, sizeof sun.sun_path, "%s/inference.sock", dir);
+  int live = socket(AF_UNIX, SOCK_STREAM, 0);
+  assert_int_equal(bind(live, (struct sockaddr *)&sun, sizeof sun), 0);
+  assert_int_equal(listen(live, 0), 0);
+  int waiting[8], n = 0; /* connections that nobody accepts, until the backlog is full */
+  for (; n < 8; n++) {
+    waiting[n] = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    if (connect(waiting[n], (struct sockaddr *)&sun, sizeof sun) != 0) break;
+  }
+  assert_true(n < 8 && errno == EAGAIN);
+
+  config_server cfg;
+  config_unix_inference(&cfg, sun.sun_path);
+  http_server_params params = {.config = &cfg};
+  start_attempt attempt = {.done = false};
+  assert_int_equal(http_server_new(&params, &attempt.server, &attempt.st), INFERD_OK);
+  pthread_t thread;
+  assert_int_equal(pthread_create(&thread, NULL, start_on_thread, &attempt), 0);
+  for (int ms = 0; ms < 10000 && !atomic_load(&attempt.done); ms += 10) usleep(10000);
+  bool hung = !atomic_load(&attempt.done);
+  close(live); /* wakes a blocked connect: its thread can be joined */
+  pthread_join(thread, NULL);
+  http_server_free(attempt.server);
+  for (int i = 0; i <= n; i++) close(waiting[i]);
+  unlink(sun.sun_path);
+  rmdir(dir);
+  config_free(&cfg);
+  if (hung) fail_msg("the start blocked for 10 s on a live socket whose backlog is full");
+  assert_int_equal(attempt.code, INFERD_UNAVAILABLE);
+}
+
 /* A host name with IPv6 and IPv4 addresses ("localhost" where /etc/hosts also maps ::1,
  * as Debian's does, and glibc sorts ::1 first) is bound at its IPv4 address, as
  * TorchServe's InetSocketAddress does (Java prefers IPv4), so that clients of
@@ -1383,6 +1442,7 @@ int main(void) {
       cmocka_unit_test(test_hook_table),
       cmocka_unit_test(test_unix_socket_removed_after_failed_start),
       cmocka_unit_test(test_unix_socket_stale_file_replaced),
+      cmocka_unit_test(test_unix_socket_full_backlog_refused),
       cmocka_unit_test(test_listen_address_prefers_ipv4),
       cmocka_unit_test(test_describe_out_of_memory),
       cmocka_unit_test_setup_teardown(test_server_routes, server_setup, server_teardown),
