@@ -28,6 +28,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include "config/config.h"
 #include "core/core.h"
@@ -147,6 +148,8 @@ typedef struct http__listener {
   int port;                /* bound port (resolved when the configured one was 0) */
   int *fds;                /* [thread_count] listening sockets, one per HTTP thread */
   bool made_socket_file;   /* unix: this server's bind made the socket file; removed at the end */
+  dev_t socket_dev;        /* unix: that file (lstat after the bind); a file at the path */
+  ino_t socket_ino;        /* that is not this one is someone else's and is left alone */
   h2o_hostconf_t *hostconf;
   h2o_hostconf_t *hosts[2]; /* NULL-terminated, for h2o_accept_ctx_t */
   struct http__handler *handler;

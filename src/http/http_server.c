@@ -14,7 +14,8 @@
  * configured port 0 is resolved once (the first socket's port) and reused by the
  * others. A unix-socket listener has one socket, dup()ed for each thread; a socket file
  * at its path that nothing accepts on (left by a killed server) is replaced, a live one
- * is "Address already in use", and the file this server made is removed when it is freed.
+ * is "Address already in use", and the file this server made is removed when it is freed
+ * (before its listeners close, and only if the path still holds that file).
  *
  * Threads. number_of_netty_threads HTTP threads (0: one per usable CPU, at most 4).
  * Each makes its own h2o_evloop and h2o_context (h2o's buffers are thread-local), one
@@ -329,7 +330,12 @@ static inferd_code bind_unix(http_server *s, http__listener *l, inferd_status *s
     return core_fail(st, err == EADDRINUSE ? INFERD_UNAVAILABLE : INFERD_INVALID_ARG, "cannot listen on unix:%s: %s",
                      l->address->host, strerror(err));
   }
-  l->made_socket_file = true;
+  struct stat sb; /* which file is ours: the path may hold another one by the end */
+  if (lstat(sun.sun_path, &sb) == 0) {
+    l->made_socket_file = true;
+    l->socket_dev = sb.st_dev;
+    l->socket_ino = sb.st_ino;
+  }
   l->fds[0] = fd;
   for (int t = 1; t < s->thread_count; t++) {
     l->fds[t] = fcntl(fd, F_DUPFD_CLOEXEC, 0);
@@ -474,6 +480,22 @@ inferd_code http_server_start(http_server *s, inferd_status *st) {
   return INFERD_OK;
 }
 
+/* Removes the socket files this server made, while their sockets still listen: until
+ * they are closed, no other start can take a path over (its probe connects), so a file
+ * at the path is ours unless someone removed it and put another there, which its inode
+ * tells. After the listeners are closed, another start may find the path stale and bind
+ * its own file there: removing the path then left that server unreachable. */
+static void remove_socket_files(http_server *s) {
+  for (int i = 0; i < s->listener_count; i++) {
+    http__listener *l = &s->listeners[i];
+    struct stat sb;
+    if (l->made_socket_file && lstat(l->address->host, &sb) == 0 && sb.st_dev == l->socket_dev &&
+        sb.st_ino == l->socket_ino)
+      unlink(l->address->host);
+    l->made_socket_file = false;
+  }
+}
+
 void http_server_drain(http_server *s, int timeout_ms) {
   atomic_store(&s->draining, true);
   double until = core_now_seconds() + timeout_ms / 1000.0;
@@ -502,6 +524,7 @@ void http_server_free(http_server *s) {
   }
   http_server_drain(s, 10000);
   http__management_stop(s->management);
+  remove_socket_files(s); /* before the loops close the listeners */
   for (int t = 0; t < s->thread_count; t++) {
     http__loop *loop = &s->loops[t];
     if (!loop->thread_started) continue;
@@ -515,7 +538,6 @@ void http_server_free(http_server *s) {
     for (int t = 0; l->fds && t < s->thread_count; t++)
       if (l->fds[t] >= 0) close(l->fds[t]);
     free(l->fds);
-    if (l->made_socket_file) unlink(l->address->host);
   }
   http__registry_free(s->registry);
   http__management_free(s->management);

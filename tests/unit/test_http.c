@@ -1310,6 +1310,38 @@ static void test_unix_socket_stale_file_replaced(void **state) {
   if (left) fail_msg("the server left its socket file behind");
 }
 
+/* The socket file is removed at the end only while it is still the one this server
+ * bound. Once its path holds another server's socket (the operator removed the file and
+ * started another server there, or a start came between this server closing its
+ * listeners and removing the file, saw nothing accepting and took the path over), that
+ * file stays: removing it left the other server running but unreachable. */
+static void test_unix_socket_of_another_server_kept(void **state) {
+  (void)state;
+  char dir[] = "/tmp/inferd-test-unix.XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  struct sockaddr_un sun = {.sun_family = AF_UNIX};
+  snprintf(sun.sun_path, sizeof sun.sun_path, "%s/inference.sock", dir);
+  config_server cfg;
+  config_unix_inference(&cfg, sun.sun_path);
+  http_server_params params = {.config = &cfg};
+  http_server *server = NULL;
+  inferd_status st;
+  assert_int_equal(http_server_new(&params, &server, &st), INFERD_OK);
+  if (http_server_start(server, &st) != INFERD_OK) fail_msg("start: %s", st.message);
+  /* the path now belongs to someone else */
+  assert_int_equal(unlink(sun.sun_path), 0);
+  int other = socket(AF_UNIX, SOCK_STREAM, 0);
+  assert_int_equal(bind(other, (struct sockaddr *)&sun, sizeof sun), 0);
+  assert_int_equal(listen(other, 1), 0);
+  http_server_free(server);
+  bool kept = access(sun.sun_path, F_OK) == 0;
+  close(other);
+  unlink(sun.sun_path);
+  rmdir(dir);
+  config_free(&cfg);
+  if (!kept) fail_msg("http_server_free removed the socket file of another server");
+}
+
 /* A start runs in a thread so that a start that blocks can be reported instead of
  * hanging the test. */
 typedef struct start_attempt {
@@ -1442,6 +1474,7 @@ int main(void) {
       cmocka_unit_test(test_hook_table),
       cmocka_unit_test(test_unix_socket_removed_after_failed_start),
       cmocka_unit_test(test_unix_socket_stale_file_replaced),
+      cmocka_unit_test(test_unix_socket_of_another_server_kept),
       cmocka_unit_test(test_unix_socket_full_backlog_refused),
       cmocka_unit_test(test_listen_address_prefers_ipv4),
       cmocka_unit_test(test_describe_out_of_memory),
