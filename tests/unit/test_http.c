@@ -1221,6 +1221,23 @@ static void test_cors_value_refused(void **state) {
   }
 }
 
+/* Makes the temporary directory `dir` (a mkdtemp template) and names a socket in it. */
+static struct sockaddr_un unix_path(char *dir) {
+  assert_non_null(mkdtemp(dir));
+  struct sockaddr_un sun = {.sun_family = AF_UNIX};
+  snprintf(sun.sun_path, sizeof sun.sun_path, "%s/inference.sock", dir);
+  return sun;
+}
+
+/* A socket listening on `sun` with `backlog`, as another server's would. */
+static int unix_listen(const struct sockaddr_un *sun, int backlog) {
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  assert_true(fd >= 0);
+  assert_int_equal(bind(fd, (const struct sockaddr *)sun, sizeof *sun), 0);
+  assert_int_equal(listen(fd, backlog), 0);
+  return fd;
+}
+
 /* Defaults, no token auth, the inference API on the unix socket `path`, the others on
  * free ports of 127.0.0.1. */
 static void config_unix_inference(config_server *cfg, const char *path) {
@@ -1273,12 +1290,8 @@ static void test_unix_socket_removed_after_failed_start(void **state) {
 static void test_unix_socket_stale_file_replaced(void **state) {
   (void)state;
   char dir[] = "/tmp/inferd-test-unix.XXXXXX";
-  assert_non_null(mkdtemp(dir));
-  struct sockaddr_un sun = {.sun_family = AF_UNIX};
-  snprintf(sun.sun_path, sizeof sun.sun_path, "%s/inference.sock", dir);
-  int stale = socket(AF_UNIX, SOCK_STREAM, 0);
-  assert_int_equal(bind(stale, (struct sockaddr *)&sun, sizeof sun), 0);
-  assert_int_equal(listen(stale, 1), 0);
+  struct sockaddr_un sun = unix_path(dir);
+  int stale = unix_listen(&sun, 1);
 
   config_server cfg;
   config_unix_inference(&cfg, sun.sun_path);
@@ -1322,9 +1335,7 @@ static void test_unix_socket_stale_file_replaced(void **state) {
 static void test_unix_socket_of_another_server_kept(void **state) {
   (void)state;
   char dir[] = "/tmp/inferd-test-unix.XXXXXX";
-  assert_non_null(mkdtemp(dir));
-  struct sockaddr_un sun = {.sun_family = AF_UNIX};
-  snprintf(sun.sun_path, sizeof sun.sun_path, "%s/inference.sock", dir);
+  struct sockaddr_un sun = unix_path(dir);
   config_server cfg;
   config_unix_inference(&cfg, sun.sun_path);
   http_server_params params = {.config = &cfg};
@@ -1334,9 +1345,7 @@ static void test_unix_socket_of_another_server_kept(void **state) {
   if (http_server_start(server, &st) != INFERD_OK) fail_msg("start: %s", st.message);
   /* the path now belongs to someone else */
   assert_int_equal(unlink(sun.sun_path), 0);
-  int other = socket(AF_UNIX, SOCK_STREAM, 0);
-  assert_int_equal(bind(other, (struct sockaddr *)&sun, sizeof sun), 0);
-  assert_int_equal(listen(other, 1), 0);
+  int other = unix_listen(&sun, 1);
   http_server_free(server);
   bool kept = access(sun.sun_path, F_OK) == 0;
   close(other);
@@ -1370,12 +1379,8 @@ static void *start_on_thread(void *arg) {
 static void test_unix_socket_full_backlog_refused(void **state) {
   (void)state;
   char dir[] = "/tmp/inferd-test-unix.XXXXXX";
-  assert_non_null(mkdtemp(dir));
-  struct sockaddr_un sun = {.sun_family = AF_UNIX};
-  snprintf(sun.sun_path, sizeof sun.sun_path, "%s/inference.sock", dir);
-  int live = socket(AF_UNIX, SOCK_STREAM, 0);
-  assert_int_equal(bind(live, (struct sockaddr *)&sun, sizeof sun), 0);
-  assert_int_equal(listen(live, 0), 0);
+  struct sockaddr_un sun = unix_path(dir);
+  int live = unix_listen(&sun, 0);
   int waiting[8], n = 0; /* connections that nobody accepts, until the backlog is full */
   for (; n < 8; n++) {
     waiting[n] = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
