@@ -82,55 +82,35 @@ static bool key_is(const char *key, size_t len, const char *name) {
 
 /* Items of the query are separated by '&' or ';' and decoded as Netty's
  * QueryStringDecoder does (TorchServe's reader): keys too, so name%5B%5D is name[].
- * Calls found(value, length, ctx) for each item whose key is `name`, in order, until it
- * returns false. */
-static void query_each(const http__path *path, const char *name,
-                       bool (*found)(const char *value, size_t len, void *ctx), void *ctx) {
+ * Each value of `name` is decoded into req->pool, NUL-terminated; counting stops at
+ * max + 1, so that the caller can tell "more than max". */
+size_t http__query_values(h2o_req_t *req, const http__path *path, const char *name, h2o_iovec_t *values,
+                          size_t max) {
+  size_t count = 0;
   const char *p = path->query.base, *end = path->query.base + path->query.len;
-  while (p < end) {
+  while (p < end && count <= max) {
     const char *item_end = p;
     while (item_end < end && *item_end != '&' && *item_end != ';') item_end++;
     const char *eq = memchr(p, '=', (size_t)(item_end - p));
     const char *key_end = eq ? eq : item_end;
     if (key_is(p, (size_t)(key_end - p), name)) {
-      const char *v = eq ? eq + 1 : item_end;
-      if (!found(v, (size_t)(item_end - v), ctx)) return;
+      if (count < max) {
+        const char *v = eq ? eq + 1 : item_end;
+        size_t n = (size_t)(item_end - v), o = 0;
+        char *out = h2o_mem_alloc_pool(&req->pool, n + 1);
+        for (size_t i = 0; i < n;) out[o++] = decode_at(v, n, &i);
+        out[o] = '\0';
+        values[count] = h2o_iovec_init(out, o);
+      }
+      count++;
     }
     p = item_end < end ? item_end + 1 : end;
   }
-}
-
-typedef struct decoded {
-  h2o_req_t *req;
-  h2o_iovec_t *values;
-  size_t max, count;
-} decoded;
-
-/* Decodes a value into req->pool, NUL-terminated; stops once max are found. */
-static bool decode_value(const char *v, size_t n, void *ctx) {
-  decoded *d = ctx;
-  if (d->count < d->max) {
-    char *out = h2o_mem_alloc_pool(&d->req->pool, n + 1);
-    size_t o = 0;
-    for (size_t i = 0; i < n;) out[o++] = decode_at(v, n, &i);
-    out[o] = '\0';
-    d->values[d->count] = h2o_iovec_init(out, o);
-  }
-  d->count++;
-  return d->count <= d->max;
+  return count;
 }
 
 bool http__query_param(h2o_req_t *req, const http__path *path, const char *name, h2o_iovec_t *value) {
-  decoded d = {req, value, 1, 0};
-  query_each(path, name, decode_value, &d);
-  return d.count > 0;
-}
-
-size_t http__query_values(h2o_req_t *req, const http__path *path, const char *name, h2o_iovec_t *values,
-                          size_t max) {
-  decoded d = {req, values, max, 0};
-  query_each(path, name, decode_value, &d);
-  return d.count;
+  return http__query_values(req, path, name, value, 1) > 0;
 }
 
 bool http__parse_int(h2o_iovec_t v, int lo, int hi, int *out) {
