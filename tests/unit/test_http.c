@@ -1262,9 +1262,9 @@ static void test_unix_socket_removed_after_failed_start(void **state) {
   assert_int_equal(listen(holder, 1), 0);
   assert_int_equal(getsockname(holder, (struct sockaddr *)&sin, &len), 0);
 
-  char dir[] = "/tmp/inferd-test-unix.XXXXXX", path[96];
-  assert_non_null(mkdtemp(dir));
-  snprintf(path, sizeof path, "%s/inference.sock", dir);
+  char dir[] = "/tmp/inferd-test-unix.XXXXXX";
+  struct sockaddr_un sun = unix_path(dir);
+  const char *path = sun.sun_path;
   config_server cfg;
   config_unix_inference(&cfg, path);
   cfg.management_address.port = ntohs(sin.sin_port);
