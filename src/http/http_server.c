@@ -228,7 +228,10 @@ static int tcp_socket(const struct addrinfo *ai, bool reuseport) {
     close(fd);
     return -1;
   }
-  if (ai->ai_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on);
+  /* [::] takes IPv4 clients too, as Java's (Netty's) wildcard socket does, whatever the
+   * system's net.ipv6.bindv6only says */
+  int off = 0;
+  if (ai->ai_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
   if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
     int err = errno;
     close(fd);

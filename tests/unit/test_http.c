@@ -762,14 +762,12 @@ static int server_teardown(void **state) {
   return left ? -1 : 0;
 }
 
-/* Sends `request` to the API's port and reads the whole response (Connection: close). */
-static int exchange(server_fixture *f, http_api api, const char *request, char *response, size_t size) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)http_server_port(f->server, api))};
-  sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+/* Sends `request` to the address `sa` and reads the whole response (Connection: close). */
+static int exchange_at(const struct sockaddr *sa, socklen_t sa_len, const char *request, char *response, size_t size) {
+  int fd = socket(sa->sa_family, SOCK_STREAM, 0);
   struct timeval tv = {120, 0}; /* only a hung server takes this long */
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  if (connect(fd, (struct sockaddr *)&sin, sizeof sin) != 0) {
+  if (connect(fd, sa, sa_len) != 0) {
     close(fd);
     return -1;
   }
@@ -785,6 +783,13 @@ static int exchange(server_fixture *f, http_api api, const char *request, char *
   response[got] = '\0';
   close(fd);
   return (int)got;
+}
+
+/* The same to the API's port on 127.0.0.1. */
+static int exchange(server_fixture *f, http_api api, const char *request, char *response, size_t size) {
+  struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)http_server_port(f->server, api))};
+  sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return exchange_at((struct sockaddr *)&sin, sizeof sin, request, response, size);
 }
 
 static void expect_response(server_fixture *f, http_api api, const char *request, int status, const char *body_has) {
@@ -1430,6 +1435,38 @@ static void test_listen_address_prefers_ipv4(void **state) {
 
 /* jansson's allocator for test_describe_out_of_memory: the saved pair, failing the
  * allocation numbered fail_at (0: the first) only. */
+/* http://[::] takes IPv4 clients as well as IPv6 ones, as Netty's wildcard socket does
+ * (Java leaves IPV6_V6ONLY off); it used to take IPv6 clients only. */
+static void test_ipv6_wildcard_takes_ipv4(void **state) {
+  (void)state;
+  config_server cfg;
+  config_defaults(&cfg);
+  cfg.disable_token_authorization = true;
+  cfg.number_of_netty_threads = 2;
+  cfg.inference_address = (config_address){"http", "::", 0};
+  cfg.management_address = cfg.metrics_address = (config_address){"http", "127.0.0.1", 0};
+  http_server_params params = {.config = &cfg};
+  http_server *server = NULL;
+  inferd_status st;
+  assert_int_equal(http_server_new(&params, &server, &st), INFERD_OK);
+  if (http_server_start(server, &st) != INFERD_OK) fail_msg("start on [::]: %s", st.message);
+  uint16_t port = htons((uint16_t)http_server_port(server, HTTP_API_INFERENCE));
+  struct sockaddr_in v4 = {.sin_family = AF_INET, .sin_port = port};
+  v4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  struct sockaddr_in6 v6 = {.sin6_family = AF_INET6, .sin6_port = port, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+  const char *ping = "GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  char r4[1024] = "", r6[1024] = "";
+  int n4 = exchange_at((struct sockaddr *)&v4, sizeof v4, ping, r4, sizeof r4);
+  int n6 = exchange_at((struct sockaddr *)&v6, sizeof v6, ping, r6, sizeof r6);
+  http_server_drain(server, 1000);
+  http_server_free(server);
+  config_free(&cfg);
+  /* no models are loaded: /ping answers 503, the same to both */
+  if (n4 <= 0 || strncmp(r4, "HTTP/1.1 503 ", 13) != 0)
+    fail_msg("127.0.0.1 to a server on [::]: %s", n4 <= 0 ? "refused" : r4);
+  if (n6 <= 0 || strncmp(r6, "HTTP/1.1 503 ", 13) != 0) fail_msg("::1 to a server on [::]: %s", n6 <= 0 ? "refused" : r6);
+}
+
 static json_malloc_t saved_malloc;
 static json_free_t saved_free;
 static long allocations, fail_at;
@@ -1481,6 +1518,7 @@ int main(void) {
       cmocka_unit_test(test_json_arena_outside_objects),
       cmocka_unit_test(test_answer_blocks),
       cmocka_unit_test(test_hook_table),
+      cmocka_unit_test(test_ipv6_wildcard_takes_ipv4),
       cmocka_unit_test(test_unix_socket_removed_after_failed_start),
       cmocka_unit_test(test_unix_socket_stale_file_replaced),
       cmocka_unit_test(test_unix_socket_of_another_server_kept),
