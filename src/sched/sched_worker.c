@@ -486,7 +486,7 @@ void *sched__worker_main(void *arg) {
   pthread_cond_broadcast(&m->state);
 
   if (rc == INFERD_OK) {
-    batch_take t;
+    batch_take t = {0}; /* gcc -O1 (the TSan build) cannot tell TAKE_BATCH fills it */
     take_result take;
     while ((take = worker_take_locked(w, &t)) != TAKE_EXIT) {
       unsigned placement = m->placement;
