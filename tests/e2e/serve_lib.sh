@@ -35,14 +35,21 @@ fail() {
   failures=$((failures + 1))
 }
 
-# free_ports N: N distinct ports of 127.0.0.1 that are free now
+# free_ports N: N distinct ports of 127.0.0.1 that are free now; from INFERD_TEST_PORTS
+# ("18600-18699") when it is set, on a machine shared with others, else any.
 free_ports() {
   /usr/bin/python3 - "$1" <<'PY'
-import socket, sys
+import os, socket, sys
+low, _, high = os.environ.get("INFERD_TEST_PORTS", "0-0").partition("-")
+candidates = iter(range(int(low), int(high or low) + 1)) if int(low) else None
 socks = []
-for _ in range(int(sys.argv[1])):
+while len(socks) < int(sys.argv[1]):
     s = socket.socket()
-    s.bind(("127.0.0.1", 0))
+    try:
+        s.bind(("127.0.0.1", next(candidates) if candidates else 0))
+    except OSError:
+        s.close()
+        continue
     socks.append(s)
 print(" ".join(str(s.getsockname()[1]) for s in socks))
 PY
