@@ -966,6 +966,9 @@ static void test_real_machine_plan_is_sane(void **state) {
 
 typedef struct bind_result {
   const topo_worker *worker;
+  const topo_worker *rebind; /* NULL, or what the thread binds to before the second region */
+  pthread_barrier_t bound;   /* with rebind: the test frees worker's plan between the two */
+  pthread_barrier_t freed;
   inferd_status status;
   int team[2];          /* team size in the first and second region */
   int cpu_of[2][64];    /* the single CPU in thread i's mask, -1 if several */
@@ -983,8 +986,14 @@ static int only_cpu(void) {
 
 static void *bind_thread(void *arg) {
   bind_result *r = arg;
-  if (topo_bind_current_thread(r->worker, &r->status) != INFERD_OK) return NULL;
+  inferd_code code = topo_bind_current_thread(r->worker, &r->status);
   for (int region = 0; region < 2; region++) {
+    if (region == 1 && r->rebind) { /* a scale: the old plan is freed, the worker binds anew */
+      pthread_barrier_wait(&r->bound);
+      pthread_barrier_wait(&r->freed);
+      if (code == INFERD_OK) code = topo_bind_current_thread(r->rebind, &r->status);
+    }
+    if (code != INFERD_OK) return NULL;
     /* Like oneDNN: a parallel region of the default size, started by the worker. */
 #pragma omp parallel
     {
@@ -1025,6 +1034,39 @@ static void test_real_machine_binding(void **state) {
   topo_free(t);
 }
 
+/* A worker re-binding after a scale, as bind_worker does: the same thread binds again,
+ * to a slot of a new plan, after another thread freed the old plan (placement_plan); its
+ * OpenMP team is reused. Under ThreadSanitizer this is what topo_bind.c's annotations
+ * and tests/tsan.supp's race_top entry are for; everywhere, the reused team must be
+ * bound to the new plan's CPUs. */
+static void test_real_machine_rebinding(void **state) {
+  (void)state;
+  topo *t = make_topo(NULL);
+  topo_plan *old_plan = make_plan(t, TOPO_PLAN_PARAMS_DEFAULT);
+  topo_plan *new_plan = make_plan(t, TOPO_PLAN_PARAMS_DEFAULT);
+  const topo_worker *w = &new_plan->workers[new_plan->worker_count - 1];
+  bind_result r = {.worker = &old_plan->workers[0], .rebind = w};
+  pthread_barrier_init(&r.bound, NULL, 2);
+  pthread_barrier_init(&r.freed, NULL, 2);
+  pthread_t thread;
+  assert_int_equal(pthread_create(&thread, NULL, bind_thread, &r), 0);
+  pthread_barrier_wait(&r.bound);
+  topo_plan_free(old_plan);
+  pthread_barrier_wait(&r.freed);
+  pthread_join(thread, NULL);
+  pthread_barrier_destroy(&r.bound);
+  pthread_barrier_destroy(&r.freed);
+  if (r.status.code != INFERD_OK) fail_msg("bind: %s", r.status.message);
+  assert_int_equal(r.team[1], w->thread_count);
+  for (int i = 0; i < w->thread_count && i < 64; i++) {
+    if (r.cpu_of[1][i] != w->cpus[i])
+      fail_msg("after the re-bind, OpenMP thread %d runs on cpu %d, expected only %d", i, r.cpu_of[1][i], w->cpus[i]);
+    if (i < r.team[0]) assert_int_equal(r.tid[1][i], r.tid[0][i]); /* the team was reused */
+  }
+  topo_plan_free(new_plan);
+  topo_free(t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_synthetic_machine),
@@ -1047,6 +1089,7 @@ int main(void) {
       cmocka_unit_test(test_print),
       cmocka_unit_test(test_real_machine_plan_is_sane),
       cmocka_unit_test(test_real_machine_binding),
+      cmocka_unit_test(test_real_machine_rebinding),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
