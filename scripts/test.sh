@@ -6,8 +6,10 @@
 #   2. a build with AddressSanitizer + UndefinedBehaviorSanitizer running the unit tests
 #      and the server end to end (requests, v2, management, start-up; tests/lsan-h2o.supp
 #      names what h2o itself leaves at exit);
-#   3. a clang libFuzzer build running each fuzz target briefly.
-# Build trees: build/, build-asan/, build-fuzz/. Needs scripts/install-deps.sh first.
+#   3. a build with ThreadSanitizer running the unit tests that start threads
+#      (tests/tsan.supp: what the uninstrumented libgomp makes it see);
+#   4. a clang libFuzzer build running each fuzz target briefly.
+# Build trees: build/, build-asan/, build-tsan/, build-fuzz/. Needs scripts/install-deps.sh first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${INFERD_JOBS:-2}
@@ -24,6 +26,14 @@ ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan -L unit --output-on-fail
 echo "== the server under ASan + UBSan"
 ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$PWD/tests/lsan-h2o.supp \
   ctest --test-dir build-asan -R '^e2e_serve_(basic|v2|management|startup)$' --output-on-failure
+
+echo "== ThreadSanitizer build, threaded unit tests"
+# ~45 s to build (-j1) and ~25 s to run on the 2-core dev machine. A report fails the test
+# (TSan's exit status 66).
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DINFERD_WERROR=ON -DINFERD_TSAN=ON >/dev/null
+cmake --build build-tsan -j"$jobs"
+TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp second_deadlock_stack=1" \
+  ctest --test-dir build-tsan -R '^unit_test_(sched|http|metrics|engine|topo)$' --output-on-failure
 
 echo "== libFuzzer build (clang), short fuzz runs"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DINFERD_FUZZ=ON >/dev/null
