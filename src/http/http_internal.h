@@ -74,7 +74,8 @@ typedef enum http__canned {
   HTTP__CANNED_COUNT
 } http__canned;
 
-/* Fills the canned bodies; called once before any thread serves. */
+/* Fills the canned bodies, once per process (later calls do nothing); every server
+ * calls it before its HTTP threads start. */
 void http__reply_init(void);
 http__error http__error_from_code(inferd_code code);
 int http__error_status(http__error e);

@@ -29,8 +29,10 @@
  * Memory: bodies are built in the request's h2o pool (http__buf) or are static; no
  * malloc per request. 503 replies carry Retry-After: 1 (TorchServe clients retry).
  *
- * Threading: http__reply_init runs once before the HTTP threads start; everything else
- * runs on the HTTP thread that owns the request.
+ * Threading: http__reply_init renders the canned bodies once per process, before the
+ * first server's HTTP threads start (pthread_once: a later server, made while another
+ * serves, must not rewrite what that one's threads send); everything else runs on the
+ * HTTP thread that owns the request.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -194,9 +196,14 @@ static struct {
                                             "'data'"},
 };
 
-void http__reply_init(void) {
+static void render_canned(void) {
   for (int i = 0; i < HTTP__CANNED_COUNT; i++)
     canned[i].len = http__render_error(canned[i].body, sizeof canned[i].body, canned[i].error, canned[i].message);
+}
+
+void http__reply_init(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, render_canned);
 }
 
 /* ---- sending ------------------------------------------------------------------------------ */

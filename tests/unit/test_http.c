@@ -1188,6 +1188,26 @@ static void test_server_drain(void **state) {
                   "Unhealthy");
 }
 
+/* A second server made in a process whose first one serves (an embedder's, or a test's):
+ * making it must not rewrite what the first one's HTTP threads read to answer, such as
+ * the canned error bodies. ThreadSanitizer reported http__reply_init's writes racing
+ * with a loop's canned 404 before they were made once per process. */
+static void test_second_server_while_one_serves(void **state) {
+  server_fixture *f = *state;
+  const char *nowhere = "GET /nowhere HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  expect_response(f, HTTP_API_INFERENCE, nowhere, 404, "ResourceNotFoundException");
+  config_server cfg;
+  config_defaults(&cfg);
+  cfg.disable_token_authorization = true;
+  http_server_params params = {.config = &cfg};
+  http_server *second = NULL;
+  inferd_status st;
+  if (http_server_new(&params, &second, &st) != INFERD_OK) fail_msg("second server: %s", st.message);
+  expect_response(f, HTTP_API_INFERENCE, nowhere, 404, "ResourceNotFoundException");
+  http_server_free(second);
+  config_free(&cfg);
+}
+
 /* A model change that reaches the management API after its thread has stopped (the
  * server stops; its loops still serve open connections for a moment) gets 503 at once,
  * instead of waiting in a queue nobody runs and never being answered. */
@@ -1528,6 +1548,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_server_routes, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_server_metrics_filter, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_server_drain, server_setup, server_teardown),
+      cmocka_unit_test_setup_teardown(test_second_server_while_one_serves, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_server_cors, server_setup_cors, server_teardown),
       cmocka_unit_test_setup_teardown(test_server_no_cors, server_setup, server_teardown),
       cmocka_unit_test_setup_teardown(test_server_api_description_no_model_api, server_setup, server_teardown),
