@@ -136,6 +136,15 @@ int topo_quota_core_cap(double cpus);
  * "none". Unreadable files mean "no quota there", never an error. */
 void topo_quota_read(const char *root, double *cpus, char *source, size_t source_size);
 
+/* ---- memory left ----------------------------------------------------------------------- */
+
+/* Bytes the process can still take: the smallest of /proc/meminfo's MemAvailable and,
+ * for each memory cgroup with a limit from the process's up to the root of its
+ * hierarchy (v2 memory.max, v1 memory.limit_in_bytes), that limit less the cgroup's
+ * working set (its usage less its inactive file pages). UINT64_MAX when nothing could be
+ * read. `root` and `source` as topo_quota_read's (source: the file of the smallest). */
+uint64_t topo_memory_available(const char *root, char *source, size_t source_size);
+
 /* ---- placement plans ---------------------------------------------------------------- */
 
 enum { TOPO_NODE_ANY = -1, TOPO_MAX_WARNINGS = 4, TOPO_WARNING_MAX = 240 };

@@ -23,12 +23,19 @@
  * arithmetic is in pure functions (topo_quota_cpus, topo_quota_parse_cpu_max,
  * topo_quota_core_cap) so that tests give it numbers; topo_quota_read takes a root
  * directory so that tests give it a fake /proc and /sys.
+ *
+ * The memory left to the process (topo_memory_available) walks the memory controller's
+ * directories the same way: a container's or a systemd unit's MemoryMax= kills the
+ * process when its cgroup's working set (usage less the inactive file pages the kernel
+ * reclaims first, as kubelet and docker stats count it) reaches the limit. The server
+ * refuses a model or a worker that cannot fit, instead of being killed by the loading.
  */
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,8 +138,8 @@ static int list_has(const char *list, size_t len, const char *word) {
 }
 
 /* The cgroup path of this process in one hierarchy, from /proc/self/cgroup's text:
- * v2 (want_v2) is the "0::" line, v1 the line whose controllers include "cpu". */
-static int cgroup_path(const char *text, int want_v2, char *out, size_t size) {
+ * v2 (want_v2) is the "0::" line, v1 the line whose controllers include `controller`. */
+static int cgroup_path(const char *text, int want_v2, const char *controller, char *out, size_t size) {
   const char *line = text;
   while (*line) {
     const char *eol = strchr(line, '\n');
@@ -141,7 +148,7 @@ static int cgroup_path(const char *text, int want_v2, char *out, size_t size) {
     const char *c2 = c1 ? memchr(c1 + 1, ':', len - (size_t)(c1 + 1 - line)) : NULL;
     if (c2) {
       int is_v2 = (c1 - line == 1 && line[0] == '0' && c2 == c1 + 1);
-      int match = want_v2 ? is_v2 : (!is_v2 && list_has(c1 + 1, (size_t)(c2 - c1 - 1), "cpu"));
+      int match = want_v2 ? is_v2 : (!is_v2 && list_has(c1 + 1, (size_t)(c2 - c1 - 1), controller));
       size_t plen = len - (size_t)(c2 + 1 - line);
       if (match && plen > 0 && plen < size) {
         memcpy(out, c2 + 1, plen);
@@ -168,31 +175,49 @@ static void consider(quota_best *best, double cpus, const char *file) {
   if (best->source && best->source_size) snprintf(best->source, best->source_size, "%s", file);
 }
 
-/* Reads the quota files in `dir` and each parent directory down to `mount_dir`. */
-static void walk_up(quota_best *best, const char *mount_dir, const char *dir, int v2) {
-  char path[PATH_MAX], file[PATH_MAX + 32];
+/* What a walk reads in each directory of the process's cgroup: its controller (v1),
+ * and a visit of one directory in v1 or v2 layout. */
+typedef struct cgroup_walk {
+  const char *controller;
+  void (*visit)(struct cgroup_walk *w, const char *dir, bool v2);
+} cgroup_walk;
+
+/* Visits `dir` and each parent directory down to `mount_dir`. */
+static void walk_up(cgroup_walk *w, const char *mount_dir, const char *dir, bool v2) {
+  char path[PATH_MAX];
   snprintf(path, sizeof path, "%s", dir);
   size_t stop = strlen(mount_dir);
   for (;;) {
-    if (v2) {
-      char text[128];
-      double cpus;
-      snprintf(file, sizeof file, "%s/cpu.max", path);
-      if (read_small_file(file, text, sizeof text, true) == 0 && topo_quota_parse_cpu_max(text, &cpus) == 0)
-        consider(best, cpus, file);
-    } else {
-      long long quota, period;
-      char period_file[PATH_MAX + 32];
-      snprintf(file, sizeof file, "%s/cpu.cfs_quota_us", path);
-      snprintf(period_file, sizeof period_file, "%s/cpu.cfs_period_us", path);
-      if (read_long_long(file, &quota) == 0 && read_long_long(period_file, &period) == 0)
-        consider(best, topo_quota_cpus(quota, period), file);
-    }
+    w->visit(w, path, v2);
     size_t len = strlen(path);
     if (len <= stop) break;
     char *slash = strrchr(path, '/');
     if (!slash || (size_t)(slash - path) < stop) break;
     *slash = '\0';
+  }
+}
+
+typedef struct quota_walk {
+  cgroup_walk walk; /* first: the visit gets it back */
+  quota_best best;
+} quota_walk;
+
+static void visit_cpu(cgroup_walk *w, const char *dir, bool v2) {
+  quota_best *best = &((quota_walk *)w)->best;
+  char file[PATH_MAX + 32];
+  if (v2) {
+    char text[128];
+    double cpus;
+    snprintf(file, sizeof file, "%s/cpu.max", dir);
+    if (read_small_file(file, text, sizeof text, true) == 0 && topo_quota_parse_cpu_max(text, &cpus) == 0)
+      consider(best, cpus, file);
+  } else {
+    long long quota, period;
+    char period_file[PATH_MAX + 32];
+    snprintf(file, sizeof file, "%s/cpu.cfs_quota_us", dir);
+    snprintf(period_file, sizeof period_file, "%s/cpu.cfs_period_us", dir);
+    if (read_long_long(file, &quota) == 0 && read_long_long(period_file, &period) == 0)
+      consider(best, topo_quota_cpus(quota, period), file);
   }
 }
 
@@ -211,7 +236,7 @@ static void unescape_octal(char *s) {
 }
 
 /* One mountinfo line: "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - FSTYPE SRC SUPEROPTS". */
-static void consider_mount(quota_best *best, const char *root, char *line, const char *v2_path, const char *v1_path) {
+static void consider_mount(cgroup_walk *w, const char *root, char *line, const char *v2_path, const char *v1_path) {
   char *tokens[64], *save = NULL;
   int count = 0;
   for (char *tok = strtok_r(line, " ", &save); tok && count < 64; tok = strtok_r(NULL, " ", &save)) tokens[count++] = tok;
@@ -224,8 +249,9 @@ static void consider_mount(quota_best *best, const char *root, char *line, const
       break;
     }
   if (!fstype) return;
-  int v2 = strcmp(fstype, "cgroup2") == 0;
-  if (!v2 && !(strcmp(fstype, "cgroup") == 0 && superopts && list_has(superopts, strlen(superopts), "cpu"))) return;
+  bool v2 = strcmp(fstype, "cgroup2") == 0;
+  if (!v2 && !(strcmp(fstype, "cgroup") == 0 && superopts && list_has(superopts, strlen(superopts), w->controller)))
+    return;
   const char *path = v2 ? v2_path : v1_path;
   if (!path[0]) return;
   char *mount_root = tokens[3], *mount_point = tokens[4];
@@ -238,14 +264,11 @@ static void consider_mount(quota_best *best, const char *root, char *line, const
   char mount_dir[PATH_MAX], dir[PATH_MAX];
   snprintf(mount_dir, sizeof mount_dir, "%s%s", root, mount_point);
   snprintf(dir, sizeof dir, "%s%s", mount_dir, strcmp(rel, "/") == 0 ? "" : rel);
-  walk_up(best, mount_dir, dir, v2);
+  walk_up(w, mount_dir, dir, v2);
 }
 
-void topo_quota_read(const char *root, double *cpus, char *source, size_t source_size) {
-  quota_best best = {.cpus = 0, .source = source, .source_size = source_size};
-  if (source && source_size) snprintf(source, source_size, "none");
-  if (!root) root = "";
-
+/* Walks every directory of the process's cgroup for w->controller, in v2 and v1. */
+static void cgroup_walk_run(cgroup_walk *w, const char *root) {
   enum { CGROUP_TEXT_MAX = 16 << 10, MOUNTINFO_MAX = 256 << 10 }; /* far above real files */
   char path[PATH_MAX];
   char *cg = malloc(CGROUP_TEXT_MAX), *mi = malloc(MOUNTINFO_MAX);
@@ -256,15 +279,95 @@ void topo_quota_read(const char *root, double *cpus, char *source, size_t source
   if (read_small_file(path, mi, MOUNTINFO_MAX, false)) goto done;
 
   char v2_path[PATH_MAX] = "", v1_path[PATH_MAX] = "";
-  if (cgroup_path(cg, 1, v2_path, sizeof v2_path)) v2_path[0] = '\0';
-  if (cgroup_path(cg, 0, v1_path, sizeof v1_path)) v1_path[0] = '\0';
+  if (cgroup_path(cg, 1, w->controller, v2_path, sizeof v2_path)) v2_path[0] = '\0';
+  if (cgroup_path(cg, 0, w->controller, v1_path, sizeof v1_path)) v1_path[0] = '\0';
 
   char *save = NULL;
   for (char *line = strtok_r(mi, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-    consider_mount(&best, root, line, v2_path, v1_path); /* cuts only inside its line */
+    consider_mount(w, root, line, v2_path, v1_path); /* cuts only inside its line */
   }
 done:
   free(cg);
   free(mi);
-  *cpus = best.cpus;
+}
+
+void topo_quota_read(const char *root, double *cpus, char *source, size_t source_size) {
+  quota_walk q = {.walk = {.controller = "cpu", .visit = visit_cpu},
+                  .best = {.cpus = 0, .source = source, .source_size = source_size}};
+  if (source && source_size) snprintf(source, source_size, "none");
+  cgroup_walk_run(&q.walk, root ? root : "");
+  *cpus = q.best.cpus;
+}
+
+/* ---- memory ---------------------------------------------------------------------------- */
+
+/* The value of `key` in a memory.stat or meminfo text ("key N" or "key: N kB"), in the
+ * text's unit; -1 when absent. */
+static long long stat_value(const char *text, const char *key) {
+  size_t klen = strlen(key);
+  for (const char *line = text; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+    if (strncmp(line, key, klen) != 0 || (line[klen] != ' ' && line[klen] != ':')) continue;
+    const char *p = line + klen + 1;
+    while (*p == ' ') p++;
+    long long v = 0;
+    if (*p < '0' || *p > '9') return -1;
+    for (; *p >= '0' && *p <= '9'; p++) {
+      if (v > (LLONG_MAX - (*p - '0')) / 10) return -1;
+      v = v * 10 + (*p - '0');
+    }
+    return v;
+  }
+  return -1;
+}
+
+typedef struct memory_walk {
+  cgroup_walk walk; /* first: the visit gets it back */
+  uint64_t available;
+  char *source;
+  size_t source_size;
+} memory_walk;
+
+/* A limit at or above 2^60 is none: v1 writes LLONG_MAX rounded down to a page. */
+enum { MEMORY_NO_LIMIT_SHIFT = 60 };
+
+static void visit_memory(cgroup_walk *w, const char *dir, bool v2) {
+  memory_walk *m = (memory_walk *)w;
+  char file[PATH_MAX + 32], usage_file[PATH_MAX + 32], stat_file[PATH_MAX + 32], text[64];
+  long long limit, usage;
+  snprintf(file, sizeof file, "%s/%s", dir, v2 ? "memory.max" : "memory.limit_in_bytes");
+  snprintf(usage_file, sizeof usage_file, "%s/%s", dir, v2 ? "memory.current" : "memory.usage_in_bytes");
+  snprintf(stat_file, sizeof stat_file, "%s/memory.stat", dir);
+  if (v2 && read_small_file(file, text, sizeof text, true) == 0 && strncmp(text, "max", 3) == 0) return;
+  if (read_long_long(file, &limit) != 0 || limit <= 0 || limit >= (1LL << MEMORY_NO_LIMIT_SHIFT)) return;
+  if (read_long_long(usage_file, &usage) != 0 || usage < 0) return;
+  /* the inactive file pages, reclaimed before the OOM killer acts (v1's own count is
+   * total_inactive_file: its usage counts the children too, as v2's does) */
+  enum { STAT_MAX = 8 << 10 };
+  char *stat = malloc(STAT_MAX);
+  long long inactive = -1;
+  if (stat && read_small_file(stat_file, stat, STAT_MAX, false) == 0)
+    inactive = stat_value(stat, v2 ? "inactive_file" : "total_inactive_file");
+  free(stat);
+  long long working = usage - (inactive > 0 && inactive < usage ? inactive : 0);
+  uint64_t left = limit > working ? (uint64_t)(limit - working) : 0;
+  if (left < m->available) {
+    m->available = left;
+    if (m->source && m->source_size) snprintf(m->source, m->source_size, "%s", file);
+  }
+}
+
+uint64_t topo_memory_available(const char *root, char *source, size_t source_size) {
+  memory_walk m = {.walk = {.controller = "memory", .visit = visit_memory},
+                   .available = UINT64_MAX, .source = source, .source_size = source_size};
+  if (!root) root = "";
+  if (source && source_size) snprintf(source, source_size, "none");
+  char path[PATH_MAX], text[4096];
+  snprintf(path, sizeof path, "%s/proc/meminfo", root);
+  long long kb = read_small_file(path, text, sizeof text, false) == 0 ? stat_value(text, "MemAvailable") : -1;
+  if (kb >= 0 && kb <= (long long)(UINT64_MAX >> 10)) {
+    m.available = (uint64_t)kb << 10;
+    if (source && source_size) snprintf(source, source_size, "%s", path);
+  }
+  cgroup_walk_run(&m.walk, root);
+  return m.available;
 }

@@ -828,6 +828,69 @@ static void test_quota_files_cgroup_v2(void **state) {
   assert_true(cpus == 0);
 }
 
+#define MiB(n) ((uint64_t)(n) << 20)
+
+/* Memory left: MemAvailable, or less under a memory cgroup's limit, whose working set is
+ * its usage less its inactive file pages (v2 files, limits on two levels). */
+static void test_memory_available_cgroup_v2(void **state) {
+  (void)state;
+  char *root = make_root();
+  write_file(root, "proc/meminfo", "MemTotal:       24683620 kB\nMemFree:  100 kB\nMemAvailable:    2097152 kB\n");
+  write_file(root, "proc/self/cgroup", "0::/system.slice/inferd.service\n");
+  write_file(root, "proc/self/mountinfo",
+             "30 22 0:27 / /sys/fs/cgroup rw,nosuid shared:9 - cgroup2 cgroup2 rw,nsdelegate\n");
+  char source[512];
+  /* no limit anywhere: MemAvailable (2 GiB) */
+  write_file(root, "sys/fs/cgroup/system.slice/inferd.service/memory.max", "max\n");
+  assert_true(topo_memory_available(root, source, sizeof source) == MiB(2048));
+  assert_non_null(strstr(source, "/proc/meminfo"));
+  /* the unit's MemoryMax=1G with 600 MiB used, 100 MiB of it inactive file pages */
+  write_file(root, "sys/fs/cgroup/system.slice/inferd.service/memory.max", "1073741824\n");
+  write_file(root, "sys/fs/cgroup/system.slice/inferd.service/memory.current", "629145600\n");
+  write_file(root, "sys/fs/cgroup/system.slice/inferd.service/memory.stat",
+             "anon 400000000\nfile 200000000\nactive_file 94371840\ninactive_file 104857600\n");
+  uint64_t left = topo_memory_available(root, source, sizeof source);
+  if (left != MiB(1024 - 500)) fail_msg("%llu bytes left, expected 524 MiB", (unsigned long long)left);
+  assert_non_null(strstr(source, "inferd.service/memory.max"));
+  /* a parent's smaller limit wins: 700 MiB with 650 MiB used and no stat file */
+  write_file(root, "sys/fs/cgroup/system.slice/memory.max", "734003200\n");
+  write_file(root, "sys/fs/cgroup/system.slice/memory.current", "681574400\n");
+  assert_true(topo_memory_available(root, source, sizeof source) == MiB(50));
+  assert_non_null(strstr(source, "system.slice/memory.max"));
+  /* over the limit: nothing left */
+  write_file(root, "sys/fs/cgroup/system.slice/memory.current", "800000000\n");
+  assert_true(topo_memory_available(root, NULL, 0) == 0);
+  remove_root(root);
+  /* nothing readable: no bound */
+  assert_true(topo_memory_available("/nonexistent", source, sizeof source) == UINT64_MAX);
+  assert_string_equal(source, "none");
+}
+
+/* The same in cgroup v1 (this machine's layout: a memory hierarchy of its own), where
+ * "no limit" is LLONG_MAX rounded down to a page and the stat key is total_inactive_file. */
+static void test_memory_available_cgroup_v1(void **state) {
+  (void)state;
+  char *root = make_root();
+  write_file(root, "proc/meminfo", "MemTotal:       24683620 kB\nMemAvailable:   24215420 kB\n");
+  write_file(root, "proc/self/cgroup", "5:cpu,cpuacct:/\n4:memory:/jobs/j1\n0::/\n");
+  write_file(root, "proc/self/mountinfo",
+             "30 22 0:27 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n"
+             "37 22 0:33 / /sys/fs/cgroup/memory rw,nosuid - cgroup cgroup rw,memory\n");
+  write_file(root, "sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n");
+  write_file(root, "sys/fs/cgroup/memory/memory.usage_in_bytes", "5000000000\n");
+  write_file(root, "sys/fs/cgroup/memory/jobs/memory.limit_in_bytes", "9223372036854771712\n");
+  write_file(root, "sys/fs/cgroup/memory/jobs/memory.usage_in_bytes", "400000000\n");
+  write_file(root, "sys/fs/cgroup/memory/jobs/j1/memory.limit_in_bytes", "268435456\n"); /* 256 MiB */
+  write_file(root, "sys/fs/cgroup/memory/jobs/j1/memory.usage_in_bytes", "209715200\n"); /* 200 MiB */
+  write_file(root, "sys/fs/cgroup/memory/jobs/j1/memory.stat",
+             "cache 100000000\ninactive_file 1048576\ntotal_inactive_file 41943040\n"); /* 40 MiB */
+  char source[512];
+  uint64_t left = topo_memory_available(root, source, sizeof source);
+  if (left != MiB(256 - 160)) fail_msg("%llu bytes left, expected 96 MiB", (unsigned long long)left);
+  assert_non_null(strstr(source, "/jobs/j1/memory.limit_in_bytes"));
+  remove_root(root);
+}
+
 /* A quota file that does not fit the reader's buffer is no quota: cut short, it read as
  * another one (fuzz_quota). A mountinfo too long for its buffer still counts up to its
  * last whole line. */
@@ -1083,6 +1146,8 @@ int main(void) {
       cmocka_unit_test(test_quota_caps_the_plan),
       cmocka_unit_test(test_quota_arithmetic),
       cmocka_unit_test(test_quota_files_cgroup_v2),
+      cmocka_unit_test(test_memory_available_cgroup_v2),
+      cmocka_unit_test(test_memory_available_cgroup_v1),
       cmocka_unit_test(test_quota_files_cgroup_v1_container),
       cmocka_unit_test(test_quota_files_too_long),
       cmocka_unit_test(test_cpu_list),
