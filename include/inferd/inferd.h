@@ -134,6 +134,9 @@ size_t inferd_model_weights_bytes(const inferd_model *model);
 /* Floating-point operations of one image (batch 1), counted over convolutions and
  * matrix products; 0 until a plan has been compiled. */
 double inferd_model_flops_per_item(const inferd_model *model);
+/* Bytes of scratch (activations, then oneDNN's scratchpad) the plan of opt_batch, compiled
+ * at load, needs: what each session that runs that batch holds besides the shared weights. */
+size_t inferd_model_scratch_bytes(const inferd_model *model);
 
 typedef struct inferd_session_params {
   int threads; /* compute threads for each run; 0 = all the process may use */

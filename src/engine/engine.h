@@ -204,6 +204,7 @@ struct inferd_model {
   size_t max_scratch; /* bytes of activations + scratchpad a plan may need */
   bool no_winograd;
   int opt_batch; /* compiled at load: its kernel choices fix the weights' layouts */
+  size_t opt_scratch; /* that plan's activations + scratchpad: what a session running it holds */
   int fixed_batch; /* > 0: the inputs declare this batch size as a number; no other runs */
   uint64_t clock;
   weight_copy **weights; /* [graph->n_values]: reordered copies of each constant */

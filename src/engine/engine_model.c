@@ -184,6 +184,7 @@ static inferd_code finish_load(ir_graph *g, const inferd_model_params *params, i
     rc = plan_get_locked(m, m->opt_batch, omp_get_max_threads(), &p, st);
     if (rc == INFERD_OK) {
       p->refs--;
+      m->opt_scratch = p->arena_bytes + p->scratchpad_bytes;
       engine_weights_release_plain(m);
       for (int k = 0; k < m->n_outputs; k++) {
         m->outputs[k].rank = p->out_rank[k];
@@ -258,6 +259,7 @@ inferd_code inferd_model_output(const inferd_model *m, int index, inferd_tensor_
 
 size_t inferd_model_weights_bytes(const inferd_model *m) { return atomic_load(&m->weights_bytes); }
 double inferd_model_flops_per_item(const inferd_model *m) { return m->flops_per_item; }
+size_t inferd_model_scratch_bytes(const inferd_model *m) { return m->opt_scratch; }
 
 /* ---- sessions ------------------------------------------------------------------------------ */
 

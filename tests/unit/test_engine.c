@@ -45,6 +45,29 @@ static void run(inferd_session *s, int batch, const float *x, float *y) {
   if (rc != INFERD_OK) fail_msg("run batch %d: %s", batch, st.message);
 }
 
+/* inferd_model_scratch_bytes is what a session running the batch compiled at load holds
+ * (the server checks that each worker's fits in memory before starting it). */
+static void test_model_scratch_bytes(void **state) {
+  (void)state;
+  inferd_model *m;
+  inferd_status st = {0};
+  inferd_model_params mp = {.opt_batch = 4};
+  assert_int_equal(inferd_model_load(model_path(), &mp, &m, &st), INFERD_OK);
+  size_t need = inferd_model_scratch_bytes(m);
+  /* MobileNetV2 at batch 4: its largest activations alone are 4 x 96 x 112 x 112 floats */
+  assert_true(need > (size_t)4 * 96 * 112 * 112 * 4);
+  inferd_session *s;
+  assert_int_equal(inferd_session_new(m, NULL, &s, &st), INFERD_OK); /* the load's threads */
+  float *x = random_batch(4, 3), *y = malloc(4 * 1000 * sizeof *y);
+  run(s, 4, x, y);
+  assert_int_equal(inferd_session_scratch_bytes(s, 4), need);
+  assert_int_equal(inferd_session_arena_bytes(s), need);
+  free(x);
+  free(y);
+  inferd_session_free(s);
+  inferd_model_free(m);
+}
+
 static void test_one_copy_of_weights(void **state) {
   (void)state;
   inferd_model *m;
@@ -200,6 +223,7 @@ static void test_model_file_shrinks_while_read(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_one_copy_of_weights),
+      cmocka_unit_test(test_model_scratch_bytes),
       cmocka_unit_test(test_describe_and_errors),
       cmocka_unit_test(test_model_file_shrinks_while_read),
   };
