@@ -55,7 +55,8 @@
   X(INTERNAL, 500, "Internal Server Error", "InternalServerException")                       \
   X(UNSUPPORTED, 501, "Not Implemented", "UnsupportedOperationException")                    \
   X(UNAVAILABLE, 503, "Service Unavailable", "ServiceUnavailableException")                  \
-  X(TIMEOUT, 504, "Gateway Timeout", "RequestTimeoutException")
+  X(TIMEOUT, 504, "Gateway Timeout", "RequestTimeoutException")                             \
+  X(INSUFFICIENT_STORAGE, 507, "Insufficient Storage", "OutOfMemoryError")
 
 typedef enum http__error {
 #define HTTP__ERROR_ENUM(name, status, reason, type) HTTP__E_##name,

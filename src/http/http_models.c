@@ -95,6 +95,18 @@ static inferd_code bind_worker(void *ctx, sched_binding *b, inferd_status *st) {
   return INFERD_OK;
 }
 
+/* Refuses `bytes` more than the memory left to the process (topo_memory_available):
+ * loading a model or starting workers past it gets the whole server killed (by the OOM
+ * killer, or its cgroup's when a container's or a unit's limit is reached), not an error.
+ * TorchServe answers an OutOfMemoryError with 507, as the change's reply does. */
+static inferd_code memory_fits(const char *model, const char *what, uint64_t bytes, inferd_status *st) {
+  char source[256];
+  uint64_t left = topo_memory_available("", source, sizeof source);
+  if (bytes <= left) return INFERD_OK;
+  return core_fail(st, INFERD_NO_MEMORY, "model %s: %s need %llu MB, and %llu MB of memory are left (%s)", model, what,
+                   (unsigned long long)(bytes >> 20), (unsigned long long)(left >> 20), source);
+}
+
 /* Makes a plan for `workers` (0: automatic) and installs it; *count gets the plan's
  * worker count (workers when there is no topology). */
 static inferd_code placement_plan(http__placement *p, int workers, int *count, inferd_status *st) {
@@ -603,7 +615,8 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
                               .max_cached_plans = m->batch_size,
                               .opt_batch = m->batch_size,
                               .mapped_file = archive_onnx_mapped(ar)};
-    code = inferd_model_load_memory(onnx, size, &mp, &m->engine, st);
+    code = memory_fits(m->name, "its weights", size, st); /* the engine's copy is about the file's size */
+    if (code == INFERD_OK) code = inferd_model_load_memory(onnx, size, &mp, &m->engine, st);
     if (code != INFERD_OK) core_status_prefix(st, "model %s (%s)", m->name, p->path);
     t_engine = core_now_seconds() - t0 - t_archive;
   }
@@ -634,6 +647,9 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
     if (!none) code = placement_plan(placement, workers, &sched_workers, st);
     else sched_workers = 0;
   }
+  if (code == INFERD_OK && sched_workers > 0)
+    code = memory_fits(m->name, "its workers' scratch", (uint64_t)sched_workers * inferd_model_scratch_bytes(m->engine),
+                       st);
   if (code == INFERD_OK) {
     metrics_model_params mp = {.name = m->name, .version = m->version, .max_batch_size = m->batch_size};
     code = metrics_model_register(r->server->metrics, &mp, &m->metrics, st);
@@ -789,8 +805,11 @@ inferd_code http__registry_scale(http__registry *r, const char *name, const char
   http__model *m = http__model_acquire(r, name, strlen(name), version, version ? strlen(version) : 0, st);
   if (!m) return st->code;
   inferd_code code = INFERD_OK;
-  int count = workers;
-  if (workers > 0) code = placement_plan(m->placement, workers, &count, st);
+  int count = workers, now = atomic_load(&m->min_workers);
+  if (workers > now)
+    code = memory_fits(m->name, "the new workers' scratch",
+                       (uint64_t)(workers - now) * inferd_model_scratch_bytes(m->engine), st);
+  if (code == INFERD_OK && workers > 0) code = placement_plan(m->placement, workers, &count, st);
   if (code == INFERD_OK) code = sched_model_scale(m->sched, workers, st);
   if (code == INFERD_OK) {
     atomic_store(&m->max_workers, max_workers);

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# serve_memory.sh - a model or workers that do not fit in memory are refused with 507,
+# and the server lives on.
+#
+# `inferd serve` runs in a memory cgroup of its own limited to 200 MB, as a container's
+# or a systemd unit's MemoryMax= would limit it. Loading past the limit got the whole
+# server killed by the cgroup's OOM killer, with every model it served. Now:
+#   - registering resnet152 (230 MB of weights) answers 507 OutOfMemoryError naming the
+#     memory left and the cgroup file that bounds it; /ping still answers 200;
+#   - MobileNetV2 (14 MB) registers with one worker and classifies a photo;
+#   - MobileNetV2 again with batch_size 64 (its batch-64 scratch, about 300 MB, is more
+#     than is left) answers 507 for its worker's scratch, and no model of that name stays;
+#   - scaling the first MobileNetV2 to 60 workers (their scratch past the limit) answers
+#     507 and leaves it at 1 worker, still serving;
+#   - SIGTERM exits 0, and the cgroup saw no OOM kill.
+# Needs root (to make the cgroup), as CI runs it; otherwise it is skipped.
+#
+#   serve_memory.sh INFERD SOURCE_DIR FIXTURES_DIR WORK_DIR
+set -euo pipefail
+INFERD=$1 SRC=$2 FIX=$3 WORK=$4
+PY=${INFERD_PYTHON:-/usr/bin/python3}
+. "$SRC/tests/e2e/serve_lib.sh"
+cgroup=
+cleanup() {
+  serve_cleanup
+  [ -n "$cgroup" ] && rmdir "$cgroup" 2>/dev/null || true
+}
+trap cleanup EXIT
+rm -rf "$WORK"
+mkdir -p "$WORK/store"
+
+if [ "$(id -u)" != 0 ]; then
+  echo "skip: making a memory cgroup needs root"
+  exit 77
+fi
+LIMIT=$((200 << 20))
+if [ -w /sys/fs/cgroup/memory/memory.limit_in_bytes ] 2>/dev/null; then # cgroup v1
+  cgroup=/sys/fs/cgroup/memory/inferd_memory_test_$$
+  mkdir "$cgroup" && echo "$LIMIT" >"$cgroup/memory.limit_in_bytes"
+  limit_file=$cgroup/memory.limit_in_bytes
+elif grep -qw memory /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null; then # cgroup v2
+  cgroup=/sys/fs/cgroup/inferd_memory_test_$$
+  mkdir "$cgroup" && echo "$LIMIT" >"$cgroup/memory.max"
+  limit_file=$cgroup/memory.max
+else
+  echo "FAIL: no memory cgroup can be made here (as root it must be)"
+  exit 1
+fi
+oom_kills() { # the cgroup's OOM kills so far
+  if [ -f "$cgroup/memory.oom_control" ]; then awk '/^oom_kill / {print $2}' "$cgroup/memory.oom_control"
+  else awk '/^oom_kill / {print $2}' "$cgroup/memory.events"; fi
+}
+
+ln -s "$FIX/resnet152.onnx" "$WORK/store/resnet152.onnx"
+ln -s "$SRC/models/mobilenet_v2_imagenet.onnx" "$WORK/store/mobilenet_v2.onnx"
+serve_ports
+serve_config "$WORK/config.properties" "disable_token_authorization=true" "enable_model_api=true" \
+  "model_store=$WORK/store" "default_workers_per_model=1"
+(cd "$WORK" && echo $BASHPID >"$cgroup/cgroup.procs" &&
+  exec "$INFERD" serve --ts-config "$WORK/config.properties" --foreground >server.log 2>&1) &
+SERVER_PID=$!
+serve_wait_ready 60 || { fail "the server did not start"; serve_finish serve_memory "$WORK"; }
+M=http://127.0.0.1:$MANAGEMENT_PORT
+I=http://127.0.0.1:$INFERENCE_PORT
+
+call "resnet152 (230 MB) in 200 MB" 507 \
+  "r['code'] == 507 and r['type'] == 'OutOfMemoryError' and 'its weights need' in r['message'] and '$limit_file' in r['message']" \
+  -X POST "$M/models?url=resnet152.onnx&initial_workers=1&synchronous=true"
+call "ping after the refusal" 200 "r['status'] == 'Healthy'" "$I/ping"
+
+call "mobilenet_v2 registers" 200 "" -X POST "$M/models?url=mobilenet_v2.onnx&model_name=mnv2&initial_workers=1"
+serve_jpeg chelsea "$WORK/cat.jpg"
+call "mobilenet_v2 classifies" 200 "len(r) == 5" -T "$WORK/cat.jpg" "$I/predictions/mnv2"
+
+call "batch_size 64: its worker's scratch" 507 \
+  "r['code'] == 507 and \"workers' scratch need\" in r['message']" \
+  -X POST "$M/models?url=mobilenet_v2.onnx&model_name=mnv2big&batch_size=64&initial_workers=1&synchronous=true"
+call "the refused model is not registered" 404 "" "$M/models/mnv2big"
+
+call "60 workers: the new workers' scratch" 507 \
+  "r['code'] == 507 and \"new workers' scratch need\" in r['message']" \
+  -X PUT "$M/models/mnv2?min_worker=60&synchronous=true"
+call "still 1 worker" 200 "r[0]['minWorkers'] == 1 and len(r[0]['workers']) == 1" "$M/models/mnv2"
+call "still classifies" 200 "len(r) == 5" -T "$WORK/cat.jpg" "$I/predictions/mnv2"
+
+kills=$(oom_kills)
+[ "${kills:-0}" = 0 ] && echo "ok   no OOM kill in the cgroup" || fail "the cgroup's OOM killer ran $kills time(s)"
+serve_finish serve_memory "$WORK"
