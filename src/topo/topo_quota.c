@@ -301,21 +301,25 @@ void topo_quota_read(const char *root, double *cpus, char *source, size_t source
 
 /* ---- memory ---------------------------------------------------------------------------- */
 
-/* The value of `key` in a memory.stat or meminfo text ("key N" or "key: N kB"), in the
- * text's unit; -1 when absent. */
-static long long stat_value(const char *text, const char *key) {
+/* The value of `key` in the first line that names it: in a memory.stat text "key N", in
+ * meminfo's "key:" blanks "N kB" (`meminfo`), in the text's unit. -1 when absent, or when
+ * that line is anything else: a number cut or followed by other text ("2x097152 kB") is
+ * not read as its first digits (fuzz_quota). */
+static long long stat_value(const char *text, const char *key, bool meminfo) {
   size_t klen = strlen(key);
   for (const char *line = text; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
-    if (strncmp(line, key, klen) != 0 || (line[klen] != ' ' && line[klen] != ':')) continue;
+    if (strncmp(line, key, klen) != 0 || line[klen] != (meminfo ? ':' : ' ')) continue;
     const char *p = line + klen + 1;
-    while (*p == ' ') p++;
+    if (meminfo)
+      while (*p == ' ') p++;
     long long v = 0;
     if (*p < '0' || *p > '9') return -1;
     for (; *p >= '0' && *p <= '9'; p++) {
       if (v > (LLONG_MAX - (*p - '0')) / 10) return -1;
       v = v * 10 + (*p - '0');
     }
-    return v;
+    if (meminfo && strncmp(p, " kB", 3) == 0) p += 3;
+    return *p == '\n' || *p == '\0' ? v : -1;
   }
   return -1;
 }
@@ -346,7 +350,7 @@ static void visit_memory(cgroup_walk *w, const char *dir, bool v2) {
   char *stat = malloc(STAT_MAX);
   long long inactive = -1;
   if (stat && read_small_file(stat_file, stat, STAT_MAX, false) == 0)
-    inactive = stat_value(stat, v2 ? "inactive_file" : "total_inactive_file");
+    inactive = stat_value(stat, v2 ? "inactive_file" : "total_inactive_file", false);
   free(stat);
   long long working = usage - (inactive > 0 && inactive < usage ? inactive : 0);
   uint64_t left = limit > working ? (uint64_t)(limit - working) : 0;
@@ -363,7 +367,7 @@ uint64_t topo_memory_available(const char *root, char *source, size_t source_siz
   if (source && source_size) snprintf(source, source_size, "none");
   char path[PATH_MAX], text[4096];
   snprintf(path, sizeof path, "%s/proc/meminfo", root);
-  long long kb = read_small_file(path, text, sizeof text, false) == 0 ? stat_value(text, "MemAvailable") : -1;
+  long long kb = read_small_file(path, text, sizeof text, false) == 0 ? stat_value(text, "MemAvailable", true) : -1;
   if (kb >= 0 && kb <= (long long)(UINT64_MAX >> 10)) {
     m.available = (uint64_t)kb << 10;
     if (source && source_size) snprintf(source, source_size, "%s", path);

@@ -891,6 +891,33 @@ static void test_memory_available_cgroup_v1(void **state) {
   remove_root(root);
 }
 
+/* A MemAvailable or an inactive_file whose number is followed by other text is not read:
+ * "2x097152 kB" was taken as 2 kB, "104857600x" as 100 MiB (fuzz_quota). The kernel's
+ * own lines ("MemAvailable:   N kB", "inactive_file N") still are. */
+static void test_memory_available_malformed(void **state) {
+  (void)state;
+  char *root = make_root();
+  char source[512];
+  write_file(root, "proc/meminfo", "MemTotal:       24683620 kB\nMemAvailable:    2x097152 kB\n");
+  uint64_t left = topo_memory_available(root, source, sizeof source);
+  if (left != UINT64_MAX) fail_msg("%llu bytes left from %s, expected no bound", (unsigned long long)left, source);
+  write_file(root, "proc/meminfo", "MemTotal:       24683620 kB\nMemAvailable:    2097152 MB\n");
+  assert_true(topo_memory_available(root, source, sizeof source) == UINT64_MAX);
+  write_file(root, "proc/meminfo", "MemTotal:       24683620 kB\nMemAvailable:    2097152 kB\n");
+  assert_true(topo_memory_available(root, source, sizeof source) == MiB(2048));
+  write_file(root, "proc/self/cgroup", "0::/a\n");
+  write_file(root, "proc/self/mountinfo", "30 22 0:27 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n");
+  write_file(root, "sys/fs/cgroup/a/memory.max", "1073741824\n");
+  write_file(root, "sys/fs/cgroup/a/memory.current", "629145600\n");
+  write_file(root, "sys/fs/cgroup/a/memory.stat", "anon 1\ninactive_file 104857600x\n");
+  left = topo_memory_available(root, source, sizeof source);
+  if (left != MiB(1024 - 600)) fail_msg("%llu bytes left, expected 424 MiB (no inactive pages)", (unsigned long long)left);
+  write_file(root, "sys/fs/cgroup/a/memory.stat", "anon 1\ninactive_file 104857600\n");
+  left = topo_memory_available(root, source, sizeof source);
+  if (left != MiB(1024 - 500)) fail_msg("%llu bytes left, expected 524 MiB", (unsigned long long)left);
+  remove_root(root);
+}
+
 /* A quota file that does not fit the reader's buffer is no quota: cut short, it read as
  * another one (fuzz_quota). A mountinfo too long for its buffer still counts up to its
  * last whole line. */
@@ -1148,6 +1175,7 @@ int main(void) {
       cmocka_unit_test(test_quota_files_cgroup_v2),
       cmocka_unit_test(test_memory_available_cgroup_v2),
       cmocka_unit_test(test_memory_available_cgroup_v1),
+      cmocka_unit_test(test_memory_available_malformed),
       cmocka_unit_test(test_quota_files_cgroup_v1_container),
       cmocka_unit_test(test_quota_files_too_long),
       cmocka_unit_test(test_cpu_list),
