@@ -123,6 +123,12 @@ static int read_long_long(const char *path, long long *out) {
   return *end == '\0' ? 0 : -1;
 }
 
+static int read_long_long_in(const char *dir, const char *name, long long *out) {
+  char path[PATH_MAX + 32];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  return read_long_long(path, out);
+}
+
 /* Whether the comma-separated `list` contains `word`. */
 static int list_has(const char *list, size_t len, const char *word) {
   size_t wlen = strlen(word);
@@ -176,10 +182,11 @@ static void consider(quota_best *best, double cpus, const char *file) {
 }
 
 /* What a walk reads in each directory of the process's cgroup: its controller (v1),
- * and a visit of one directory in v1 or v2 layout. */
+ * and a visit of one directory in v1 or v2 layout (`own`: the process's cgroup itself,
+ * not one of its ancestors). */
 typedef struct cgroup_walk {
   const char *controller;
-  void (*visit)(struct cgroup_walk *w, const char *dir, bool v2);
+  void (*visit)(struct cgroup_walk *w, const char *dir, bool v2, bool own);
 } cgroup_walk;
 
 /* Visits `dir` and each parent directory down to `mount_dir`. */
@@ -188,7 +195,7 @@ static void walk_up(cgroup_walk *w, const char *mount_dir, const char *dir, bool
   snprintf(path, sizeof path, "%s", dir);
   size_t stop = strlen(mount_dir);
   for (;;) {
-    w->visit(w, path, v2);
+    w->visit(w, path, v2, strcmp(path, dir) == 0);
     size_t len = strlen(path);
     if (len <= stop) break;
     char *slash = strrchr(path, '/');
@@ -202,7 +209,8 @@ typedef struct quota_walk {
   quota_best best;
 } quota_walk;
 
-static void visit_cpu(cgroup_walk *w, const char *dir, bool v2) {
+static void visit_cpu(cgroup_walk *w, const char *dir, bool v2, bool own) {
+  (void)own;
   quota_best *best = &((quota_walk *)w)->best;
   char file[PATH_MAX + 32];
   if (v2) {
@@ -334,7 +342,7 @@ typedef struct memory_walk {
 /* A limit at or above 2^60 is none: v1 writes LLONG_MAX rounded down to a page. */
 enum { MEMORY_NO_LIMIT_SHIFT = 60 };
 
-static void visit_memory(cgroup_walk *w, const char *dir, bool v2) {
+static void visit_memory(cgroup_walk *w, const char *dir, bool v2, bool own) {
   memory_walk *m = (memory_walk *)w;
   char file[PATH_MAX + 32], usage_file[PATH_MAX + 32], stat_file[PATH_MAX + 32], text[64];
   long long limit, usage;
@@ -342,6 +350,11 @@ static void visit_memory(cgroup_walk *w, const char *dir, bool v2) {
   snprintf(usage_file, sizeof usage_file, "%s/%s", dir, v2 ? "memory.current" : "memory.usage_in_bytes");
   snprintf(stat_file, sizeof stat_file, "%s/memory.stat", dir);
   if (v2 && read_small_file(file, text, sizeof text, true) == 0 && strncmp(text, "max", 3) == 0) return;
+  /* v1: an ancestor's limit holds its descendants only with memory.use_hierarchy 1 (the
+   * kernel forces it on a whole sub-tree, and since 5.11 everywhere); with 0 its usage
+   * does not count ours either, so its limit less its usage says nothing of our room */
+  long long hierarchy;
+  if (!v2 && !own && read_long_long_in(dir, "memory.use_hierarchy", &hierarchy) == 0 && hierarchy == 0) return;
   if (read_long_long(file, &limit) != 0 || limit <= 0 || limit >= (1LL << MEMORY_NO_LIMIT_SHIFT)) return;
   if (read_long_long(usage_file, &usage) != 0 || usage < 0) return;
   /* the inactive file pages, reclaimed before the OOM killer acts (v1's own count is

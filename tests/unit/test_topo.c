@@ -888,6 +888,20 @@ static void test_memory_available_cgroup_v1(void **state) {
   uint64_t left = topo_memory_available(root, source, sizeof source);
   if (left != MiB(256 - 160)) fail_msg("%llu bytes left, expected 96 MiB", (unsigned long long)left);
   assert_non_null(strstr(source, "/jobs/j1/memory.limit_in_bytes"));
+  /* a parent's limit without memory.use_hierarchy does not hold its children (nor does
+   * its usage count theirs): 10 MiB left there is not ours; with use_hierarchy 1 it is */
+  write_file(root, "sys/fs/cgroup/memory/jobs/memory.limit_in_bytes", "314572800\n");  /* 300 MiB */
+  write_file(root, "sys/fs/cgroup/memory/jobs/memory.usage_in_bytes", "304087040\n");  /* 290 MiB */
+  write_file(root, "sys/fs/cgroup/memory/jobs/memory.use_hierarchy", "0\n");
+  left = topo_memory_available(root, source, sizeof source);
+  if (left != MiB(96)) fail_msg("%llu bytes left from %s, expected 96 MiB", (unsigned long long)left, source);
+  write_file(root, "sys/fs/cgroup/memory/jobs/memory.use_hierarchy", "1\n");
+  left = topo_memory_available(root, source, sizeof source);
+  if (left != MiB(10)) fail_msg("%llu bytes left from %s, expected 10 MiB", (unsigned long long)left, source);
+  /* the process's own cgroup counts whatever its flag */
+  write_file(root, "sys/fs/cgroup/memory/jobs/j1/memory.use_hierarchy", "0\n");
+  write_file(root, "sys/fs/cgroup/memory/jobs/memory.use_hierarchy", "0\n");
+  assert_true(topo_memory_available(root, source, sizeof source) == MiB(96));
   remove_root(root);
 }
 
