@@ -365,7 +365,10 @@ static void visit_memory(cgroup_walk *w, const char *dir, bool v2, bool own) {
   if (stat && read_small_file(stat_file, stat, STAT_MAX, false) == 0)
     inactive = stat_value(stat, v2 ? "inactive_file" : "total_inactive_file", false);
   free(stat);
-  long long working = usage - (inactive > 0 && inactive < usage ? inactive : 0);
+  /* usage and stat are read apart, and v1's usage lags the exact stat by the per-CPU
+   * charge batches: inactive pages at or above the usage are all of it (a cgroup that
+   * only read files), not none of it */
+  long long working = inactive <= 0 ? usage : inactive < usage ? usage - inactive : 0;
   uint64_t left = limit > working ? (uint64_t)(limit - working) : 0;
   if (left < m->available) {
     m->available = left;

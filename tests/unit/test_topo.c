@@ -857,6 +857,13 @@ static void test_memory_available_cgroup_v2(void **state) {
   write_file(root, "sys/fs/cgroup/system.slice/memory.current", "681574400\n");
   assert_true(topo_memory_available(root, source, sizeof source) == MiB(50));
   assert_non_null(strstr(source, "system.slice/memory.max"));
+  /* inactive file pages at or above the usage (the stat read apart from memory.current,
+   * v1's usage lagging its stat): the working set is none, not the whole usage */
+  write_file(root, "sys/fs/cgroup/system.slice/memory.max", "max\n");
+  write_file(root, "sys/fs/cgroup/system.slice/inferd.service/memory.stat", "anon 0\ninactive_file 630194176\n");
+  left = topo_memory_available(root, source, sizeof source);
+  if (left != MiB(1024)) fail_msg("%llu bytes left, expected 1024 MiB (no working set)", (unsigned long long)left);
+  write_file(root, "sys/fs/cgroup/system.slice/memory.max", "734003200\n");
   /* over the limit: nothing left */
   write_file(root, "sys/fs/cgroup/system.slice/memory.current", "800000000\n");
   assert_true(topo_memory_available(root, NULL, 0) == 0);
