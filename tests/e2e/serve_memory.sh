@@ -11,7 +11,8 @@
 #   - MobileNetV2 again with batch_size 64 (its batch-64 scratch, about 300 MB, is more
 #     than is left) answers 507 for its worker's scratch, and no model of that name stays;
 #   - scaling the first MobileNetV2 to 60 workers (their scratch past the limit) answers
-#     507 and leaves it at 1 worker, still serving;
+#     507 and leaves it at 1 worker, still serving; asynchronously (202 at once) the
+#     refusal is in the server's log;
 #   - SIGTERM exits 0, and the cgroup saw no OOM kill.
 # Needs root (to make the cgroup), as CI runs it; otherwise it is skipped.
 #
@@ -80,6 +81,10 @@ call "the refused model is not registered" 404 "" "$M/models/mnv2big"
 call "60 workers: the new workers' scratch" 507 \
   "r['code'] == 507 and \"new workers' scratch need\" in r['message']" \
   -X PUT "$M/models/mnv2?min_worker=60&synchronous=true"
+call "60 workers, asynchronously: answered before the check" 202 "" -X PUT "$M/models/mnv2?min_worker=60"
+for _ in $(seq 50); do grep -q "scale to 60 workers (answered 202) failed" "$WORK/server.log" && break; sleep 0.2; done
+grep -q "scale to 60 workers (answered 202) failed: model mnv2: the new workers' scratch need" "$WORK/server.log" &&
+  echo "ok   the asynchronous scale's refusal is logged" || fail "the asynchronous scale's refusal left no trace"
 call "still 1 worker" 200 "r[0]['minWorkers'] == 1 and len(r[0]['workers']) == 1" "$M/models/mnv2"
 call "still classifies" 200 "len(r) == 5" -T "$WORK/cat.jpg" "$I/predictions/mnv2"
 
