@@ -95,18 +95,6 @@ static inferd_code bind_worker(void *ctx, sched_binding *b, inferd_status *st) {
   return INFERD_OK;
 }
 
-/* Refuses `bytes` more than the memory left to the process (topo_memory_available):
- * loading a model or starting workers past it gets the whole server killed (by the OOM
- * killer, or its cgroup's when a container's or a unit's limit is reached), not an error.
- * TorchServe answers an OutOfMemoryError with 507, as the change's reply does. */
-static inferd_code memory_fits(const char *model, const char *what, uint64_t bytes, inferd_status *st) {
-  char source[256];
-  uint64_t left = topo_memory_available("", source, sizeof source);
-  if (bytes <= left) return INFERD_OK;
-  return core_fail(st, INFERD_NO_MEMORY, "model %s: %s need %llu MB, and %llu MB of memory are left (%s)", model, what,
-                   (unsigned long long)(bytes >> 20), (unsigned long long)(left >> 20), source);
-}
-
 /* Makes a plan for `workers` (0: automatic) and installs it; *count gets the plan's
  * worker count (workers when there is no topology). */
 static inferd_code placement_plan(http__placement *p, int workers, int *count, inferd_status *st) {
@@ -228,6 +216,65 @@ static void read_end(http__registry *r, bool opened) {
     http__read_end(true);
   else
     pthread_mutex_unlock(&r->lock);
+}
+
+/* Scratch the workers of every registered model will still take: a worker's arena is
+ * mapped for the batch-1 plan as it starts, and its pages are taken as batches run; it
+ * grows to its model's batch_size plan (inferd_model_scratch_bytes) only at the first
+ * full batch. So what a starting or idle worker will take is not yet in the memory the
+ * kernel counts: one that has run no batch counts as holding nothing, one that has as
+ * holding its arena. A scale to 2 workers passed the check with the first one idle, and
+ * the two under load got the server killed by its cgroup. *live (may be NULL) gets
+ * `model`'s live workers. Takes the registry's read side, then each model's lock
+ * (sched_model_describe); never called with the registry's lock held. */
+static uint64_t scratch_to_come(http__registry *r, const http__model *model, int *live) {
+  enum { MAX_DESCRIBED = SCHED_MAX_WORKERS * 2 }; /* live ones and those stopping */
+  sched_worker_info *workers = malloc(MAX_DESCRIBED * sizeof *workers);
+  uint64_t total = 0;
+  if (live) *live = 0;
+  bool opened;
+  const http__snapshot *snap = read_begin(r, &opened);
+  for (int i = 0; i < snap->count; i++) {
+    const http__model *m = snap->entries[i].model;
+    if (!m->sched) continue;
+    uint64_t need = inferd_model_scratch_bytes(m->engine);
+    sched_model_info info;
+    int n = sched_model_describe(m->sched, &info, workers, workers ? MAX_DESCRIBED : 0);
+    if (m == model && live) *live = info.workers;
+    if (!workers) { /* no memory to look: as if none had started */
+      total += (uint64_t)info.workers * need;
+      continue;
+    }
+    for (int k = 0; k < n && k < MAX_DESCRIBED; k++) {
+      const sched_worker_info *w = &workers[k];
+      bool staying = w->state == SCHED_WORKER_STARTING || w->state == SCHED_WORKER_READY || w->state == SCHED_WORKER_BUSY;
+      uint64_t held = w->batches > 0 ? w->scratch_bytes : 0; /* pages are taken as a batch runs */
+      if (staying && held < need) total += need - held;
+    }
+  }
+  read_end(r, opened);
+  free(workers);
+  return total;
+}
+
+/* Refuses `bytes` more than the memory left to the process (topo_memory_available) less
+ * the scratch running workers will still take (scratch_to_come, `to_come`): loading a
+ * model or starting workers past it gets the whole server killed (by the OOM killer, or
+ * its cgroup's when a container's or a unit's limit is reached), not an error.
+ * TorchServe answers an OutOfMemoryError with 507, as the change's reply does. */
+static inferd_code memory_fits(const char *model, const char *what, uint64_t bytes, uint64_t to_come,
+                               inferd_status *st) {
+  char source[256];
+  uint64_t left = topo_memory_available("", source, sizeof source);
+  if (bytes <= left && to_come <= left - bytes) return INFERD_OK;
+  if (to_come == 0)
+    return core_fail(st, INFERD_NO_MEMORY, "model %s: %s need %llu MB, and %llu MB of memory are left (%s)", model,
+                     what, (unsigned long long)(bytes >> 20), (unsigned long long)(left >> 20), source);
+  return core_fail(st, INFERD_NO_MEMORY,
+                   "model %s: %s need %llu MB, and %llu MB of memory are left (%s), of which the workers running "
+                   "will still take %llu MB for their batches",
+                   model, what, (unsigned long long)(bytes >> 20), (unsigned long long)(left >> 20), source,
+                   (unsigned long long)(to_come >> 20));
 }
 
 /* Under the writers' lock: makes next current, waits out every section that may still
@@ -615,7 +662,8 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
                               .max_cached_plans = m->batch_size,
                               .opt_batch = m->batch_size,
                               .mapped_file = archive_onnx_mapped(ar)};
-    code = memory_fits(m->name, "its weights", size, st); /* the engine's copy is about the file's size */
+    /* the engine's copy is about the file's size */
+    code = memory_fits(m->name, "its weights", size, scratch_to_come(r, NULL, NULL), st);
     if (code == INFERD_OK) code = inferd_model_load_memory(onnx, size, &mp, &m->engine, st);
     if (code != INFERD_OK) core_status_prefix(st, "model %s (%s)", m->name, p->path);
     t_engine = core_now_seconds() - t0 - t_archive;
@@ -649,7 +697,7 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
   }
   if (code == INFERD_OK && sched_workers > 0)
     code = memory_fits(m->name, "its workers' scratch", (uint64_t)sched_workers * inferd_model_scratch_bytes(m->engine),
-                       st);
+                       scratch_to_come(r, NULL, NULL), st);
   if (code == INFERD_OK) {
     metrics_model_params mp = {.name = m->name, .version = m->version, .max_batch_size = m->batch_size};
     code = metrics_model_register(r->server->metrics, &mp, &m->metrics, st);
@@ -805,10 +853,12 @@ inferd_code http__registry_scale(http__registry *r, const char *name, const char
   http__model *m = http__model_acquire(r, name, strlen(name), version, version ? strlen(version) : 0, st);
   if (!m) return st->code;
   inferd_code code = INFERD_OK;
-  int count = workers, now = atomic_load(&m->min_workers);
-  if (workers > now)
+  /* the new workers' scratch, and what those running (this model's too) will still take */
+  int count = workers, live;
+  uint64_t to_come = scratch_to_come(r, m, &live);
+  if (workers > live)
     code = memory_fits(m->name, "the new workers' scratch",
-                       (uint64_t)(workers - now) * inferd_model_scratch_bytes(m->engine), st);
+                       (uint64_t)(workers - live) * inferd_model_scratch_bytes(m->engine), to_come, st);
   if (code == INFERD_OK && workers > 0) code = placement_plan(m->placement, workers, &count, st);
   if (code == INFERD_OK) code = sched_model_scale(m->sched, workers, st);
   if (code == INFERD_OK) {

@@ -241,6 +241,9 @@ typedef struct sched_worker_info {
   long batches;                /* batches run */
   long requests;               /* requests run */
   char cores[SCHED_CORES_MAX]; /* what bind reported; "" when unbound */
+  size_t scratch_bytes;        /* its session's scratch arena (inferd_session_arena_bytes):
+                                  the batch-1 plan's from its start, growing to the
+                                  largest batch it ran; 0 while it starts */
   inferd_status error;         /* FAILED: why */
 } sched_worker_info;
 

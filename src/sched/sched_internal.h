@@ -36,6 +36,7 @@ typedef struct sched_worker {
   inferd_status error;
   unsigned placement; /* the model's placement generation it is bound for; it re-binds
                          at its next batch boundary when the model's moves on */
+  size_t scratch_bytes; /* its session's arena, as of its last start, batch or re-bind */
 
   /* [worker]: allocated on the worker thread at start, never per batch */
   inferd_session *session;

@@ -478,6 +478,7 @@ void *sched__worker_main(void *arg) {
     w->state = SCHED_WORKER_FAILED;
     if (!w->stop) m->live--;
   } else {
+    w->scratch_bytes = inferd_session_arena_bytes(w->session);
     w->state = w->stop ? SCHED_WORKER_STOPPING : SCHED_WORKER_READY;
     core_log(CORE_LOG_INFO, "model '%s': worker %d ready in %.0f ms (slot %d, %d threads%s%s)", m->name, w->id,
              (core_now_seconds() - t0) * 1e3, w->slot, w->threads, w->cores[0] ? ", cores " : "", w->cores);
@@ -494,6 +495,7 @@ void *sched__worker_main(void *arg) {
       if (take == TAKE_REBIND) worker_rebind(w, placement);
       else worker_run(w, &t);
       pthread_mutex_lock(&m->lock);
+      w->scratch_bytes = inferd_session_arena_bytes(w->session); /* a first batch of a size grows it */
       if (take == TAKE_BATCH) {
         if (t.n > 0) w->batches++;
         w->requests += t.n;

@@ -13,6 +13,8 @@
 #   - scaling the first MobileNetV2 to 60 workers (their scratch past the limit) answers
 #     507 and leaves it at 1 worker, still serving; asynchronously (202 at once) the
 #     refusal is in the server's log;
+#   - MobileNetV2 with batch_size 16 registers with one worker; a second worker is
+#     refused (507): the first, idle, will still take its batches' scratch;
 #   - SIGTERM exits 0, and the cgroup saw no OOM kill.
 # Needs root (to make the cgroup), as CI runs it; otherwise it is skipped.
 #
@@ -87,6 +89,16 @@ grep -q "scale to 60 workers (answered 202) failed: model mnv2: the new workers'
   echo "ok   the asynchronous scale's refusal is logged" || fail "the asynchronous scale's refusal left no trace"
 call "still 1 worker" 200 "r[0]['minWorkers'] == 1 and len(r[0]['workers']) == 1" "$M/models/mnv2"
 call "still classifies" 200 "len(r) == 5" -T "$WORK/cat.jpg" "$I/predictions/mnv2"
+
+# An idle worker has not taken the scratch of its full batches yet (its arena grows at
+# its first batch of batch_size): a second worker of batch_size 16 (about 90 MB each)
+# passed the check on the memory left, and the two under load got the server killed.
+call "batch_size 16, one worker" 200 "" \
+  -X POST "$M/models?url=mobilenet_v2.onnx&model_name=mnv16&batch_size=16&initial_workers=1&synchronous=true"
+call "a second one: the first's full batches counted" 507 \
+  "r['code'] == 507 and \"new workers' scratch need\" in r['message'] and 'will still take' in r['message']" \
+  -X PUT "$M/models/mnv16?min_worker=2&synchronous=true"
+call "batch_size 16: still 1 worker" 200 "r[0]['minWorkers'] == 1 and len(r[0]['workers']) == 1" "$M/models/mnv16"
 
 kills=$(oom_kills)
 [ "${kills:-0}" = 0 ] && echo "ok   no OOM kill in the cgroup" || fail "the cgroup's OOM killer ran $kills time(s)"

@@ -547,7 +547,16 @@ static void test_batches_fill_when_queued(void **state) {
   sched_model_params p = base_params(&h);
   p.batch_size = 8;
   sched_model *m = start_model(&p);
+  /* the worker's scratch arena: its batch-1 plan's once ready, grown by its batches of
+   * 8 (what the server's memory check counts as taken, http_models.c) */
+  sched_worker_info w[1];
+  assert_int_equal(sched_model_describe(m, NULL, w, 1), 1);
+  size_t at_start = w[0].scratch_bytes;
+  if (at_start == 0 || w[0].batches != 0) fail_msg("scratch %zu after %ld batches at start", at_start, w[0].batches);
   check_batches_after_hold(&h, m, 20, 3, (const int[]){8, 8, 4}, NULL);
+  assert_int_equal(sched_model_describe(m, NULL, w, 1), 1);
+  if (w[0].scratch_bytes <= at_start)
+    fail_msg("scratch %zu after batches of 8, %zu at start", w[0].scratch_bytes, at_start);
   sched_model_free(m);
   harness_free(&h);
   (void)state;
