@@ -981,6 +981,16 @@ static void test_server_api_description(void **state) {
     assert_string_equal(json_string_value(json_object_get(doc, "openapi")), "3.0.1");
     json_t *paths = json_object_get(doc, "paths");
     if (!json_object_get(paths, apis[a].has)) fail_msg("API %d lacks %s", apis[a].api, apis[a].has);
+    /* 507 OutOfMemoryError: a scale whose workers do not fit; never a prediction (503) */
+    json_t *scale = json_object_get(json_object_get(paths, "/models/{model_name}"), "put");
+    json_t *predict = json_object_get(json_object_get(paths, "/predictions/{model_name}"), "post");
+    if (apis[a].api == HTTP_API_MANAGEMENT) {
+      json_t *insufficient = json_object_get(json_object_get(scale, "responses"), "507");
+      if (!insufficient) fail_msg("PUT /models/{model_name} lists no 507");
+      assert_string_equal(json_string_value(json_object_get(insufficient, "description")), "Insufficient Storage");
+    }
+    if (apis[a].api == HTTP_API_INFERENCE && json_object_get(json_object_get(predict, "responses"), "507"))
+      fail_msg("POST /predictions/{model_name} lists 507");
     if (json_object_get(paths, apis[a].lacks)) fail_msg("API %d has %s", apis[a].api, apis[a].lacks);
     const char *path;
     json_t *item;
