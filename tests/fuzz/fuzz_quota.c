@@ -1,8 +1,10 @@
 /*
- * fuzz_quota.c - libFuzzer target for the CPU quota readers (src/topo/topo_quota.c): the
- * text of a cgroup v2 cpu.max (topo_quota_parse_cpu_max), and the whole walk of
+ * fuzz_quota.c - libFuzzer target for the cgroup readers (src/topo/topo_quota.c): the
+ * text of a cgroup v2 cpu.max (topo_quota_parse_cpu_max), the whole walk of
  * topo_quota_read over /proc/self/cgroup, /proc/self/mountinfo and the quota files of
- * the cgroup hierarchies, in a fake root directory.
+ * the cgroup hierarchies, and the memory walk of topo_memory_available over
+ * /proc/meminfo and the memory cgroup files of the same hierarchies, in a fake root
+ * directory.
  *
  * Input: byte 0 picks the form.
  *   even: the rest is the text of a cpu.max file (up to its first NUL).
@@ -11,8 +13,14 @@
  *           proc/self/cgroup, proc/self/mountinfo,
  *           sys/fs/cgroup/cpu.max, sys/fs/cgroup/a/cpu.max, sys/fs/cgroup/a/b/cpu.max,
  *           sys/fs/cgroup/cpu/cpu.cfs_quota_us, sys/fs/cgroup/cpu/cpu.cfs_period_us,
- *           sys/fs/cgroup/cpu/a/cpu.cfs_quota_us, sys/fs/cgroup/cpu/a/cpu.cfs_period_us
- *         Bit 1 of byte 0 gives topo_quota_read a 12-byte buffer for the source.
+ *           sys/fs/cgroup/cpu/a/cpu.cfs_quota_us, sys/fs/cgroup/cpu/a/cpu.cfs_period_us,
+ *           proc/meminfo,
+ *           then memory.max, memory.current, memory.stat in sys/fs/cgroup, .../a and
+ *           .../a/b (v2), then memory.limit_in_bytes, memory.usage_in_bytes,
+ *           memory.stat in sys/fs/cgroup/memory and .../memory/a (v1), and
+ *           sys/fs/cgroup/memory/memory.use_hierarchy
+ *         Bit 1 of byte 0 gives topo_quota_read and topo_memory_available a 12-byte
+ *         buffer for the source. Both walks read the one fake root.
  *
  * The promise: no crash or overread, and no wrong number from a malformed file.
  *   - cpu.max: accepted exactly when this file's own reading of the format accepts it:
@@ -23,9 +31,19 @@
  *     no quota; else a cpu.max or cpu.cfs_quota_us file which, read whole and parsed
  *     as here (a v1 quota with the period beside it: whole numbers, then blanks),
  *     gives those CPUs exactly; topo_quota_core_cap of them is floor(CPUs), at least 1.
+ *   - memory: the source "none" exactly when UINT64_MAX (no bound) is returned; never
+ *     more than MemAvailable when meminfo (up to 4 KB, as the kernel's ~1.5 KB) has a
+ *     first line "MemAvailable:" of blanks, digits and " kB" (or none), and then a
+ *     bound; when the source is meminfo, exactly that many KiB; when it is a limit file
+ *     (memory.max or memory.limit_in_bytes), that file read whole (a whole number from
+ *     1 to 2^60-1, then blanks) with the usage beside it (the same, from 0) and the
+ *     inactive file pages of the memory.stat beside it (the first line "inactive_file
+ *     N", v1 "total_inactive_file N", N digits up to the line's end, in its first 8 KB
+ *     of whole lines; all of the usage when N is above it) give exactly
+ *     limit - (usage - inactive), or 0 when that is negative.
  *
  * Seeds: tests/fuzz/corpus/quota/ (cgroup v2 and v1 layouts, containers that see part
- * of the hierarchy, octal escapes in mountinfo).
+ * of the hierarchy, octal escapes in mountinfo, memory limits on several levels).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -109,6 +127,23 @@ static const char *const FILES[] = {
     "sys/fs/cgroup/cpu/cpu.cfs_period_us",
     "sys/fs/cgroup/cpu/a/cpu.cfs_quota_us",
     "sys/fs/cgroup/cpu/a/cpu.cfs_period_us",
+    "proc/meminfo",
+    "sys/fs/cgroup/memory.max",
+    "sys/fs/cgroup/memory.current",
+    "sys/fs/cgroup/memory.stat",
+    "sys/fs/cgroup/a/memory.max",
+    "sys/fs/cgroup/a/memory.current",
+    "sys/fs/cgroup/a/memory.stat",
+    "sys/fs/cgroup/a/b/memory.max",
+    "sys/fs/cgroup/a/b/memory.current",
+    "sys/fs/cgroup/a/b/memory.stat",
+    "sys/fs/cgroup/memory/memory.limit_in_bytes",
+    "sys/fs/cgroup/memory/memory.usage_in_bytes",
+    "sys/fs/cgroup/memory/memory.stat",
+    "sys/fs/cgroup/memory/a/memory.limit_in_bytes",
+    "sys/fs/cgroup/memory/a/memory.usage_in_bytes",
+    "sys/fs/cgroup/memory/a/memory.stat",
+    "sys/fs/cgroup/memory/memory.use_hierarchy",
 };
 enum { FILE_COUNT = sizeof FILES / sizeof *FILES };
 
@@ -126,7 +161,8 @@ static void make_root(void) {
   if (!mkdtemp(root)) fail("mkdtemp", strerror(errno));
   atexit(remove_root);
   static const char *const dirs[] = {"proc", "proc/self", "sys", "sys/fs", "sys/fs/cgroup", "sys/fs/cgroup/a",
-                                     "sys/fs/cgroup/a/b", "sys/fs/cgroup/cpu", "sys/fs/cgroup/cpu/a"};
+                                     "sys/fs/cgroup/a/b", "sys/fs/cgroup/cpu", "sys/fs/cgroup/cpu/a",
+                                     "sys/fs/cgroup/memory", "sys/fs/cgroup/memory/a"};
   for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
     char path[256];
     snprintf(path, sizeof path, "%s/%s", root, dirs[i]);
@@ -194,6 +230,110 @@ static double quota_of(const char *source) {
   return cpus;
 }
 
+/* ---- memory, read here ------------------------------------------------------------------ */
+
+/* The first `max` - 1 bytes of a file, cut after their last whole line when the file is
+ * longer (what the walk reads of meminfo and memory.stat); NULL as read_whole. */
+static char *read_head(const char *path, size_t max) {
+  char *text = read_whole(path);
+  if (text && strlen(text) > max - 1) {
+    size_t n = max - 1;
+    while (n > 0 && text[n - 1] != '\n') n--;
+    text[n] = '\0';
+  }
+  return text;
+}
+
+/* The first line of `text` that starts with `key` and then `sep`: its digits, which
+ * must run to the line's end (or to " kB" there when `kb`). -1 when there is no such
+ * line, -2 when that line is malformed or its value above 2^63-1. */
+static long long key_value(const char *text, const char *key, char sep, bool kb) {
+  size_t klen = strlen(key);
+  for (const char *line = text; *line;) {
+    const char *eol = strchr(line, '\n');
+    size_t len = eol ? (size_t)(eol - line) : strlen(line);
+    if (len > klen && memcmp(line, key, klen) == 0 && line[klen] == sep) {
+      const char *p = line + klen + 1, *end = line + len;
+      if (sep == ':')
+        while (p < end && *p == ' ') p++;
+      if (kb && end - p >= 3 && memcmp(end - 3, " kB", 3) == 0) end -= 3;
+      long long v = 0;
+      if (p == end) return -2;
+      for (; p < end; p++) { /* digits, 0 .. 2^63-1 */
+        if (*p < '0' || *p > '9' || v > (LLONG_MAX - (*p - '0')) / 10) return -2;
+        v = v * 10 + (*p - '0');
+      }
+      return v;
+    }
+    if (!eol) break;
+    line = eol + 1;
+  }
+  return -1;
+}
+
+static bool ends_with(const char *s, const char *tail) {
+  size_t n = strlen(s), t = strlen(tail);
+  return n > t && strcmp(s + n - t, tail) == 0;
+}
+
+/* What the limit file the walk named, with the usage and memory.stat beside it, leaves
+ * (see the promise); -1 when they give no bound. */
+static long long memory_left_of(const char *source) {
+  static const char V2[] = "/memory.max", V1[] = "/memory.limit_in_bytes";
+  bool v2 = ends_with(source, V2);
+  if (!v2 && !ends_with(source, V1)) return -1;
+  size_t dir_len = strlen(source) - strlen(v2 ? V2 : V1);
+  char usage_path[PATH_MAX + 64], stat_path[PATH_MAX + 64];
+  snprintf(usage_path, sizeof usage_path, "%.*s/%s", (int)dir_len, source,
+           v2 ? "memory.current" : "memory.usage_in_bytes");
+  snprintf(stat_path, sizeof stat_path, "%.*s/memory.stat", (int)dir_len, source);
+  char *limit_text = read_whole(source), *usage_text = read_whole(usage_path), *stat = read_head(stat_path, 8 << 10);
+  long long limit, usage, left = -1;
+  if (limit_text && usage_text && v1_number(limit_text, &limit) && v1_number(usage_text, &usage) && limit > 0 &&
+      limit < (1LL << 60) && usage >= 0) {
+    long long inactive = stat ? key_value(stat, v2 ? "inactive_file" : "total_inactive_file", ' ', false) : -1;
+    long long working = inactive <= 0 ? usage : inactive < usage ? usage - inactive : 0;
+    left = limit > working ? limit - working : 0;
+  }
+  free(limit_text);
+  free(usage_text);
+  free(stat);
+  return left;
+}
+
+static void check_memory(const char *source, size_t source_size, uint64_t left) {
+  if (strnlen(source, source_size) >= source_size) fail("memory: the source is not NUL-terminated in its buffer", NULL);
+  if (source_size < 64) return;
+  if ((left == UINT64_MAX) != (strcmp(source, "none") == 0))
+    fail("memory: the source is 'none' exactly when there is no bound", source);
+  char meminfo_path[128];
+  snprintf(meminfo_path, sizeof meminfo_path, "%s/proc/meminfo", root);
+  char *meminfo = read_whole(meminfo_path);
+  long long kb = -1;
+  if (meminfo && strlen(meminfo) < 4096) kb = key_value(meminfo, "MemAvailable", ':', true);
+  free(meminfo);
+  if (kb >= 0 && kb <= (long long)(UINT64_MAX >> 10)) {
+    if (left > (uint64_t)kb << 10) {
+      fprintf(stderr, "fuzz_quota: %llu bytes left from %s, MemAvailable %lld kB\n", (unsigned long long)left, source,
+              kb);
+      fail("memory: more than MemAvailable", NULL);
+    }
+  }
+  if (strcmp(source, meminfo_path) == 0) {
+    if (!(kb >= 0 && left == (uint64_t)kb << 10)) {
+      fprintf(stderr, "fuzz_quota: %llu bytes left from meminfo, which gives %lld kB\n", (unsigned long long)left, kb);
+      fail("memory: a MemAvailable meminfo does not give", NULL);
+    }
+  } else if (left != UINT64_MAX) {
+    long long want = memory_left_of(source);
+    if (want < 0 || (uint64_t)want != left) {
+      fprintf(stderr, "fuzz_quota: %llu bytes left from %s, whose files give %lld\n", (unsigned long long)left,
+              source, want);
+      fail("memory: a bound its files do not give", NULL);
+    }
+  }
+}
+
 static void check_cap(double cpus) {
   int cap = topo_quota_core_cap(cpus);
   int want = !(cpus > 0) ? 0 : cpus >= (double)INT_MAX ? INT_MAX : cpus < 1 ? 1 : (int)floor(cpus);
@@ -238,6 +378,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (strnlen(source, source_size) >= source_size) fail("the source is not NUL-terminated in its buffer", NULL);
   if (!isfinite(cpus) || cpus < 0) fail("CPUs negative or not finite", NULL);
   check_cap(cpus);
+  char memory_source[PATH_MAX + 64];
+  memset(memory_source, 'x', sizeof memory_source);
+  uint64_t left = topo_memory_available(root, memory_source, source_size);
+  check_memory(memory_source, source_size, left);
   if (small) return 0;
   if ((cpus == 0) != (strcmp(source, "none") == 0)) fail("the source is 'none' exactly when there is no quota", source);
   if (cpus > 0) {
