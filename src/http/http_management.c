@@ -120,9 +120,11 @@ static char *status_text(const char *message, size_t *len) { return dump(json_pa
 
 /* The reply of a failed operation, rendered by the one error renderer. */
 static void fail_reply(mgmt_job *job, const inferd_status *st) {
-  /* a model or workers that do not fit in memory: 507, TorchServe's OutOfMemoryError
-   * (a request's out of memory stays 503, transient, which a balancer retries elsewhere) */
-  http__error e = st->code == INFERD_NO_MEMORY ? HTTP__E_INSUFFICIENT_STORAGE : http__error_from_code(st->code);
+  /* a model or workers that do not fit in memory: 507, TorchServe's OutOfMemoryError (a
+   * request's out of memory stays 503, transient, which a balancer retries elsewhere; so
+   * does an unregister's, which only a failed small malloc gives) */
+  bool grows = job->op == OP_REGISTER || job->op == OP_SCALE;
+  http__error e = grows && st->code == INFERD_NO_MEMORY ? HTTP__E_INSUFFICIENT_STORAGE : http__error_from_code(st->code);
   size_t cap = 160 + 6 * strlen(st->message);
   job->body = malloc(cap);
   job->status = http__error_status(e);
