@@ -12,7 +12,9 @@
  * probe socket without SO_REUSEPORT checks that no other process holds the port (with
  * SO_REUSEPORT alone, a second server of the same user would silently share it). A
  * configured port 0 is resolved once (the first socket's port) and reused by the
- * others. A unix-socket listener has one socket, dup()ed for each thread; a socket file
+ * others. [::] takes IPv4 clients too (IPV6_V6ONLY off), except beside another listener
+ * of this server on the IPv4 side of the same port: then it stays IPv6-only, else the
+ * two would refuse each other. A unix-socket listener has one socket, dup()ed for each thread; a socket file
  * at its path that nothing accepts on (left by a killed server) is replaced, a live one
  * is "Address already in use", and the file this server made is removed when it is freed
  * (before its listeners close, and only if the path still holds that file).
@@ -219,7 +221,8 @@ static bool same_address(const config_address *a, const config_address *b) {
          (a->port != 0 || unix_socket);
 }
 
-static int tcp_socket(const struct addrinfo *ai, bool reuseport) {
+/* v6only: [::] takes IPv6 clients only (see bind_tcp). */
+static int tcp_socket(const struct addrinfo *ai, bool reuseport, bool v6only) {
   int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return -1;
   int on = 1;
@@ -230,8 +233,8 @@ static int tcp_socket(const struct addrinfo *ai, bool reuseport) {
   }
   /* [::] takes IPv4 clients too, as Java's (Netty's) wildcard socket does, whatever the
    * system's net.ipv6.bindv6only says */
-  int off = 0;
-  if (ai->ai_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
+  int v6only_value = v6only;
+  if (ai->ai_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only_value, sizeof v6only_value);
   if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
     int err = errno;
     close(fd);
@@ -247,6 +250,24 @@ struct addrinfo *http__listen_address(struct addrinfo *list) {
   return list;
 }
 
+/* Whether another listener of this server takes IPv4 clients on l's port (a configured
+ * port, not 0). A dual-stack [::] would hold that port's IPv4 side too, and the two would
+ * refuse each other ("Address already in use"); so [::] beside it stays IPv6-only, and
+ * the IPv4 clients of that port go to the listener configured for them. */
+static bool ipv4_listener_on_port(const http_server *s, const http__listener *l) {
+  for (int i = 0; i < s->listener_count; i++) {
+    const config_address *a = s->listeners[i].address;
+    if (&s->listeners[i] == l || strcmp(a->scheme, "unix") == 0 || a->port != l->address->port) continue;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+    if (getaddrinfo(a->host, "0", &hints, &res) != 0) continue; /* its own bind says why */
+    bool ipv4 = http__listen_address(res)->ai_family == AF_INET;
+    freeaddrinfo(res);
+    if (ipv4) return true;
+  }
+  return false;
+}
+
 static inferd_code bind_tcp(http_server *s, http__listener *l, inferd_status *st) {
   char where[CONFIG_HOST_MAX + 32], port[16];
   address_text(l->address, where, sizeof where);
@@ -257,8 +278,9 @@ static inferd_code bind_tcp(http_server *s, http__listener *l, inferd_status *st
   if (rc != 0) return core_fail(st, INFERD_INVALID_ARG, "%s: cannot resolve '%s': %s", where, l->address->host, gai_strerror(rc));
   struct addrinfo *ai = http__listen_address(res);
   inferd_code code = INFERD_OK;
+  bool v6only = ai->ai_family == AF_INET6 && l->address->port != 0 && ipv4_listener_on_port(s, l);
   if (l->address->port != 0) {
-    int probe = tcp_socket(ai, false);
+    int probe = tcp_socket(ai, false, v6only);
     if (probe < 0)
       code = core_fail(st, errno == EADDRINUSE ? INFERD_UNAVAILABLE : INFERD_INVALID_ARG, "cannot listen on %s: %s",
                        where, strerror(errno));
@@ -266,7 +288,7 @@ static inferd_code bind_tcp(http_server *s, http__listener *l, inferd_status *st
       close(probe);
   }
   for (int t = 0; t < s->thread_count && code == INFERD_OK; t++) {
-    int fd = tcp_socket(ai, true);
+    int fd = tcp_socket(ai, true, v6only);
     if (fd < 0 || listen(fd, SOMAXCONN) != 0) {
       code = core_fail(st, errno == EADDRINUSE ? INFERD_UNAVAILABLE : INFERD_INVALID_ARG, "cannot listen on %s: %s",
                        where, strerror(errno));

@@ -1462,9 +1462,6 @@ static void test_listen_address_prefers_ipv4(void **state) {
   assert_ptr_equal(http__listen_address(&v6), &v6);
 }
 
-
-/* jansson's allocator for test_describe_out_of_memory: the saved pair, failing the
- * allocation numbered fail_at (0: the first) only. */
 /* http://[::] takes IPv4 clients as well as IPv6 ones, as Netty's wildcard socket does
  * (Java leaves IPV6_V6ONLY off); it used to take IPv6 clients only. */
 static void test_ipv6_wildcard_takes_ipv4(void **state) {
@@ -1497,6 +1494,57 @@ static void test_ipv6_wildcard_takes_ipv4(void **state) {
   if (n6 <= 0 || strncmp(r6, "HTTP/1.1 503 ", 13) != 0) fail_msg("::1 to a server on [::]: %s", n6 <= 0 ? "refused" : r6);
 }
 
+/* http://[::]:P beside http://127.0.0.1:P in one config (two APIs on one port, told
+ * apart by the client's address family) starts, as it did when [::] was IPv6-only: the
+ * dual-stack [::] took the IPv4 side of P too, and the start failed with "Address
+ * already in use" against its own listener. IPv4 clients of P reach the IPv4 listener,
+ * IPv6 ones [::]. */
+static void test_ipv6_wildcard_beside_ipv4_on_one_port(void **state) {
+  (void)state;
+  /* a port free on both sides: a dual-stack socket bound to port 0 holds both */
+  int picker = socket(AF_INET6, SOCK_STREAM, 0), off = 0;
+  setsockopt(picker, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
+  struct sockaddr_in6 any = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_ANY_INIT};
+  socklen_t any_len = sizeof any;
+  if (bind(picker, (struct sockaddr *)&any, sizeof any) != 0 || getsockname(picker, (struct sockaddr *)&any, &any_len))
+    fail_msg("no free port: %s", strerror(errno));
+  int port = ntohs(any.sin6_port);
+  close(picker);
+  config_server cfg;
+  config_defaults(&cfg);
+  cfg.disable_token_authorization = true;
+  cfg.number_of_netty_threads = 2;
+  cfg.inference_address = (config_address){"http", "127.0.0.1", port};
+  cfg.management_address = (config_address){"http", "::", port};
+  cfg.metrics_address = (config_address){"http", "127.0.0.1", 0};
+  http_server_params params = {.config = &cfg};
+  http_server *server = NULL;
+  inferd_status st;
+  assert_int_equal(http_server_new(&params, &server, &st), INFERD_OK);
+  inferd_code started = http_server_start(server, &st);
+  char r4[1024] = "", r6[1024] = "";
+  int n4 = -1, n6 = -1;
+  if (started == INFERD_OK) {
+    struct sockaddr_in v4 = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    v4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    struct sockaddr_in6 v6 = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port), .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    const char *models = "GET /models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    n4 = exchange_at((struct sockaddr *)&v4, sizeof v4, models, r4, sizeof r4);
+    n6 = exchange_at((struct sockaddr *)&v6, sizeof v6, models, r6, sizeof r6);
+    http_server_drain(server, 1000);
+  }
+  http_server_free(server);
+  config_free(&cfg);
+  if (started != INFERD_OK) fail_msg("start with [::]:%d beside 127.0.0.1:%d: %s", port, port, st.message);
+  /* /models is the management API's: the inference API does not know it */
+  if (n4 <= 0 || strncmp(r4, "HTTP/1.1 404 ", 13) != 0)
+    fail_msg("127.0.0.1:%d (inference) GET /models: %s", port, n4 <= 0 ? "refused" : r4);
+  if (n6 <= 0 || strncmp(r6, "HTTP/1.1 200 ", 13) != 0)
+    fail_msg("[::1]:%d (management) GET /models: %s", port, n6 <= 0 ? "refused" : r6);
+}
+
+/* jansson's allocator for test_describe_out_of_memory: the saved pair, failing the
+ * allocation numbered fail_at (0: the first) only. */
 static json_malloc_t saved_malloc;
 static json_free_t saved_free;
 static long allocations, fail_at;
@@ -1549,6 +1597,7 @@ int main(void) {
       cmocka_unit_test(test_answer_blocks),
       cmocka_unit_test(test_hook_table),
       cmocka_unit_test(test_ipv6_wildcard_takes_ipv4),
+      cmocka_unit_test(test_ipv6_wildcard_beside_ipv4_on_one_port),
       cmocka_unit_test(test_unix_socket_removed_after_failed_start),
       cmocka_unit_test(test_unix_socket_stale_file_replaced),
       cmocka_unit_test(test_unix_socket_of_another_server_kept),
