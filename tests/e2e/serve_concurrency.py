@@ -23,6 +23,7 @@ No check depends on how fast the machine is: bounds on time are only for hangs.
 import io
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -48,18 +49,27 @@ def check(cond, what):
 
 
 def free_ports(n):
-    """n free ports of 127.0.0.1; from INFERD_TEST_PORTS ("18600-18699") when set."""
-    low, _, high = os.environ.get("INFERD_TEST_PORTS", "0-0").partition("-")
-    candidates = iter(range(int(low), int(high or low) + 1)) if int(low) else None
+    """n free ports of 127.0.0.1; from INFERD_TEST_PORTS ("18600-18699") when set, tried
+    in a random order, each once (serve_lib.sh's free_ports)."""
+    spec = os.environ.get("INFERD_TEST_PORTS", "")
+    low, _, high = spec.partition("-")
+    span = range(int(low), int(high or low) + 1) if spec else None
+    candidates = random.sample(span, len(span)) if spec else [0] * n
     socks = []
-    while len(socks) < n:
+    for port in candidates:
+        if len(socks) == n:
+            break
         s = socket.socket()
         try:
-            s.bind(("127.0.0.1", next(candidates) if candidates else 0))
+            s.bind(("127.0.0.1", port))
         except OSError:
             s.close()
+            if not spec:
+                raise
             continue
         socks.append(s)
+    if len(socks) < n:
+        sys.exit("free_ports: %d of the %d ports wanted are free in INFERD_TEST_PORTS=%s" % (len(socks), n, spec))
     ports = [s.getsockname()[1] for s in socks]
     for s in socks:
         s.close()

@@ -36,27 +36,39 @@ fail() {
 }
 
 # free_ports N: N distinct ports of 127.0.0.1 that are free now; from INFERD_TEST_PORTS
-# ("18600-18699") when it is set, on a machine shared with others, else any.
+# ("18600-18699") when it is set, on a machine shared with others, else any. The range is
+# tried in a random order, each port once: two tests picking at once (ctest -j, another
+# run) would otherwise both get its lowest free ports. Fails when too few are free.
 free_ports() {
   /usr/bin/python3 - "$1" <<'PY'
-import os, socket, sys
-low, _, high = os.environ.get("INFERD_TEST_PORTS", "0-0").partition("-")
-candidates = iter(range(int(low), int(high or low) + 1)) if int(low) else None
+import os, random, socket, sys
+want = int(sys.argv[1])
+spec = os.environ.get("INFERD_TEST_PORTS", "")
+low, _, high = spec.partition("-")
+span = range(int(low), int(high or low) + 1) if spec else None
+candidates = random.sample(span, len(span)) if spec else [0] * want
 socks = []
-while len(socks) < int(sys.argv[1]):
+for port in candidates:
+    if len(socks) == want:
+        break
     s = socket.socket()
     try:
-        s.bind(("127.0.0.1", next(candidates) if candidates else 0))
+        s.bind(("127.0.0.1", port))
     except OSError:
         s.close()
+        if not spec:
+            raise
         continue
     socks.append(s)
+if len(socks) < want:
+    sys.exit("free_ports: %d of the %d ports wanted are free in INFERD_TEST_PORTS=%s" % (len(socks), want, spec))
 print(" ".join(str(s.getsockname()[1]) for s in socks))
 PY
 }
 
 serve_ports() {
   set -- $(free_ports 3)
+  [ $# -eq 3 ] || { echo "serve_ports: no 3 free ports" >&2; exit 1; }
   INFERENCE_PORT=$1 MANAGEMENT_PORT=$2 METRICS_PORT=$3
 }
 
