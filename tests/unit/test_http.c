@@ -1462,6 +1462,16 @@ static void test_listen_address_prefers_ipv4(void **state) {
   assert_ptr_equal(http__listen_address(&v6), &v6);
 }
 
+/* Whether this host has ::1: a container whose IPv6 is disabled has none, yet binds [::]
+ * (dual-stack, IPv4 only then). The tests below check their IPv6 clients only where it is. */
+static bool ipv6_loopback(void) {
+  int fd = socket(AF_INET6, SOCK_STREAM, 0);
+  struct sockaddr_in6 one = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+  bool usable = fd >= 0 && bind(fd, (struct sockaddr *)&one, sizeof one) == 0;
+  if (fd >= 0) close(fd);
+  return usable;
+}
+
 /* http://[::] takes IPv4 clients as well as IPv6 ones, as Netty's wildcard socket does
  * (Java leaves IPV6_V6ONLY off); it used to take IPv6 clients only. */
 static void test_ipv6_wildcard_takes_ipv4(void **state) {
@@ -1484,14 +1494,16 @@ static void test_ipv6_wildcard_takes_ipv4(void **state) {
   const char *ping = "GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
   char r4[1024] = "", r6[1024] = "";
   int n4 = exchange_at((struct sockaddr *)&v4, sizeof v4, ping, r4, sizeof r4);
-  int n6 = exchange_at((struct sockaddr *)&v6, sizeof v6, ping, r6, sizeof r6);
+  bool has_v6 = ipv6_loopback();
+  int n6 = has_v6 ? exchange_at((struct sockaddr *)&v6, sizeof v6, ping, r6, sizeof r6) : 0;
   http_server_drain(server, 1000);
   http_server_free(server);
   config_free(&cfg);
   /* no models are loaded: /ping answers 503, the same to both */
   if (n4 <= 0 || strncmp(r4, "HTTP/1.1 503 ", 13) != 0)
     fail_msg("127.0.0.1 to a server on [::]: %s", n4 <= 0 ? "refused" : r4);
-  if (n6 <= 0 || strncmp(r6, "HTTP/1.1 503 ", 13) != 0) fail_msg("::1 to a server on [::]: %s", n6 <= 0 ? "refused" : r6);
+  if (has_v6 && (n6 <= 0 || strncmp(r6, "HTTP/1.1 503 ", 13) != 0))
+    fail_msg("::1 to a server on [::]: %s", n6 <= 0 ? "refused" : r6);
 }
 
 /* http://[::]:P beside http://127.0.0.1:P in one config (two APIs on one port, told
@@ -1524,13 +1536,14 @@ static void test_ipv6_wildcard_beside_ipv4_on_one_port(void **state) {
   inferd_code started = http_server_start(server, &st);
   char r4[1024] = "", r6[1024] = "";
   int n4 = -1, n6 = -1;
+  bool has_v6 = ipv6_loopback();
   if (started == INFERD_OK) {
     struct sockaddr_in v4 = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     v4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     struct sockaddr_in6 v6 = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port), .sin6_addr = IN6ADDR_LOOPBACK_INIT};
     const char *models = "GET /models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
     n4 = exchange_at((struct sockaddr *)&v4, sizeof v4, models, r4, sizeof r4);
-    n6 = exchange_at((struct sockaddr *)&v6, sizeof v6, models, r6, sizeof r6);
+    if (has_v6) n6 = exchange_at((struct sockaddr *)&v6, sizeof v6, models, r6, sizeof r6);
     http_server_drain(server, 1000);
   }
   http_server_free(server);
@@ -1539,7 +1552,7 @@ static void test_ipv6_wildcard_beside_ipv4_on_one_port(void **state) {
   /* /models is the management API's: the inference API does not know it */
   if (n4 <= 0 || strncmp(r4, "HTTP/1.1 404 ", 13) != 0)
     fail_msg("127.0.0.1:%d (inference) GET /models: %s", port, n4 <= 0 ? "refused" : r4);
-  if (n6 <= 0 || strncmp(r6, "HTTP/1.1 200 ", 13) != 0)
+  if (has_v6 && (n6 <= 0 || strncmp(r6, "HTTP/1.1 200 ", 13) != 0))
     fail_msg("[::1]:%d (management) GET /models: %s", port, n6 <= 0 ? "refused" : r6);
 }
 
