@@ -14,10 +14,11 @@
  * configured port 0 is resolved once (the first socket's port) and reused by the
  * others. [::] takes IPv4 clients too (IPV6_V6ONLY off), except beside another listener
  * of this server on the IPv4 side of the same port: then it stays IPv6-only, else the
- * two would refuse each other. A unix-socket listener has one socket, dup()ed for each thread; a socket file
- * at its path that nothing accepts on (left by a killed server) is replaced, a live one
- * is "Address already in use", and the file this server made is removed when it is freed
- * (before its listeners close, and only if the path still holds that file).
+ * two would refuse each other. A unix-socket listener has one socket, dup()ed for each
+ * thread; a socket file at its path that nothing accepts on (left by a killed server) is
+ * replaced, a live one is "Address already in use", and the file this server made is
+ * removed when it is freed (before its listeners close, and only if the path still holds
+ * that file).
  *
  * Threads. number_of_netty_threads HTTP threads (0: one per usable CPU, at most 4).
  * Each makes its own h2o_evloop and h2o_context (h2o's buffers are thread-local), one
