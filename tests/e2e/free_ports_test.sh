@@ -9,8 +9,11 @@ SRC=$1
 PYTHON=${INFERD_PYTHON:-/usr/bin/python3}
 . "$SRC/tests/e2e/serve_lib.sh" # fail, free_ports, serve_ports
 failures=0
-low=${INFERD_TEST_PORTS%-*}
-[ "${INFERD_TEST_PORTS:-}" ] && [ "${INFERD_TEST_PORTS#*-}" -ge $((low + 19)) ] || low=18600
+# 20 ports of the caller's range when it has them, else 18600-18619
+given=${INFERD_TEST_PORTS:-} low=18600
+if [[ $given =~ ^([0-9]+)-([0-9]+)$ ]] && [ "${BASH_REMATCH[2]}" -ge $((BASH_REMATCH[1] + 19)) ]; then
+  low=${BASH_REMATCH[1]}
+fi
 range="$low-$((low + 19))"
 
 # the same checks of both copies
