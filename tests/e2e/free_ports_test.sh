@@ -1,6 +1,7 @@
 #!/bin/bash
 # free_ports_test.sh SRC - the e2e scripts' port picking under INFERD_TEST_PORTS
-# (serve_lib.sh's free_ports and serve_concurrency.py's): ports in the range, distinct;
+# (tests/e2e/free_ports.py, through serve_lib.sh's free_ports and as serve_concurrency.py
+# imports it): ports in the range, distinct;
 # two pickers do not both take the range's lowest free ports (they did: every pick
 # scanned up from the low end, so two tests starting at once got the same three); a
 # range with too few free ports is a clear failure, not a traceback or empty ports.
@@ -18,7 +19,7 @@ range="$low-$((low + 19))"
 
 # the same checks of both copies
 py_free_ports() {
-  "$PYTHON" -c 'import sys; sys.path.insert(0, sys.argv[1]); import serve_concurrency as s; print(" ".join(map(str, s.free_ports(int(sys.argv[2])))))' \
+  "$PYTHON" -c 'import sys; sys.path.insert(0, sys.argv[1]); from serve_concurrency import free_ports; print(" ".join(map(str, free_ports(int(sys.argv[2])))))' \
     "$SRC/tests/e2e" "$1"
 }
 for picker in free_ports py_free_ports; do

@@ -23,10 +23,8 @@ No check depends on how fast the machine is: bounds on time are only for hangs.
 import io
 import json
 import os
-import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -34,6 +32,9 @@ import time
 
 import requests
 from PIL import Image
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from free_ports import free_ports  # noqa: E402
 
 DATA = "/usr/lib/python3/dist-packages/skimage/data"
 REQUEST_TIMEOUT = 120  # seconds, per request
@@ -46,34 +47,6 @@ def check(cond, what):
     else:
         print("FAIL " + what, flush=True)
         failures.append(what)
-
-
-def free_ports(n):
-    """n free ports of 127.0.0.1; from INFERD_TEST_PORTS ("18600-18699") when set, tried
-    in a random order, each once (serve_lib.sh's free_ports)."""
-    spec = os.environ.get("INFERD_TEST_PORTS", "")
-    low, _, high = spec.partition("-")
-    span = range(int(low), int(high or low) + 1) if spec else None
-    candidates = random.sample(span, len(span)) if spec else [0] * n
-    socks = []
-    for port in candidates:
-        if len(socks) == n:
-            break
-        s = socket.socket()
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            s.close()
-            if not spec:
-                raise
-            continue
-        socks.append(s)
-    if len(socks) < n:
-        sys.exit("free_ports: %d of the %d ports wanted are free in INFERD_TEST_PORTS=%s" % (len(socks), n, spec))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 class Server:

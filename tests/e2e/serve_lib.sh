@@ -35,35 +35,11 @@ fail() {
   failures=$((failures + 1))
 }
 
-# free_ports N: N distinct ports of 127.0.0.1 that are free now; from INFERD_TEST_PORTS
-# ("18600-18699") when it is set, on a machine shared with others, else any. The range is
-# tried in a random order, each port once: two tests picking at once (ctest -j, another
-# run) would otherwise both get its lowest free ports. Fails when too few are free.
+# free_ports N: N distinct ports of 127.0.0.1 that are free now (tests/e2e/free_ports.py:
+# from INFERD_TEST_PORTS, "18600-18699", when it is set, in a random order; a message
+# when too few are free).
 free_ports() {
-  /usr/bin/python3 - "$1" <<'PY'
-import os, random, socket, sys
-want = int(sys.argv[1])
-spec = os.environ.get("INFERD_TEST_PORTS", "")
-low, _, high = spec.partition("-")
-span = range(int(low), int(high or low) + 1) if spec else None
-candidates = random.sample(span, len(span)) if spec else [0] * want
-socks = []
-for port in candidates:
-    if len(socks) == want:
-        break
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", port))
-    except OSError:
-        s.close()
-        if not spec:
-            raise
-        continue
-    socks.append(s)
-if len(socks) < want:
-    sys.exit("free_ports: %d of the %d ports wanted are free in INFERD_TEST_PORTS=%s" % (len(socks), want, spec))
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-PY
+  /usr/bin/python3 "$(dirname "${BASH_SOURCE[0]}")/free_ports.py" "$1"
 }
 
 serve_ports() {
