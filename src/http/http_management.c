@@ -129,12 +129,6 @@ static void fail_reply(mgmt_job *job, const inferd_status *st) {
   job->body = malloc(cap);
   job->status = http__error_status(e);
   job->len = job->body ? http__render_error(job->body, cap, e, st->message) : 0;
-  /* an asynchronous scale was answered 202 before it ran: no client waits for this
-   * reply, and without this line a scale refused (507: its workers do not fit) or
-   * failed left no trace but the unchanged worker count */
-  if (!job->loop)
-    core_log(CORE_LOG_WARN, "model %s: the scale to %d workers (answered 202) failed: %s", job->name, job->workers,
-             st->message);
 }
 
 static void ok_reply(mgmt_job *job, int status, const char *message) {
@@ -185,7 +179,13 @@ static void run(http__management *g, mgmt_job *job) {
   }
   case OP_SCALE:
     code = http__registry_scale(r, job->name, job->version, job->workers, job->max_workers, job->synchronous, &st);
-    if (code != INFERD_OK) {
+    if (code != INFERD_OK && !job->loop) {
+      /* an asynchronous scale was answered 202 before it ran: no client waits for a
+       * reply, and without this line a scale refused (507: its workers do not fit) or
+       * failed left no trace but the unchanged worker count */
+      core_log(CORE_LOG_WARN, "model %s: the scale to %d workers (answered 202) failed: %s", job->name, job->workers,
+               st.message);
+    } else if (code != INFERD_OK) {
       fail_reply(job, &st);
     } else if (job->synchronous) {
       /* TorchServe's ApiUtils.updateModelWorkers names the version when the request did */
