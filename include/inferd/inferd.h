@@ -110,6 +110,13 @@ typedef struct inferd_model_params {
                            with enough output pixels per channel uses Winograd F(4x4, 3x3):
                            up to 2x faster, within ~1e-6 of the output's magnitude of the
                            direct result, with the same weight memory. */
+  bool winograd_transformed; /* keep the weights of Winograd convolutions transformed
+                           instead of transforming them on every call, and run every
+                           3x3 stride-1 convolution oneDNN takes by Winograd: faster (a few
+                           percent on a ResNet), but each such weight is held 4x its size
+                           (16/9 where oneDNN picks F(2x2, 3x3)) beside its plain copy, and
+                           once more for each batch size whose kernel blocks it another
+                           way. Ignored with no_winograd. */
 } inferd_model_params;
 
 /* Loads an ONNX model. `params` may be NULL for defaults. On success *out owns the

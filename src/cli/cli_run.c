@@ -1,15 +1,18 @@
 /*
  * cli_run.c - `inferd run`: one model, no server.
  *
- *   inferd run MODEL.onnx --input X.npy --output Y.npy [--threads N] [--profile] [--no-winograd]
+ *   inferd run MODEL.onnx --input X.npy --output Y.npy [--threads N] [--profile]
+ *                         [--no-winograd | --transformed-winograd]
  *   inferd run MODEL.onnx --bench [--batch N] [--threads T] [--seconds S] [--json] [--profile]
- *                                 [--no-winograd]
+ *                                 [--no-winograd | --transformed-winograd]
  *
  * The first form runs one batch read from a float32 .npy (the model's input shape
  * with any batch size) and writes the first output as .npy. The second warms up, then
  * runs batches for S seconds and reports throughput and latency; its last line is
  * `throughput: <float> images/s`, or one JSON object with --json. --no-winograd keeps
- * every convolution direct (inferd_model_params.no_winograd). --profile then prints, on
+ * every convolution direct (inferd_model_params.no_winograd); --transformed-winograd
+ * keeps Winograd's weights transformed, trading memory for speed
+ * (inferd_model_params.winograd_transformed). --profile then prints, on
  * stderr, the time per op kind and the PROFILE_STEPS slowest steps of the plan (each with its node,
  * oneDNN kernel, output shape and GFLOP/s); with --bench, of the timed runs only (the
  * warm-up's first touch of the scratch made some steps look 2x slower than they run).
@@ -29,9 +32,10 @@ enum { PROFILE_STEPS = 20 };
 
 static void run_usage(FILE *f) {
   fprintf(f,
-          "usage: inferd run MODEL.onnx --input X.npy --output Y.npy [--threads N] [--profile] [--no-winograd]\n"
+          "usage: inferd run MODEL.onnx --input X.npy --output Y.npy [--threads N] [--profile]\n"
+          "                             [--no-winograd | --transformed-winograd]\n"
           "       inferd run MODEL.onnx --bench [--batch N] [--threads T] [--seconds S] [--json] [--profile]\n"
-          "                                     [--no-winograd]\n");
+          "                                     [--no-winograd | --transformed-winograd]\n");
 }
 
 static int fail(const inferd_status *st) {
@@ -47,7 +51,7 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
   return 0;
 }
 
-enum { OPT_BENCH = CLI__LONG_ONLY, OPT_JSON, OPT_PROFILE, OPT_NO_WINOGRAD };
+enum { OPT_BENCH = CLI__LONG_ONLY, OPT_JSON, OPT_PROFILE, OPT_NO_WINOGRAD, OPT_TRANSFORMED_WINOGRAD };
 
 inferd_code cli__run_parse(int argc, char **argv, cli__run_options *o, inferd_status *st) {
   static const char shorts[] = "i:o:t:b:s:h";
@@ -57,7 +61,7 @@ inferd_code cli__run_parse(int argc, char **argv, cli__run_options *o, inferd_st
       {"seconds", required_argument, 0, 's'},      {"bench", no_argument, 0, OPT_BENCH},
       {"json", no_argument, 0, OPT_JSON},          {"profile", no_argument, 0, OPT_PROFILE},
       {"no-winograd", no_argument, 0, OPT_NO_WINOGRAD}, {"help", no_argument, 0, 'h'},
-      {0, 0, 0, 0},
+      {"transformed-winograd", no_argument, 0, OPT_TRANSFORMED_WINOGRAD}, {0, 0, 0, 0},
   };
   *o = (cli__run_options){.batch = 1, .seconds = 5.0};
   optind = 0; /* glibc: start afresh; 1 would go on inside an option cluster an earlier parse left */
@@ -87,6 +91,7 @@ inferd_code cli__run_parse(int argc, char **argv, cli__run_options *o, inferd_st
     case OPT_JSON: o->json = 1; break;
     case OPT_PROFILE: o->profile = 1; break;
     case OPT_NO_WINOGRAD: o->no_winograd = 1; break;
+    case OPT_TRANSFORMED_WINOGRAD: o->transformed_winograd = 1; break;
     case 'h': o->help = true; return INFERD_OK;
     default: {
       char letter[3];
@@ -96,6 +101,8 @@ inferd_code cli__run_parse(int argc, char **argv, cli__run_options *o, inferd_st
     }
   }
   if (optind == argc) return core_fail(st, INFERD_INVALID_ARG, "run needs a MODEL.onnx (inferd run --help)");
+  if (o->no_winograd && o->transformed_winograd)
+    return core_fail(st, INFERD_INVALID_ARG, "run: --no-winograd and --transformed-winograd exclude each other");
   if (optind < argc - 1)
     return core_fail(st, INFERD_INVALID_ARG, "run: unexpected argument: %s (inferd run --help)", argv[optind + 1]);
   o->model = argv[optind];
@@ -281,7 +288,8 @@ int cli_run(int argc, char **argv) {
   if (!o.bench && core_npy_read(o.input, &x, &st) != INFERD_OK) return fail(&st);
   int opt_batch = o.bench ? o.batch : x.rank >= 1 && x.dims[0] >= 1 && x.dims[0] <= 1024 ? (int)x.dims[0] : 1;
   inferd_model *m;
-  inferd_model_params mp = {.opt_batch = opt_batch, .no_winograd = o.no_winograd};
+  inferd_model_params mp = {
+      .opt_batch = opt_batch, .no_winograd = o.no_winograd, .winograd_transformed = o.transformed_winograd};
   if (inferd_model_load(o.model, &mp, &m, &st) != INFERD_OK) {
     core_npy_free(&x);
     return fail(&st);

@@ -129,6 +129,12 @@ typedef struct weight_copy {
   void *data; /* in model->weight_arena; read-only once written */
 } weight_copy;
 
+/* A copy in Winograd's transformed layout (inferd_model_params.winograd_transformed).
+ * Only the kernel that asked for it may read it: its blocking is that kernel's own
+ * choice for one problem, oneDNN cannot reorder out of it, and oneDNN 2.6 given such
+ * a layout made for another batch size's kernel crashes. */
+static inline bool engine_md_is_wino(const dnnl_memory_desc_t *md) { return md->format_kind == dnnl_format_kind_wino; }
+
 /* ---- plans ------------------------------------------------------------------------- */
 
 typedef enum { REF_NONE, REF_BUFFER, REF_WEIGHT, REF_INPUT, REF_OUTPUT } ref_kind;
@@ -203,6 +209,7 @@ struct inferd_model {
   int max_plans, max_batch;
   size_t max_scratch; /* bytes of activations + scratchpad a plan may need */
   bool no_winograd;
+  bool winograd_transformed; /* Winograd weights kept transformed (inferd_model_params) */
   int opt_batch; /* compiled at load: its kernel choices fix the weights' layouts */
   size_t opt_scratch; /* that plan's activations + scratchpad: what a session running it holds */
   int fixed_batch; /* > 0: the inputs declare this batch size as a number; no other runs */
@@ -264,6 +271,7 @@ plan_value *plan_val(plan_ctx *c, int value);
 dnnl_engine_t plan_engine(const plan_ctx *c);
 int plan_batch(const plan_ctx *c);
 bool plan_winograd(const plan_ctx *c); /* may 3x3 convolutions use Winograd */
+bool plan_winograd_transformed(const plan_ctx *c); /* ... with their weights kept transformed */
 /* oneDNN gave only its reference (plain C++ loop) kernel for this descriptor */
 bool plan_pd_is_reference(const_dnnl_primitive_desc_t pd);
 
@@ -285,7 +293,8 @@ inferd_code plan_src(plan_ctx *c, int v, const dnnl_memory_desc_t *want, plan_re
 inferd_code plan_weight(plan_ctx *c, int v, const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *want,
                         plan_ref *out, inferd_status *st);
 /* The layout of the model's existing copy of constant v read as `src`, or NULL:
- * lowerings ask for it first so that every plan shares one copy of a weight. */
+ * lowerings ask for it first so that every plan shares one copy of a weight. Never a
+ * Winograd-transformed copy (engine_md_is_wino). */
 const dnnl_memory_desc_t *plan_weight_layout(plan_ctx *c, int v, const dnnl_memory_desc_t *src);
 /* A new attribute with the user scratchpad mode every primitive of a plan uses. */
 dnnl_primitive_attr_t plan_attr_new(void);

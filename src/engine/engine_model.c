@@ -163,6 +163,7 @@ static inferd_code finish_load(ir_graph *g, const inferd_model_params *params, i
   m->max_batch = params && params->max_batch > 0 ? params->max_batch : 1024;
   m->max_scratch = params && params->max_scratch_bytes ? params->max_scratch_bytes : (size_t)8 << 30;
   m->no_winograd = params && params->no_winograd;
+  m->winograd_transformed = !m->no_winograd && params && params->winograd_transformed;
   m->opt_batch = params && params->opt_batch > 0 ? CORE_MIN(params->opt_batch, m->max_batch) : 1;
   inferd_code rc = INFERD_OK;
   m->extra = calloc((size_t)g->n_nodes + 1, sizeof *m->extra);

@@ -89,6 +89,7 @@ plan_value *plan_val(plan_ctx *c, int value) { return &c->vals[value]; }
 dnnl_engine_t plan_engine(const plan_ctx *c) { return c->m->engine; }
 int plan_batch(const plan_ctx *c) { return c->p->batch; }
 bool plan_winograd(const plan_ctx *c) { return !c->m->no_winograd; }
+bool plan_winograd_transformed(const plan_ctx *c) { return c->m->winograd_transformed; }
 
 bool plan_pd_is_reference(const_dnnl_primitive_desc_t pd) {
   const char *impl = NULL;
@@ -274,7 +275,7 @@ inferd_code plan_weight(plan_ctx *c, int v, const dnnl_memory_desc_t *src, const
 const dnnl_memory_desc_t *plan_weight_layout(plan_ctx *c, int v, const dnnl_memory_desc_t *src) {
   if (c->m->graph->values[v].producer != IR_NONE) return NULL;
   for (const weight_copy *w = c->m->weights[v]; w; w = w->next)
-    if (dnnl_memory_desc_equal(&w->src, src)) return &w->md;
+    if (dnnl_memory_desc_equal(&w->src, src) && !engine_md_is_wino(&w->md)) return &w->md;
   return NULL;
 }
 

@@ -11,7 +11,10 @@
  * loading never holds a model's weights twice; one that several nodes read only as
  * weights (perhaps each its own way) loses it once the load-time plan, which asks for
  * every one of those ways, exists. A layout asked for later is reordered from an
- * existing copy read the same way. A constant that other ops read too (a binary op's
+ * existing copy read the same way. A Winograd-transformed copy (engine_md_is_wino) is
+ * never reordered from and never asked for by another kernel: it is made from the
+ * plain data, which stays (counted in the weights' bytes) while a weight has no other
+ * copy. A constant that other ops read too (a binary op's
  * operand, shape arithmetic folded per plan) keeps its plain copy. Constants no node
  * reads any more (the originals of weights the passes rewrote, as when a
  * BatchNormalization is folded into its Conv) go right after the passes.
@@ -61,6 +64,14 @@ static bool same_dims(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b) 
   return true;
 }
 
+/* Drops the plain data of `value`, a constant read only as weights. From its first
+ * copy on, the weights' bytes count the plain data too while it stays. */
+static void plain_release(inferd_model *m, int value) {
+  if (!m->graph->values[value].data) return;
+  if (m->weights[value]) atomic_fetch_sub(&m->weights_bytes, m->graph->values[value].nbytes);
+  ir_graph_release_data(m->graph, value);
+}
+
 /* Makes the copy of `value` read through `src` in layout `md`, reordered from `from`
  * (laid out as `from_md`), and adds it to the weight's copies. */
 static inferd_code weight_store(inferd_model *m, int value, const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *md,
@@ -80,9 +91,10 @@ static inferd_code weight_store(inferd_model *m, int value, const dnnl_memory_de
   w->md = *md;
   w->data = data;
   w->next = m->weights[value];
+  if (m->weight_only[value] && v->data && !w->next) atomic_fetch_add(&m->weights_bytes, v->nbytes);
   m->weights[value] = w;
   atomic_fetch_add(&m->weights_bytes, size);
-  if (m->weight_only[value] && v->consumers == 1) ir_graph_release_data(m->graph, value);
+  if (m->weight_only[value] && v->consumers == 1 && !engine_md_is_wino(md)) plain_release(m, value);
   *out = data;
   return INFERD_OK;
 }
@@ -96,7 +108,7 @@ static inferd_code weight_from_other_view(inferd_model *m, int value, const dnnl
                                           const dnnl_memory_desc_t *md, const void **out, inferd_status *st) {
   const ir_value *v = &m->graph->values[value];
   const weight_copy *w = m->weights[value];
-  while (w && dnnl_memory_desc_get_size(&w->src) != v->nbytes) w = w->next;
+  while (w && (dnnl_memory_desc_get_size(&w->src) != v->nbytes || engine_md_is_wino(&w->md))) w = w->next;
   if (!w || dnnl_memory_desc_get_size(src) > v->nbytes)
     return core_fail(st, INFERD_INTERNAL, "weight '%s': no copy left to reorder from", v->name);
   void *plain = malloc(v->nbytes ? v->nbytes : 1);
@@ -118,7 +130,7 @@ inferd_code engine_weight_get(inferd_model *m, int value, const dnnl_memory_desc
       *out = w->data;
       return INFERD_OK;
     }
-    if (same_dims(&w->md, md)) from = w;
+    if (same_dims(&w->md, md) && !engine_md_is_wino(&w->md) && !engine_md_is_wino(md)) from = w;
   }
   if (!v->data && !from) return weight_from_other_view(m, value, src, md, out, st);
   if (dnnl_memory_desc_get_size(src) > v->nbytes && v->data)
@@ -155,6 +167,10 @@ inferd_code engine_weights_mark(inferd_model *m, inferd_status *st) {
 }
 
 void engine_weights_release_plain(inferd_model *m) {
-  for (int v = 0; v < m->graph->n_values; v++)
-    if (m->weights[v] && m->weight_only[v]) ir_graph_release_data(m->graph, v);
+  for (int v = 0; v < m->graph->n_values; v++) {
+    if (!m->weights[v] || !m->weight_only[v]) continue;
+    bool other = false; /* a copy to reorder from besides Winograd's */
+    for (const weight_copy *w = m->weights[v]; w && !other; w = w->next) other = !engine_md_is_wino(&w->md);
+    if (other) plain_release(m, v);
+  }
 }

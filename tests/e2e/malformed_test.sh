@@ -16,7 +16,8 @@
 # missing paths, a model with two inputs. It also writes cases.tsv: name, model, input,
 # and the regex (grep -Ei) the stderr line must match. Then bad arguments, by the same
 # rule: --bench on a model with two inputs (it crashed), --batch or --json without
-# --bench, --bench with --input, an unknown option, a missing value. Last, the good
+# --bench, --bench with --input, an unknown option, a missing value, --no-winograd with
+# --transformed-winograd. Last, the good
 # model's --bench, which must run for the seconds asked (it stopped at 65536 runs, 0.8 s
 # on this model) and end with its throughput line.
 #
@@ -98,6 +99,8 @@ arg_case "--batch without --bench" "go with --bench" "$work/good.onnx" --input "
 arg_case "--json without --bench" "go with --bench" "$work/good.onnx" --input "$work/good.npy" --output "$work/x.npy" --json
 arg_case "--bench with --input" "--input and --output go without" "$work/good.onnx" --bench --input "$work/good.npy"
 arg_case "an unknown option" "unknown option.*--frobnicate" "$work/good.onnx" --bench --frobnicate
+arg_case "two Winograd modes" "--no-winograd and --transformed-winograd" "$work/good.onnx" --bench --no-winograd \
+    --transformed-winograd
 arg_case "a missing value" "missing value.*--threads" "$work/good.onnx" --bench --threads
 
 # --seconds is a lower bound of the timed loop: the reported time may only exceed it

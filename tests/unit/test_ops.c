@@ -1205,6 +1205,14 @@ static void check_graph_tuned(builder *b) { check_graph_with(b, &tuned_params, t
 /* check_graph_tuned, and Winograd must have run */
 static void check_graph_winograd(builder *b) { check_graph_with(b, &tuned_params, tuned_batches, N_TUNED, true); }
 
+/* check_graph_winograd with Winograd's weights kept transformed: batch 4's kernels make
+ * the first transformed copies, batches 1 and 8 ask for their own (a copy of one
+ * blocking given to another kernel crashed oneDNN 2.6) */
+static const inferd_model_params transformed_params = {.opt_batch = 4, .winograd_transformed = true};
+static void check_graph_transformed(builder *b) {
+  check_graph_with(b, &transformed_params, tuned_batches, N_TUNED, true);
+}
+
 /* Loads b's model expecting failure with `code` and every string of `needles` in the
  * message. Frees b. */
 static void expect_load_fails(builder *b, inferd_code code, const char *const *needles) {
@@ -1242,6 +1250,7 @@ typedef struct conv_case {
   const char *post;
   float in_range; /* inputs uniform in [-in_range, in_range]; 0 means 1 */
   bool winograd;  /* check_graph_winograd: tuned for batch 4, Winograd must run */
+  bool transformed; /* check_graph_transformed: the same with Winograd's weights transformed */
 } conv_case;
 
 /* Appends post-op `op` reading `in`, writing `out`; k numbers its constants. */
@@ -1319,7 +1328,8 @@ static void run_conv_case(const char *name, const conv_case *c) {
     add_post_op(b, ops[k], in, out, c->cout, k);
   }
   b_output(b, "y");
-  if (c->winograd) check_graph_winograd(b);
+  if (c->transformed) check_graph_transformed(b);
+  else if (c->winograd) check_graph_winograd(b);
   else check_graph(b);
 }
 
@@ -1441,6 +1451,14 @@ CONV_TEST(test_winograd_c64_14x14_no_bias_relu, .cin = 64, .cout = 64, .h = 14, 
           .pads = {1, 1, 1, 1}, .no_bias = true, .post = "Relu", .winograd = true)
 CONV_TEST(test_winograd_c32_to_16_pad_height_only, .cin = 32, .cout = 16, .h = 12, .w = 9, .kh = 3, .kw = 3,
           .pads = {1, 0, 1, 0}, .winograd = true)
+/* The same with the weights kept transformed, which also takes an output of one 4x4
+ * tile with few pixels per channel (4x4, 64 channels) */
+CONV_TEST(test_winograd_transformed_c16_9x7_relu, .cin = 16, .cout = 16, .h = 9, .w = 7, .kh = 3, .kw = 3,
+          .pads = {1, 1, 1, 1}, .post = "Relu", .transformed = true)
+CONV_TEST(test_winograd_transformed_c16_to_32_no_pad_bn_relu, .cin = 16, .cout = 32, .h = 10, .w = 11, .kh = 3,
+          .kw = 3, .post = "BN,Relu", .transformed = true)
+CONV_TEST(test_winograd_transformed_c64_4x4_no_bias, .cin = 64, .cout = 64, .h = 4, .w = 4, .kh = 3, .kw = 3,
+          .pads = {1, 1, 1, 1}, .no_bias = true, .transformed = true)
 /* Winograd refuses these (oneDNN 2.6: clip post-ops, unequal pads); the direct kernel runs */
 CONV_TEST(test_winograd_refused_clip6, .cin = 16, .cout = 16, .h = 9, .w = 9, .kh = 3, .kw = 3, .pads = {1, 1, 1, 1},
           .post = "Clip6")
@@ -2058,6 +2076,45 @@ static void test_winograd_residual_blocks(void **state) {
   add_residual_block(b, "y1", "blk2", 16, true, "y");
   b_output(b, "y");
   check_graph_winograd(b);
+}
+
+/* The same with Winograd's weights kept transformed */
+static void test_winograd_transformed_residual_blocks(void **state) {
+  builder *b = b_new(__func__);
+  add_stem(b, 16, 16, 9, 10);
+  add_residual_block(b, "x0", "blk1", 16, false, "y1");
+  add_residual_block(b, "y1", "blk2", 16, true, "y");
+  b_output(b, "y");
+  check_graph_transformed(b);
+}
+
+/* The weights' bytes (inferd_model_weights_bytes) of one 3x3 convolution, 64 -> 64 at
+ * 14x14, loaded for batch 4 with `params`. Frees b. */
+static size_t conv_weights_bytes(const inferd_model_params *params) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 64, 14, 14));
+  b_random(b, "w", DIMS(64, 64, 3, 3), -1.0f, 1.0f);
+  b_node(b, "Conv", IN("x", "w"), OUT("y"), ATTRS(A_INTS("kernel_shape", 3, 3), A_INTS("pads", 1, 1, 1, 1)));
+  b_output(b, "y");
+  inferd_model *m = load_or_fail(b, params);
+  size_t bytes = inferd_model_weights_bytes(m);
+  inferd_model_free(m);
+  b_free(b);
+  return bytes;
+}
+
+/* Kept transformed, the weights take their plain copy (kept to make other blockings
+ * from) and a transformed one, 16/9 or 4x their size: the weights' bytes say so, so
+ * that a server's memory figures hold. By default they are held once. */
+static void test_winograd_transformed_weights_counted(void **state) {
+  (void)state;
+  const size_t plain = 64 * 64 * 9 * sizeof(float);
+  size_t direct = conv_weights_bytes(&tuned_params);
+  size_t transformed = conv_weights_bytes(&transformed_params);
+  if (direct < plain || direct > plain + plain / 8)
+    fail_msg("by default: %zu bytes of weights for %zu plain", direct, plain);
+  if (transformed < plain + plain * 16 / 9)
+    fail_msg("transformed: %zu bytes of weights for %zu plain (default %zu)", transformed, plain, direct);
 }
 
 /* Regression: y = Add(Conv(x0), x0), the Conv reading the residual itself. The sum
@@ -3333,6 +3390,11 @@ int main(void) {
       cmocka_unit_test(test_winograd_refused_clip6),
       cmocka_unit_test(test_winograd_refused_asymmetric_pads),
       cmocka_unit_test(test_winograd_residual_blocks),
+      cmocka_unit_test(test_winograd_transformed_c16_9x7_relu),
+      cmocka_unit_test(test_winograd_transformed_c16_to_32_no_pad_bn_relu),
+      cmocka_unit_test(test_winograd_transformed_c64_4x4_no_bias),
+      cmocka_unit_test(test_winograd_transformed_residual_blocks),
+      cmocka_unit_test(test_winograd_transformed_weights_counted),
       cmocka_unit_test(test_blocked_squeeze_excitation),
       cmocka_unit_test(test_downsampling_conv_nhwc),
       cmocka_unit_test(test_profile_steps),

@@ -74,11 +74,15 @@ inferd_code ops_window(plan_ctx *c, int node, const int64_t *in_spatial, const i
  * is. That transform costs a pass over the weights per call, so it pays only with
  * enough output pixels per channel: measured here (2 threads, the 3x3 layers of ResNet,
  * batch 1-8) 1.4-2.0x faster from 4 pixels per channel up, 1.1x at 3, 0.25-0.94x below 2.
+ * With the weights kept transformed (plan_winograd_transformed: forward_inference)
+ * nothing is paid per call, and every 3x3 stride-1 convolution with at least one
+ * whole 4x4 output tile takes it (ResNet's 7x7 layer4: 1.1-1.25x per layer).
  * oneDNN itself refuses what its kernel cannot do (unequal pads, clip post-ops, ...). */
 static bool winograd_pays(const plan_ctx *c, const window *w, int64_t group, int64_t batch, int64_t ic, int64_t oc) {
   if (!plan_winograd(c) || w->nsp != 2 || group != 1) return false;
   for (int i = 0; i < 2; i++)
     if (w->kernel[i] != 3 || w->strides[i] != 1 || w->dilation[i] != 1) return false;
+  if (plan_winograd_transformed(c)) return w->out[0] >= 4 && w->out[1] >= 4;
   return (double)batch * (double)w->out[0] * (double)w->out[1] >= 4.0 * (double)(ic > oc ? ic : oc);
 }
 
@@ -260,7 +264,10 @@ inferd_code ops_conv_lower(plan_ctx *c, int node, inferd_status *st) {
   dnnl_primitive_attr_t attr = residual == IR_NONE || in_place ? plan_attr_fused(c, node) : plan_attr_new();
   /* Weights already reordered for another plan: ask for that layout first (with either
    * algorithm), so the model keeps one copy; oneDNN's own choice (any) when no kernel
-   * takes it. Winograd first where it pays, the direct convolution otherwise. */
+   * takes it. Winograd first where it pays, the direct convolution otherwise. A
+   * transformed Winograd copy is never offered (engine_md_is_wino): a kernel that picks
+   * Winograd with its weights transformed gets a copy of its own blocking, shared by
+   * every plan whose kernel blocks them the same way. */
   const dnnl_memory_desc_t *have = plan_weight_layout(c, n->inputs[1], &w_plain);
   bool wino = winograd_pays(c, &w, group, batch, ic, oc);
   dnnl_memory_desc_t src_blocked = src_any, dst_blocked = dst_any;
@@ -276,7 +283,7 @@ inferd_code ops_conv_lower(plan_ctx *c, int node, inferd_status *st) {
       for (int alg = wino ? 0 : 1; alg < 2 && !pd; alg++) { /* 0: Winograd, 1: direct */
         dnnl_convolution_desc_t desc;
         if (dnnl_dilated_convolution_forward_desc_init(
-                &desc, alg == 0 ? dnnl_forward_training : dnnl_forward_inference,
+                &desc, alg == 0 && !plan_winograd_transformed(c) ? dnnl_forward_training : dnnl_forward_inference,
                 alg == 0 ? dnnl_convolution_winograd : dnnl_convolution_direct, layout == 0 ? &src_blocked : &src_any,
                 weights[k], bias != IR_NONE ? &b_md : NULL, layout == 0 ? &dst_blocked : &dst_any, w.strides, dil,
                 w.pad_l, w.pad_r) != dnnl_success ||
