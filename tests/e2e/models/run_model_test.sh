@@ -12,7 +12,8 @@
 #   SEEDS    number of input seeds per batch size (default 3)
 #   MODEL    the ONNX file to run (default FIXDIR/NAME.onnx; e.g. FIXDIR/NAME.keepbn.onnx)
 # Environment: INFERD_PYTHON (default /usr/bin/python3); INFERD_TOP5=0 leaves out the
-#   top-5 check (for outputs that are not class scores: only the error bound is checked).
+#   top-5 check (for outputs that are not class scores: only the error bound is checked);
+#   INFERD_RUN_FLAGS, more options for every `inferd run` (e.g. --transformed-winograd).
 # Prints one line per run and the worst max_rel_err; exits 1 at the first failure
 # (after printing inferd's or compare.py's message), 2 on bad usage or missing files.
 set -u
@@ -24,6 +25,7 @@ fi
 inferd=$1 fixdir=$2 name=$3 batches=${4:-1,8} seeds=${5:-3} model=${6:-$2/$3.onnx}
 python=${INFERD_PYTHON:-/usr/bin/python3}
 top5=--top5
+flags=${INFERD_RUN_FLAGS:-}
 [ "${INFERD_TOP5:-1}" = 0 ] && top5=""
 compare="$(cd "$(dirname "$0")/../../fixtures" && pwd)/compare.py"
 
@@ -45,12 +47,13 @@ for b in $(echo "$batches" | tr ',' ' '); do
         done
         got="$tmp/$name.b$b.s$k.npy"
         status=0
-        "$inferd" run "$model" --input "$stem.input.npy" --output "$got" --threads 2 \
+        # shellcheck disable=SC2086 # flags: words
+        "$inferd" run "$model" --input "$stem.input.npy" --output "$got" --threads 2 $flags \
                 >"$tmp/run.log" 2>&1 || status=$?
         if [ "$status" -ne 0 ]; then
             echo "FAIL $name b$b s$k: inferd run exited with status $status:"
             sed 's/^/  /' "$tmp/run.log"
-            echo "  command: $inferd run $model --input $stem.input.npy --output $got --threads 2"
+            echo "  command: $inferd run $model --input $stem.input.npy --output $got --threads 2 $flags"
             exit 1
         fi
         if ! line=$("$python" "$compare" "$stem.output.npy" "$got" --rtol 1e-4 $top5); then
