@@ -9,13 +9,14 @@
 #   build/inferd run MODEL.onnx --bench --batch B --threads T --seconds S --json
 #   /usr/bin/python3 bench/engine_torch.py --model MODEL --batch B --threads T --seconds S --json
 #   node bench/peers_ort.js --model MODEL.onnx --batch B --threads T --seconds S
-# and prints a Markdown table of images/s with the ratios inferd/PyTorch and inferd/ORT per row.
+# (and inferd once more per --inferd variant) and prints a Markdown table of images/s with the
+# ratios inferd/PyTorch and inferd/ORT per row.
 # The table also goes to bench/results/peers.md (or --out) with the date, the CPU and the command. Only
 # the ratios mean something: absolute numbers move with the machine and its load.
 #
 # Usage: bench/peers.sh [--seconds S] [--rounds R] [--build DIR] [--no-build]
 #                       [--models a,b] [--batches 1,8] [--threads 1,2] [--ort-version V]
-#                       [--out FILE]
+#                       [--inferd default,transformed-winograd] [--out FILE]
 #   --rounds R    measure each row R times, the sides alternating (default 2); the table
 #                 takes each side's best round (see bench/engine.sh: the machine's speed
 #                 drifts over minutes), and also gives the ratios round by round (each
@@ -35,6 +36,10 @@
 #   --build DIR   inferd's CMake build directory (default build/); built as bench/engine.sh does
 #   --no-build    never run cmake; DIR/inferd must exist
 #   --models, --batches, --threads   override the grid (torchvision model names; lists)
+#   --inferd V,W  inferd's variants, each its own row against the same PyTorch and ORT
+#                 rounds: `default`, or an `inferd run` option without its dashes
+#                 (transformed-winograd, no-winograd). Default: default. Each variant
+#                 adds one inferd measurement per round, run right after the others.
 #   --out FILE    where the Markdown goes (default bench/results/peers.md, the full grid's
 #                 table; a run of a few rows writes its own file instead of replacing it)
 #   --ort-version V   onnxruntime-node version (default 1.30.0; its npm package carries the
@@ -69,6 +74,7 @@ BATCHES=1,8
 THREAD_COUNTS=1,2
 ORT_VERSION=1.30.0
 OUT="$RESULTS/peers.md"
+VARIANTS=default
 
 die() { echo "peers.sh: $*" >&2; exit 1; }
 bad_usage() { echo "peers.sh: $*" >&2; exit 2; }
@@ -86,6 +92,7 @@ while [ $# -gt 0 ]; do
     --threads) [ $# -ge 2 ] || bad_usage "--threads needs a value"; THREAD_COUNTS=$2; shift 2 ;;
     --ort-version) [ $# -ge 2 ] || bad_usage "--ort-version needs a value"; ORT_VERSION=$2; shift 2 ;;
     --out)     [ $# -ge 2 ] || bad_usage "--out needs a file"; OUT=$2; shift 2 ;;
+    --inferd)  [ $# -ge 2 ] || bad_usage "--inferd needs a value"; VARIANTS=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) bad_usage "unknown argument '$1' (see --help)" ;;
   esac
@@ -98,6 +105,8 @@ fi
 [[ $THREAD_COUNTS =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || bad_usage "--threads must be like 1,2, not '$THREAD_COUNTS'"
 [[ $MODELS =~ ^[a-z0-9_]+(,[a-z0-9_]+)*$ ]] || bad_usage "--models must be like resnet50,mobilenet_v2, not '$MODELS'"
 [[ $ORT_VERSION =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || bad_usage "--ort-version must be like 1.30.0, not '$ORT_VERSION'"
+[[ $VARIANTS =~ ^(default|transformed-winograd|no-winograd)(,(default|transformed-winograd|no-winograd))*$ ]] \
+  || bad_usage "--inferd must list default, transformed-winograd or no-winograd, not '$VARIANTS'"
 case "$BUILD" in /*) ;; *) BUILD="$PWD/$BUILD" ;; esac
 case "$OUT" in /*) ;; *) OUT="$PWD/$OUT" ;; esac
 [ -d "$(dirname "$OUT")" ] || bad_usage "--out: no directory $(dirname "$OUT")"
@@ -105,6 +114,7 @@ INFERD="$BUILD/inferd"
 IFS=, read -r -a MODEL_LIST <<<"$MODELS"
 IFS=, read -r -a BATCH_LIST <<<"$BATCHES"
 IFS=, read -r -a THREAD_LIST <<<"$THREAD_COUNTS"
+IFS=, read -r -a VARIANT_LIST <<<"$VARIANTS"
 
 # ---- prerequisites -------------------------------------------------------------------
 [ -x "$PY" ] || die "$PY not found: run scripts/install-deps.sh"
@@ -170,9 +180,13 @@ for m in "${MODEL_LIST[@]}"; do
       base="$RUN/$m.b$b.t$t"
       for r in $(seq 1 "$ROUNDS"); do  # the sides alternate, round after round
         what="[$i/$n] $m batch $b threads $t, round $r/$ROUNDS"
-        echo "peers.sh: $what: inferd" >&2
-        run_logged "$base.inferd.r$r.json" "$base.inferd.r$r.log" "inferd ($m, batch $b, $t threads)" \
-          "$INFERD" run "$TMP/$m.onnx" --bench --batch "$b" --threads "$t" --seconds "$SECS" --json
+        for v in "${VARIANT_LIST[@]}"; do
+          side=inferd flags=()
+          [ "$v" = default ] || side=inferd-$v flags=("--$v")
+          echo "peers.sh: $what: $side" >&2
+          run_logged "$base.$side.r$r.json" "$base.$side.r$r.log" "$side ($m, batch $b, $t threads)" \
+            "$INFERD" run "$TMP/$m.onnx" --bench --batch "$b" --threads "$t" --seconds "$SECS" --json "${flags[@]}"
+        done
         echo "peers.sh: $what: PyTorch" >&2
         run_logged "$base.torch.r$r.json" "$base.torch.r$r.log" "engine_torch.py ($m, batch $b, $t threads)" \
           "$PY" "$TORCH_BENCH" --model "$m" --batch "$b" --threads "$t" --seconds "$SECS" --json
@@ -187,11 +201,13 @@ done
 # ---- table ---------------------------------------------------------------------------
 bench_describe
 
-table=$("$PY" -I - "$RUN" "$MODELS" "$BATCHES" "$THREAD_COUNTS" "$ROUNDS" "$ROOT/bench" <<'EOF'
+table=$("$PY" -I - "$RUN" "$MODELS" "$BATCHES" "$THREAD_COUNTS" "$ROUNDS" "$VARIANTS" "$ROOT/bench" <<'EOF'
 import json, sys
 
 run, models, batches, threads = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(","), sys.argv[4].split(",")
-rounds = int(sys.argv[5])
+rounds, variants = int(sys.argv[5]), sys.argv[6].split(",")
+# one variant: the table as it always was; several: a column names each row's
+many = len(variants) > 1
 
 sys.path.insert(0, sys.argv[-1])  # bench/, for bench_json
 import bench_json
@@ -204,48 +220,54 @@ for m in models:
     for b in batches:
         for t in threads:
             base = "%s/%s.b%s.t%s" % (run, m, b, t)
-            wi = "inferd run %s --batch %s --threads %s --json" % (m, b, t)
             wt = "engine_torch.py --model %s --batch %s --threads %s --json" % (m, b, t)
             wo = "peers_ort.js --model %s --batch %s --threads %s" % (m, b, t)
-            get_i = lambda o: number(o, "throughput", wi)
             get_t = lambda o: number(o.get("best", {}), "throughput", wt)
             get_o = lambda o: number(o, "throughput", wo)
-            all_i, all_t, all_o = (bench_json.rounds_of(base + "." + side, rounds, what, "peers.sh", get)
-                                   for side, what, get in (("inferd", wi, get_i), ("torch", wt, get_t),
-                                                           ("ort", wo, get_o)))
-            inf, tor, ort = max(all_i, key=get_i), max(all_t, key=get_t), max(all_o, key=get_o)
-            paired = [bench_json.paired_ratios([get_i(o) for o in all_i], [get(o) for o in peer])
-                      for get, peer in ((get_t, all_t), (get_o, all_o))]
-            for obj, what in ((inf, wi), (ort, wo)):
-                if obj.get("batch") is not None and int(obj["batch"]) != int(b):
-                    sys.exit("peers.sh: %s reports batch %r" % (what, obj["batch"]))
-            ti = number(inf, "throughput", wi)
+            all_t, all_o = (bench_json.rounds_of(base + "." + side, rounds, what, "peers.sh", get)
+                            for side, what, get in (("torch", wt, get_t), ("ort", wo, get_o)))
+            tor, ort = max(all_t, key=get_t), max(all_o, key=get_o)
+            if ort.get("batch") is not None and int(ort["batch"]) != int(b):
+                sys.exit("peers.sh: %s reports batch %r" % (wo, ort["batch"]))
             tt = number(tor["best"], "throughput", wt)
             to = number(ort, "throughput", wo)
-            variant = tor["best"]["variant"]
-            rows.append("| %s | %s | %s | %.2f | %.2f (%s) | %.2f | %.2f | %.2f | %s | %s |"
-                        % ((m, b, t, ti, tt, variant, to, ti / tt, ti / to)
-                           + tuple("%.2f (%.2f-%.2f)" % p for p in paired)))
-            k = (m, t)
-            cur = best.setdefault(k, [0.0, 0.0, 0.0])
-            cur[0], cur[1], cur[2] = max(cur[0], ti), max(cur[1], tt), max(cur[2], to)
+            for v in variants:
+                side = "inferd" if v == "default" else "inferd-" + v
+                wi = "inferd run %s --batch %s --threads %s --json%s" % (
+                    m, b, t, "" if v == "default" else " --" + v)
+                get_i = lambda o: number(o, "throughput", wi)
+                all_i = bench_json.rounds_of(base + "." + side, rounds, wi, "peers.sh", get_i)
+                inf = max(all_i, key=get_i)
+                if inf.get("batch") is not None and int(inf["batch"]) != int(b):
+                    sys.exit("peers.sh: %s reports batch %r" % (wi, inf["batch"]))
+                paired = [bench_json.paired_ratios([get_i(o) for o in all_i], [get(o) for o in peer])
+                          for get, peer in ((get_t, all_t), (get_o, all_o))]
+                ti = number(inf, "throughput", wi)
+                rows.append("| %s | %s | %s | %s%.2f | %.2f (%s) | %.2f | %.2f | %.2f | %s | %s |"
+                            % ((m, b, t, v + " | " if many else "", ti, tt, tor["best"]["variant"], to,
+                                ti / tt, ti / to) + tuple("%.2f (%.2f-%.2f)" % p for p in paired)))
+                cur = best.setdefault((m, t, v), [0.0, 0.0, 0.0])
+                cur[0], cur[1], cur[2] = max(cur[0], ti), max(cur[1], tt), max(cur[2], to)
             for key, msg in sorted(tor.get("errors", {}).items()):
                 notes.append("%s batch %s threads %s, PyTorch %s failed: %s" % (m, b, t, key, msg))
 
-print("| model | batch | threads | inferd img/s | PyTorch best img/s (variant) | ORT img/s "
-      "| inferd/PyTorch | inferd/ORT | inferd/PyTorch per round | inferd/ORT per round |")
-print("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|")
+inferd_col = "| inferd " if many else ""
+print("| model | batch | threads %s| inferd img/s | PyTorch best img/s (variant) | ORT img/s "
+      "| inferd/PyTorch | inferd/ORT | inferd/PyTorch per round | inferd/ORT per round |" % inferd_col)
+print("|---|---:|---:|%s---:|---|---:|---:|---:|---:|---:|" % ("---|" if many else ""))
 print("\n".join(rows))
 if len(batches) > 1:
     print()
     print("Best of batch %s on each side:" % " and ".join(batches))
     print()
-    print("| model | threads | inferd img/s | PyTorch img/s | ORT img/s | inferd/PyTorch | inferd/ORT |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| model | threads %s| inferd img/s | PyTorch img/s | ORT img/s | inferd/PyTorch | inferd/ORT |" % inferd_col)
+    print("|---|---:|%s---:|---:|---:|---:|---:|" % ("---|" if many else ""))
     for m in models:
         for t in threads:
-            ti, tt, to = best[(m, t)]
-            print("| %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f |" % (m, t, ti, tt, to, ti / tt, ti / to))
+            for v in variants:
+                ti, tt, to = best[(m, t, v)]
+                print("| %s | %s | %s%.2f | %.2f | %.2f | %.2f | %.2f |"
+                      % (m, t, v + " | " if many else "", ti, tt, to, ti / tt, ti / to))
 if notes:
     print()
     for n in notes:
