@@ -1518,14 +1518,18 @@ static void test_residual_add_swapped_operands(void **state) {
   check_graph(b);
 }
 
-static void test_residual_two_blocks_chained(void **state) {
-  builder *b = b_new(__func__);
-  add_stem(b, 3, 16, 6, 6);
+/* A stem of `stem_in` -> 16 channels at h x w, then two residual blocks of 16 channels,
+ * the second with its Add's operands swapped. */
+static builder *two_residual_blocks(const char *what, int64_t stem_in, int64_t h, int64_t w) {
+  builder *b = b_new(what);
+  add_stem(b, stem_in, 16, h, w);
   add_residual_block(b, "x0", "blk1", 16, false, "y1");
   add_residual_block(b, "y1", "blk2", 16, true, "y");
   b_output(b, "y");
-  check_graph(b);
+  return b;
 }
+
+static void test_residual_two_blocks_chained(void **state) { check_graph(two_residual_blocks(__func__, 3, 6, 6)); }
 
 /* The residual x0 is also read after the Add (by a node, not as a graph output):
  * the sum must not be done in x0's buffer. */
@@ -2070,22 +2074,12 @@ static void test_downsampling_conv_nhwc(void **state) {
 /* Two residual blocks of 16 channels, each 3x3 convolution by Winograd, the second of
  * each carrying the residual sum in place. */
 static void test_winograd_residual_blocks(void **state) {
-  builder *b = b_new(__func__);
-  add_stem(b, 16, 16, 9, 10);
-  add_residual_block(b, "x0", "blk1", 16, false, "y1");
-  add_residual_block(b, "y1", "blk2", 16, true, "y");
-  b_output(b, "y");
-  check_graph_winograd(b);
+  check_graph_winograd(two_residual_blocks(__func__, 16, 9, 10));
 }
 
 /* The same with Winograd's weights kept transformed */
 static void test_winograd_transformed_residual_blocks(void **state) {
-  builder *b = b_new(__func__);
-  add_stem(b, 16, 16, 9, 10);
-  add_residual_block(b, "x0", "blk1", 16, false, "y1");
-  add_residual_block(b, "y1", "blk2", 16, true, "y");
-  b_output(b, "y");
-  check_graph_transformed(b);
+  check_graph_transformed(two_residual_blocks(__func__, 16, 9, 10));
 }
 
 /* The weights' bytes (inferd_model_weights_bytes) of one 3x3 convolution, 64 -> 64 at
