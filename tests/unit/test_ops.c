@@ -2111,6 +2111,89 @@ static void test_winograd_transformed_weights_counted(void **state) {
     fail_msg("transformed: %zu bytes of weights for %zu plain (default %zu)", transformed, plain, direct);
 }
 
+/* Whether `bytes` of weights are exactly one plain-sized copy of a 3x3 weight of `unit`
+ * bytes per tap (the plain data, or one direct copy that replaced it) and a sum of
+ * transformed copies, each 4x4 (F(2x2, 3x3)) or 6x6 (F(4x4, 3x3)) taps of it. A plain
+ * copy counted twice or not at all leaves an odd number of taps: no such sum. */
+static bool wino_bytes_exact(size_t bytes, size_t unit, int *n_copies) {
+  if (bytes % unit || bytes / unit < 9) return false;
+  size_t taps = bytes / unit - 9;
+  for (size_t b6 = 0; b6 * 36 <= taps; b6++)
+    if ((taps - b6 * 36) % 16 == 0) {
+      *n_copies = (int)(b6 + (taps - b6 * 36) / 16);
+      return true;
+    }
+  return false;
+}
+
+/* The weights' bytes are exact right after the load (the plain copy kept beside one
+ * transformed copy: 9 + 36 or 9 + 16 taps, no more) and stay exact while plans of other
+ * batch sizes and thread counts add copies of their own blockings: never a plain copy
+ * counted twice or dropped from the count. */
+static void test_winograd_transformed_weights_exact_across_plans(void **state) {
+  (void)state;
+  const size_t unit = 64 * 64 * sizeof(float);
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 64, 14, 14));
+  b_random(b, "w", DIMS(64, 64, 3, 3), -1.0f, 1.0f);
+  b_node(b, "Conv", IN("x", "w"), OUT("y"), ATTRS(A_INTS("kernel_shape", 3, 3), A_INTS("pads", 1, 1, 1, 1)));
+  b_output(b, "y");
+  inferd_model *m = load_or_fail(b, &transformed_params);
+  size_t bytes = inferd_model_weights_bytes(m);
+  int copies = 0;
+  if (bytes != unit * (9 + 36) && bytes != unit * (9 + 16))
+    fail_msg("after the load: %zu bytes of weights, expected the plain copy and one transformed copy (%zu or %zu)",
+             bytes, unit * (9 + 36), unit * (9 + 16));
+  static const int batches[] = {1, 8, 2, 4};
+  for (size_t t = 0; t < sizeof run_threads / sizeof *run_threads; t++) {
+    inferd_session *s = NULL;
+    inferd_status st = {0};
+    inferd_session_params sp = {.threads = run_threads[t]};
+    if (inferd_session_new(m, &sp, &s, &st) != INFERD_OK) fail_msg("session_new: %s", st.message);
+    for (size_t k = 0; k < sizeof batches / sizeof *batches; k++) {
+      run_and_compare(b, s, batches[k], run_threads[t], (int)(t * 8 + k));
+      size_t now = inferd_model_weights_bytes(m);
+      if (now < bytes || !wino_bytes_exact(now, unit, &copies))
+        fail_msg("after batch %d, %d threads: %zu bytes of weights (%zu before), not one plain copy and transformed "
+                 "ones of %zu bytes per tap", batches[k], run_threads[t], now, bytes, unit);
+      bytes = now;
+    }
+    inferd_session_free(s);
+  }
+  inferd_model_free(m);
+  b_free(b);
+}
+
+/* One weight read by two convolutions: a 3x3 stride-1 one (Winograd, transformed) and a
+ * 3x3 stride-2 one (direct). The load keeps both copies and lets the plain data go;
+ * later plans are offered the direct copy only, never the transformed one (the
+ * stride-1 convolution then runs direct: Winograd is not required here). */
+static void test_winograd_transformed_weight_shared_with_direct(void **state) {
+  (void)state;
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 16, 12, 12));
+  b_random(b, "w", DIMS(16, 16, 3, 3), -0.5f, 0.5f);
+  b_node(b, "Conv", IN("x", "w"), OUT("y1"), ATTRS(A_INTS("kernel_shape", 3, 3), A_INTS("pads", 1, 1, 1, 1)));
+  b_node(b, "Conv", IN("y1", "w"), OUT("y"),
+         ATTRS(A_INTS("kernel_shape", 3, 3), A_INTS("pads", 1, 1, 1, 1), A_INTS("strides", 2, 2)));
+  b_output(b, "y");
+  check_graph_with(b, &transformed_params, tuned_batches, N_TUNED, false);
+}
+
+/* One weight read by two 3x3 stride-1 convolutions of different output sizes, both by
+ * Winograd: the weight has only transformed copies, so its plain data must stay for the
+ * later plans (batches 1 and 8, 1 thread) that block it their own way. */
+static void test_winograd_transformed_weight_shared_by_two(void **state) {
+  (void)state;
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 16, 12, 12));
+  b_random(b, "w", DIMS(16, 16, 3, 3), -0.5f, 0.5f);
+  b_node(b, "Conv", IN("x", "w"), OUT("y1"), ATTRS(A_INTS("kernel_shape", 3, 3), A_INTS("pads", 1, 1, 1, 1)));
+  b_node(b, "Conv", IN("y1", "w"), OUT("y"), ATTRS(A_INTS("kernel_shape", 3, 3)));
+  b_output(b, "y");
+  check_graph_transformed(b);
+}
+
 /* Regression: y = Add(Conv(x0), x0), the Conv reading the residual itself. The sum
  * post-op must not be fused in place here: the Conv would write x0's buffer while it
  * still reads x0 from it. */
@@ -3389,6 +3472,9 @@ int main(void) {
       cmocka_unit_test(test_winograd_transformed_c64_4x4_no_bias),
       cmocka_unit_test(test_winograd_transformed_residual_blocks),
       cmocka_unit_test(test_winograd_transformed_weights_counted),
+      cmocka_unit_test(test_winograd_transformed_weights_exact_across_plans),
+      cmocka_unit_test(test_winograd_transformed_weight_shared_with_direct),
+      cmocka_unit_test(test_winograd_transformed_weight_shared_by_two),
       cmocka_unit_test(test_blocked_squeeze_excitation),
       cmocka_unit_test(test_downsampling_conv_nhwc),
       cmocka_unit_test(test_profile_steps),
