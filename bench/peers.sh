@@ -115,6 +115,8 @@ IFS=, read -r -a MODEL_LIST <<<"$MODELS"
 IFS=, read -r -a BATCH_LIST <<<"$BATCHES"
 IFS=, read -r -a THREAD_LIST <<<"$THREAD_COUNTS"
 IFS=, read -r -a VARIANT_LIST <<<"$VARIANTS"
+[ "$(printf '%s\n' "${VARIANT_LIST[@]}" | sort -u | wc -l)" -eq "${#VARIANT_LIST[@]}" ] \
+  || bad_usage "--inferd lists a variant twice: '$VARIANTS'"
 
 # ---- prerequisites -------------------------------------------------------------------
 [ -x "$PY" ] || die "$PY not found: run scripts/install-deps.sh"
@@ -206,8 +208,9 @@ import json, sys
 
 run, models, batches, threads = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(","), sys.argv[4].split(",")
 rounds, variants = int(sys.argv[5]), sys.argv[6].split(",")
-# one variant: the table as it always was; several: a column names each row's
-many = len(variants) > 1
+# `default` alone: the table as it always was; otherwise a column names each row's
+# variant (a table of --inferd transformed-winograd alone must not pass for the default)
+many = variants != ["default"]
 
 sys.path.insert(0, sys.argv[-1])  # bench/, for bench_json
 import bench_json
