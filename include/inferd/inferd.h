@@ -115,8 +115,10 @@ typedef struct inferd_model_params {
                            3x3 stride-1 convolution oneDNN takes by Winograd: faster (a few
                            percent on a ResNet), but each such weight is held 4x its size
                            (16/9 where oneDNN picks F(2x2, 3x3)) beside its plain copy, and
-                           once more for each batch size whose kernel blocks it another
-                           way. Ignored with no_winograd. */
+                           once more for each plan (batch size and thread count) whose
+                           kernel blocks it another way: a weight run at batches 1, 2, 4
+                           and 8 with 1 and 2 threads was held 10x its size. Ignored with
+                           no_winograd. */
 } inferd_model_params;
 
 /* Loads an ONNX model. `params` may be NULL for defaults. On success *out owns the

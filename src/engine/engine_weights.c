@@ -103,7 +103,9 @@ static inferd_code weight_store(inferd_model *m, int value, const dnnl_memory_de
  * this view of them: a plan of another batch size reads the weight in another shape
  * (a MatMul that is 2-D at batch 1 and 3-D at batch 3 reads [K,N] then [1,K,N]). Any
  * copy whose view covers all the bytes gives them back: reordered into its own view's
- * layout, it is the original bytes, which the new view then reads. Load-time only. */
+ * layout, it is the original bytes, which the new view then reads. Also how a later
+ * plan's transformed Winograd copy is made once a direct copy let the plain data go.
+ * Plan compilation only (its malloc is not on a run's path). */
 static inferd_code weight_from_other_view(inferd_model *m, int value, const dnnl_memory_desc_t *src,
                                           const dnnl_memory_desc_t *md, const void **out, inferd_status *st) {
   const ir_value *v = &m->graph->values[value];

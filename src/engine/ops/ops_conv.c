@@ -182,6 +182,12 @@ static inferd_code add_residual_unfused(plan_ctx *c, int node, int residual, int
   return plan_emit(c, node, OP_ADD, pd, 3, kinds, args, 0, st);
 }
 
+/* An algorithm and a weights layout to offer oneDNN */
+typedef struct {
+  dnnl_alg_kind_t alg;
+  const dnnl_memory_desc_t *w;
+} conv_try;
+
 inferd_code ops_conv_lower(plan_ctx *c, int node, inferd_status *st) {
   const ir_node *n = plan_node(c, node);
   const node_extra *x = plan_extra(c, node);
@@ -276,20 +282,28 @@ inferd_code ops_conv_lower(plan_ctx *c, int node, inferd_status *st) {
     md_blocked16(&dst_blocked, ov);
   }
   bool blocked = !dnnl_memory_desc_equal(&src_blocked, &src_any) || !dnnl_memory_desc_equal(&dst_blocked, &dst_any);
-  const dnnl_memory_desc_t *weights[2] = {have, &w_any};
+  /* (algorithm, weights) in the order tried: Winograd, then direct, on the layout another
+   * plan made, then on oneDNN's choice; transformed Winograd takes no given layout, so it
+   * comes first, on its own choice */
+  bool transformed = plan_winograd_transformed(c);
+  conv_try tries[4];
+  int n_tries = 0;
+  if (wino && transformed) tries[n_tries++] = (conv_try){dnnl_convolution_winograd, &w_any};
+  if (have && wino && !transformed) tries[n_tries++] = (conv_try){dnnl_convolution_winograd, have};
+  if (have) tries[n_tries++] = (conv_try){dnnl_convolution_direct, have};
+  if (wino && !transformed) tries[n_tries++] = (conv_try){dnnl_convolution_winograd, &w_any};
+  tries[n_tries++] = (conv_try){dnnl_convolution_direct, &w_any};
   dnnl_primitive_desc_t pd = NULL;
   for (int layout = blocked ? 0 : 1; layout < 2 && !pd; layout++) {
-    for (int k = have ? 0 : 1; k < 2 && !pd; k++) {
-      for (int alg = wino ? 0 : 1; alg < 2 && !pd; alg++) { /* 0: Winograd, 1: direct */
-        dnnl_convolution_desc_t desc;
-        if (dnnl_dilated_convolution_forward_desc_init(
-                &desc, alg == 0 && !plan_winograd_transformed(c) ? dnnl_forward_training : dnnl_forward_inference,
-                alg == 0 ? dnnl_convolution_winograd : dnnl_convolution_direct, layout == 0 ? &src_blocked : &src_any,
-                weights[k], bias != IR_NONE ? &b_md : NULL, layout == 0 ? &dst_blocked : &dst_any, w.strides, dil,
-                w.pad_l, w.pad_r) != dnnl_success ||
-            dnnl_primitive_desc_create(&pd, &desc, attr, plan_engine(c), NULL) != dnnl_success)
-          pd = NULL;
-      }
+    for (int k = 0; k < n_tries && !pd; k++) {
+      bool by_winograd = tries[k].alg == dnnl_convolution_winograd;
+      dnnl_convolution_desc_t desc;
+      if (dnnl_dilated_convolution_forward_desc_init(
+              &desc, by_winograd && !transformed ? dnnl_forward_training : dnnl_forward_inference, tries[k].alg,
+              layout == 0 ? &src_blocked : &src_any, tries[k].w, bias != IR_NONE ? &b_md : NULL,
+              layout == 0 ? &dst_blocked : &dst_any, w.strides, dil, w.pad_l, w.pad_r) != dnnl_success ||
+          dnnl_primitive_desc_create(&pd, &desc, attr, plan_engine(c), NULL) != dnnl_success)
+        pd = NULL;
     }
     if (pd && layout == 0 && plan_pd_is_reference(pd)) {
       dnnl_primitive_desc_destroy(pd);
