@@ -2164,36 +2164,35 @@ static void test_winograd_transformed_weights_exact_across_plans(void **state) {
   b_free(b);
 }
 
-/* One weight read by two convolutions: a 3x3 stride-1 one (Winograd, transformed) and a
- * 3x3 stride-2 one (direct). The load keeps both copies and lets the plain data go;
- * later plans are offered the direct copy only, never the transformed one, and the
- * stride-1 convolution still runs by Winograd in every session (it ran direct on the
- * offered layout once a direct copy existed: oneDNN takes no given layout for
- * transformed Winograd). */
-static void test_winograd_transformed_weight_shared_with_direct(void **state) {
-  (void)state;
-  builder *b = b_new(__func__);
+/* One 16 -> 16 weight read by two 3x3 convolutions, x (12x12) -> padded, stride 1 -> y1
+ * -> `second` -> y, checked with Winograd's weights transformed (check_graph_transformed). */
+static void check_weight_shared(const char *what, const attr *second) {
+  builder *b = b_new(what);
   b_input(b, "x", DIMS(0, 16, 12, 12));
   b_random(b, "w", DIMS(16, 16, 3, 3), -0.5f, 0.5f);
   b_node(b, "Conv", IN("x", "w"), OUT("y1"), ATTRS(A_INTS("kernel_shape", 3, 3), A_INTS("pads", 1, 1, 1, 1)));
-  b_node(b, "Conv", IN("y1", "w"), OUT("y"),
-         ATTRS(A_INTS("kernel_shape", 3, 3), A_INTS("pads", 1, 1, 1, 1), A_INTS("strides", 2, 2)));
-  b_output(b, "y");
-  check_graph_with(b, &transformed_params, tuned_batches, N_TUNED, true);
-}
-
-/* One weight read by two 3x3 stride-1 convolutions of different output sizes, both by
- * Winograd: the weight has only transformed copies, so its plain data must stay for the
- * later plans (batches 1 and 8, 1 thread) that block it their own way. */
-static void test_winograd_transformed_weight_shared_by_two(void **state) {
-  (void)state;
-  builder *b = b_new(__func__);
-  b_input(b, "x", DIMS(0, 16, 12, 12));
-  b_random(b, "w", DIMS(16, 16, 3, 3), -0.5f, 0.5f);
-  b_node(b, "Conv", IN("x", "w"), OUT("y1"), ATTRS(A_INTS("kernel_shape", 3, 3), A_INTS("pads", 1, 1, 1, 1)));
-  b_node(b, "Conv", IN("y1", "w"), OUT("y"), ATTRS(A_INTS("kernel_shape", 3, 3)));
+  b_node(b, "Conv", IN("y1", "w"), OUT("y"), second);
   b_output(b, "y");
   check_graph_transformed(b);
+}
+
+/* The second convolution has stride 2 (direct). The load keeps both copies and lets the
+ * plain data go; later plans are offered the direct copy only, never the transformed
+ * one, and the stride-1 convolution still runs by Winograd in every session (it ran
+ * direct on the offered layout once a direct copy existed: oneDNN takes no given layout
+ * for transformed Winograd). */
+static void test_winograd_transformed_weight_shared_with_direct(void **state) {
+  (void)state;
+  check_weight_shared(__func__,
+                      ATTRS(A_INTS("kernel_shape", 3, 3), A_INTS("pads", 1, 1, 1, 1), A_INTS("strides", 2, 2)));
+}
+
+/* The second convolution is unpadded (10x10 out), also by Winograd: the weight has only
+ * transformed copies, so its plain data must stay for the later plans (batches 1 and 8,
+ * 1 thread) that block it their own way. */
+static void test_winograd_transformed_weight_shared_by_two(void **state) {
+  (void)state;
+  check_weight_shared(__func__, ATTRS(A_INTS("kernel_shape", 3, 3)));
 }
 
 /* Regression: y = Add(Conv(x0), x0), the Conv reading the residual itself. The sum
