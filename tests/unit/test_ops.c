@@ -3407,6 +3407,22 @@ static void test_error_group_does_not_divide_channels(void **state) {
   expect_load_fails(b, INFERD_INVALID_ARG, (const char *const[]){quoted, "group", NULL});
 }
 
+/* Regression: a Conv bias of int64 was taken for float32. oneDNN has no int64 type, so
+ * the bias's plain layout was never set and the weight cache read its size from stack
+ * garbage: the load failed with a message about another weight's size, or went on to
+ * reorder through an undefined descriptor. */
+static void test_error_conv_int64_bias(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 3, 5, 5));
+  b_random(b, "w", DIMS(4, 3, 3, 3), -1.0f, 1.0f);
+  b_ints(b, "bias", 4, (const int64_t[]){1, 2, 3, 4});
+  const char *name = b_node(b, "Conv", IN("x", "w", "bias"), OUT("y"), ATTRS(A_INTS("kernel_shape", 3, 3)));
+  b_output(b, "y");
+  char quoted[B_NAME + 2];
+  snprintf(quoted, sizeof quoted, "'%s'", name);
+  expect_load_fails(b, INFERD_INVALID_ARG, (const char *const[]){quoted, "bias must be a float32", NULL});
+}
+
 /* ==== the table ================================================================================ */
 
 int main(void) {
@@ -3603,6 +3619,7 @@ int main(void) {
       cmocka_unit_test(test_error_truncated_model),
       cmocka_unit_test(test_error_batch_size),
       cmocka_unit_test(test_error_group_does_not_divide_channels),
+      cmocka_unit_test(test_error_conv_int64_bias),
   };
   /* e.g. INFERD_TEST_FILTER='test_residual*' to run some; INFERD_TEST_SKIP to leave some out */
   if (getenv("INFERD_TEST_FILTER")) cmocka_set_test_filter(getenv("INFERD_TEST_FILTER"));

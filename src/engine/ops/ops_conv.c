@@ -208,8 +208,11 @@ inferd_code ops_conv_lower(plan_ctx *c, int node, inferd_status *st) {
                      (long long)group, (long long)ic, (long long)oc, (long long)wv->dims[1]);
   if (bias != IR_NONE) {
     plan_value *bv = plan_val(c, bias);
-    if (!bv->is_const || bv->rank != 1 || bv->dims[0] != oc)
-      return node_fail(c, node, INFERD_INVALID_ARG, st, "bias must be a constant of %lld elements", (long long)oc);
+    /* the type too: an int64 bias has no oneDNN data type, and its plain layout was
+     * left unset (stack garbage) for the weight cache to read its size from */
+    if (!bv->is_const || bv->dtype != INFERD_DTYPE_FLOAT || bv->rank != 1 || bv->dims[0] != oc)
+      return node_fail(c, node, INFERD_INVALID_ARG, st, "bias must be a float32 constant of %lld elements",
+                       (long long)oc);
   }
   const int64_t *ks;
   int nk = ir_attr_ints(n, "kernel_shape", &ks);
