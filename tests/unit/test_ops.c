@@ -3423,6 +3423,24 @@ static void test_error_conv_int64_bias(void **state) {
   expect_load_fails(b, INFERD_INVALID_ARG, (const char *const[]){quoted, "bias must be a float32", NULL});
 }
 
+/* Regression: Range's start, limit and delta (and Equal's, Mod's and Where's data
+ * inputs) share one type; an int64 start and limit with a float delta of 0.5 was folded
+ * anyway, into the int64 [0, 0, 1, 1, 2, 2] that the Add below then used. */
+static void test_error_range_mixed_types(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 6));
+  b_const(b, "start", INFERD_DTYPE_INT64, 0, NULL, &(int64_t){0});
+  b_const(b, "limit", INFERD_DTYPE_INT64, 0, NULL, &(int64_t){3});
+  b_scalar(b, "delta", 0.5f);
+  const char *name = b_node(b, "Range", IN("start", "limit", "delta"), OUT("r"), NULL);
+  b_node(b, "Cast", IN("r"), OUT("rf"), ATTRS(A_INT("to", INFERD_DTYPE_FLOAT)));
+  b_node(b, "Add", IN("x", "rf"), OUT("y"), NULL);
+  b_output(b, "y");
+  char quoted[B_NAME + 2];
+  snprintf(quoted, sizeof quoted, "'%s'", name);
+  expect_load_fails(b, INFERD_INVALID_ARG, (const char *const[]){quoted, "different types", NULL});
+}
+
 /* ==== the table ================================================================================ */
 
 int main(void) {
@@ -3620,6 +3638,7 @@ int main(void) {
       cmocka_unit_test(test_error_batch_size),
       cmocka_unit_test(test_error_group_does_not_divide_channels),
       cmocka_unit_test(test_error_conv_int64_bias),
+      cmocka_unit_test(test_error_range_mixed_types),
   };
   /* e.g. INFERD_TEST_FILTER='test_residual*' to run some; INFERD_TEST_SKIP to leave some out */
   if (getenv("INFERD_TEST_FILTER")) cmocka_set_test_filter(getenv("INFERD_TEST_FILTER"));

@@ -70,6 +70,15 @@ inferd_code ops_fold_lower(plan_ctx *c, int node, inferd_status *st) {
       return node_fail(c, node, INFERD_UNSUPPORTED, st, "supported only on constants and shapes, not on tensors computed at run time");
     if (!core_dtype_size(in[k]->dtype)) return node_fail(c, node, INFERD_UNSUPPORTED, st, "data type not supported");
   }
+  /* Equal's and Mod's operands, Where's X and Y and Range's three inputs share one type
+   * T: a mixed pair was computed anyway (Range(int64 0, int64 3, float 0.5) became the
+   * int64 [0, 0, 1, 1, 2, 2]) */
+  int first_t = op == OP_WHERE ? 1 : 0, last_t = op == OP_WHERE ? 2 : op == OP_RANGE ? 2 : 1;
+  if (op == OP_EQUAL || op == OP_MOD || op == OP_WHERE || op == OP_RANGE)
+    for (int k = first_t + 1; k <= last_t && k < n->n_inputs; k++)
+      if (in[k]->dtype != in[first_t]->dtype)
+        return node_fail(c, node, INFERD_INVALID_ARG, st, "inputs %d and %d have different types (%s, %s)", first_t, k,
+                         core_dtype_name(in[first_t]->dtype), core_dtype_name(in[k]->dtype));
   int rank = 0;
   int64_t dims[IR_MAX_RANK];
   switch (op) {
