@@ -53,6 +53,7 @@ dnnl_data_type_t md_dtype(inferd_dtype dtype) {
 }
 
 void md_plain(dnnl_memory_desc_t *md, int rank, const int64_t *dims, inferd_dtype dtype) {
+  *md = (dnnl_memory_desc_t){0}; /* what a type oneDNN lacks (int64) leaves: no layout, size 0 */
   dnnl_dims_t d, strides;
   int n = rank > 0 ? rank : 1;
   for (int i = 0; i < n; i++) d[i] = rank > 0 ? dims[i] : 1;
@@ -251,6 +252,8 @@ inferd_code plan_weight(plan_ctx *c, int v, const dnnl_memory_desc_t *src, const
                         plan_ref *out, inferd_status *st) {
   plan_value *pv = &c->vals[v];
   const ir_value *gv = &c->m->graph->values[v];
+  if (md_dtype(pv->dtype) == dnnl_data_type_undef) /* an op's own type checks come first; this is the last */
+    return core_fail(st, INFERD_UNSUPPORTED, "constant '%s' has a type oneDNN cannot hold", gv->name);
   dnnl_memory_desc_t plain;
   md_plain(&plain, pv->rank, pv->dims, pv->dtype);
   if (!src) src = &plain;
