@@ -2407,6 +2407,32 @@ static void test_maxpool_ceil_mode_k3_s2_p1_even(void **state) {
            ATTRS(A_INTS("kernel_shape", 3, 3), A_INTS("strides", 2, 2), A_INTS("pads", 1, 1, 1, 1), A_INT("ceil_mode", 1)));
 }
 
+/* ceil_mode, the window larger than the input by less than a stride: one output per
+ * row that pools what there is (PyTorch's MaxPool2d(3, 2, ceil_mode=True) on 2x2) */
+static void test_maxpool_ceil_mode_window_over_input(void **state) {
+  run_pool(__func__, "MaxPool", 8, 2, 3, ATTRS(A_INTS("kernel_shape", 3, 3), A_INTS("strides", 2, 2), A_INT("ceil_mode", 1)));
+}
+
+static void test_avgpool_ceil_mode_window_over_input(void **state) {
+  run_pool(__func__, "AveragePool", 8, 2, 2,
+           ATTRS(A_INTS("kernel_shape", 3, 3), A_INTS("strides", 2, 2), A_INT("ceil_mode", 1)));
+}
+
+/* ... but by a whole stride or more there is no output at all (PyTorch: "output size
+ * is too small"), and floor mode never overhangs */
+static void test_error_pool_window_over_input(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 4, 1, 5));
+  b_node(b, "MaxPool", IN("x"), OUT("y"), ATTRS(A_INTS("kernel_shape", 3, 3), A_INTS("strides", 2, 2), A_INT("ceil_mode", 1)));
+  b_output(b, "y");
+  expect_load_fails(b, INFERD_INVALID_ARG, (const char *const[]){"MaxPool", "larger than the padded input 1", NULL});
+  b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 4, 2, 5));
+  b_node(b, "MaxPool", IN("x"), OUT("y"), ATTRS(A_INTS("kernel_shape", 3, 3), A_INTS("strides", 2, 2)));
+  b_output(b, "y");
+  expect_load_fails(b, INFERD_INVALID_ARG, (const char *const[]){"MaxPool", "larger than the padded input 2", NULL});
+}
+
 /* floor mode with a window that does not reach the last row/column */
 static void test_maxpool_k2_s2_odd_floor(void **state) {
   run_pool(__func__, "MaxPool", 16, 7, 7, ATTRS(A_INTS("kernel_shape", 2, 2), A_INTS("strides", 2, 2)));
@@ -3536,6 +3562,9 @@ int main(void) {
       cmocka_unit_test(test_maxpool_ceil_mode_k2_s2_odd),
       cmocka_unit_test(test_maxpool_ceil_mode_k3_s2_odd),
       cmocka_unit_test(test_maxpool_ceil_mode_k3_s2_p1_even),
+      cmocka_unit_test(test_maxpool_ceil_mode_window_over_input),
+      cmocka_unit_test(test_avgpool_ceil_mode_window_over_input),
+      cmocka_unit_test(test_error_pool_window_over_input),
       cmocka_unit_test(test_maxpool_k2_s2_odd_floor),
       cmocka_unit_test(test_avgpool_exclude_pad_k3_s2_p1),
       cmocka_unit_test(test_avgpool_include_pad_k3_s2_p1_odd),

@@ -48,7 +48,9 @@ inferd_code ops_window(plan_ctx *c, int node, const int64_t *in_spatial, const i
     }
     if (pl < 0 || pr < 0) return node_fail(c, node, INFERD_INVALID_ARG, st, "negative padding");
     int64_t extent = in_spatial[i] + pl + pr - span;
-    if (extent < 0)
+    /* with ceil_mode a window may overhang the padded input by less than a stride: one
+     * output, as in PyTorch and ONNX (a 3x3 max-pool of stride 2 over 2x2) */
+    if (extent < 0 && !(ceil_mode && extent > -s))
       return node_fail(c, node, INFERD_INVALID_ARG, st, "window %lld is larger than the padded input %lld",
                        (long long)span, (long long)(in_spatial[i] + pl + pr));
     int64_t out = (ceil_mode ? (extent + s - 1) / s : extent / s) + 1;
