@@ -469,30 +469,33 @@ static bool scalar_operand(const ir_graph *g, const ir_node *n, int v, float *k)
 
 static bool near(float a, float b) { return fabsf(a - b) <= 1e-5f * fabsf(b); }
 
+/* The ONNX op `op` (default domain: a custom-domain Mul is some other op). */
+static bool is_onnx_op(const ir_node *n, const char *op) { return !*n->domain && strcmp(n->op_type, op) == 0; }
+
 /* x * 0.5 * (1 + erf(x / sqrt(2))), as torch.onnx.export writes nn.GELU before
  * opset 20 (Div, Erf, Add, Mul, Mul), becomes one Gelu node. */
 static void fuse_gelu(inferd_model *m, uses *u) {
   ir_graph *g = m->graph;
   for (int e = 0; e < g->n_nodes; e++) {
     ir_node *erf = &g->nodes[e];
-    if (erf->dead || strcmp(erf->op_type, "Erf") != 0 || *erf->domain || erf->n_inputs != 1 ||
+    if (erf->dead || !is_onnx_op(erf, "Erf") || erf->n_inputs != 1 ||
         erf->inputs[0] == IR_NONE || erf->n_outputs != 1 || erf->outputs[0] == IR_NONE)
       continue;
     int d = g->values[erf->inputs[0]].producer;
     if (d == IR_NONE || g->values[erf->inputs[0]].consumers != 1 || g->values[erf->inputs[0]].is_output) continue;
     ir_node *div = &g->nodes[d];
     float k;
-    if (strcmp(div->op_type, "Div") != 0 || div->n_inputs != 2 || div->inputs[0] == IR_NONE ||
+    if (!is_onnx_op(div, "Div") || div->n_inputs != 2 || div->inputs[0] == IR_NONE ||
         div->inputs[1] == IR_NONE || div->n_outputs != 1 || !scalar_operand(g, div, div->inputs[0], &k) ||
         !near(k, 1.41421356f))
       continue;
     int x = div->inputs[0];
     int a = sole_consumer(g, u, erf->outputs[0]);
-    if (a == IR_NONE || strcmp(g->nodes[a].op_type, "Add") != 0 || g->nodes[a].n_outputs != 1 ||
+    if (a == IR_NONE || !is_onnx_op(&g->nodes[a], "Add") || g->nodes[a].n_outputs != 1 ||
         !scalar_operand(g, &g->nodes[a], erf->outputs[0], &k) || !near(k, 1.0f))
       continue;
     int m1 = sole_consumer(g, u, g->nodes[a].outputs[0]);
-    if (m1 == IR_NONE || strcmp(g->nodes[m1].op_type, "Mul") != 0 || g->nodes[m1].n_inputs != 2 ||
+    if (m1 == IR_NONE || !is_onnx_op(&g->nodes[m1], "Mul") || g->nodes[m1].n_inputs != 2 ||
         g->nodes[m1].n_outputs != 1)
       continue;
     ir_node *mul1 = &g->nodes[m1];
@@ -501,7 +504,7 @@ static void fuse_gelu(inferd_model *m, uses *u) {
           (mul1->inputs[1] == x && mul1->inputs[0] == g->nodes[a].outputs[0])))
       continue;
     int m2 = sole_consumer(g, u, half_input);
-    if (m2 == IR_NONE || strcmp(g->nodes[m2].op_type, "Mul") != 0 || g->nodes[m2].n_outputs != 1 ||
+    if (m2 == IR_NONE || !is_onnx_op(&g->nodes[m2], "Mul") || g->nodes[m2].n_outputs != 1 ||
         g->nodes[m2].outputs[0] == IR_NONE ||
         !scalar_operand(g, &g->nodes[m2], half_input, &k) || !near(k, 0.5f))
       continue;

@@ -11,7 +11,7 @@
 # random-byte .onnx files, an empty file, a Conv weight whose raw_data is shorter than
 # its dims, a model whose int64 zeros unpack far larger than they are in the file (the
 # loader's page dropper once ran past the file), unsupported ops (NonMaxSuppression, a
-# custom domain), .npy inputs of the
+# custom domain, a GELU chain whose last Mul is a custom domain's), .npy inputs of the
 # wrong rank, channel count and dtype, a truncated .npy, a text file named .npy, and
 # missing paths, a model with two inputs. It also writes cases.tsv: name, model, input,
 # and the regex (grep -Ei) the stderr line must match. Then bad arguments, by the same
