@@ -328,6 +328,7 @@ dnnl_primitive_attr_t plan_attr_fused(const plan_ctx *c, int node);
 typedef struct window {
   int nsp;
   dnnl_dims_t kernel, strides, dilation, pad_l, pad_r; /* dilation as ONNX (1 = none) */
+  dnnl_dims_t pad_r_node; /* the node's own right padding (pads or auto_pad); pad_r is oneDNN's */
   int64_t out[IR_MAX_RANK];
 } window;
 inferd_code ops_window(plan_ctx *c, int node, const int64_t *in_spatial, const int64_t *kernel, bool ceil_mode,

@@ -633,6 +633,14 @@ static void ref_pool(const b_node_rec *n, const tensor *const *in, int n_in, ten
   assert_int_equal(node_ints(n, "kernel_shape", kernel), 2);
   node_ints(n, "strides", strides);
   node_ints(n, "pads", pads);
+  const char *auto_pad = node_str(n, "auto_pad", "NOTSET");
+  for (int i = 0; strncmp(auto_pad, "SAME_", 5) == 0 && i < 2; i++) { /* ONNX: output ceil(in / stride) */
+    int64_t n_out = (x->dims[2 + i] + strides[i] - 1) / strides[i];
+    int64_t total = (n_out - 1) * strides[i] + kernel[i] - x->dims[2 + i];
+    if (total < 0) total = 0;
+    pads[i] = strcmp(auto_pad, "SAME_UPPER") == 0 ? total / 2 : total - total / 2;
+    pads[i + 2] = total - pads[i];
+  }
   bool ceil_mode = node_int(n, "ceil_mode", 0) != 0, include_pad = node_int(n, "count_include_pad", 0) != 0;
   int64_t size_in[2] = {x->dims[2], x->dims[3]}, size_out[2];
   for (int i = 0; i < 2; i++) {
@@ -2459,6 +2467,30 @@ static void test_avgpool_include_pad_k3_s2_p1_even(void **state) {
                  A_INT("count_include_pad", 1)));
 }
 
+/* auto_pad's padding is the node's own: count_include_pad counts it (was refused) */
+static void test_avgpool_include_pad_same_upper(void **state) {
+  run_pool(__func__, "AveragePool", 8, 8, 7,
+           ATTRS(A_INTS("kernel_shape", 3, 2), A_INTS("strides", 2, 2), A_STR("auto_pad", "SAME_UPPER"),
+                 A_INT("count_include_pad", 1)));
+}
+
+static void test_avgpool_include_pad_same_lower(void **state) {
+  run_pool(__func__, "AveragePool", 8, 6, 9,
+           ATTRS(A_INTS("kernel_shape", 2, 3), A_INTS("strides", 1, 2), A_STR("auto_pad", "SAME_LOWER"),
+                 A_INT("count_include_pad", 1)));
+}
+
+/* ... but a ceil_mode window past it would be divided by its whole size by oneDNN, by
+ * the part inside the padded input by PyTorch and ONNX: refused */
+static void test_error_avgpool_include_pad_ceil_overhang(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 4, 8, 8));
+  b_node(b, "AveragePool", IN("x"), OUT("y"),
+         ATTRS(A_INTS("kernel_shape", 3, 3), A_INTS("strides", 2, 2), A_INT("ceil_mode", 1), A_INT("count_include_pad", 1)));
+  b_output(b, "y");
+  expect_load_fails(b, INFERD_UNSUPPORTED, (const char *const[]){"AveragePool", "count_include_pad", NULL});
+}
+
 static void test_avgpool_include_pad_k3_s1_p1(void **state) {
   run_pool(__func__, "AveragePool", 32, 6, 5,
            ATTRS(A_INTS("kernel_shape", 3, 3), A_INTS("pads", 1, 1, 1, 1), A_INT("count_include_pad", 1)));
@@ -3569,6 +3601,9 @@ int main(void) {
       cmocka_unit_test(test_avgpool_exclude_pad_k3_s2_p1),
       cmocka_unit_test(test_avgpool_include_pad_k3_s2_p1_odd),
       cmocka_unit_test(test_avgpool_include_pad_k3_s2_p1_even),
+      cmocka_unit_test(test_avgpool_include_pad_same_upper),
+      cmocka_unit_test(test_avgpool_include_pad_same_lower),
+      cmocka_unit_test(test_error_avgpool_include_pad_ceil_overhang),
       cmocka_unit_test(test_avgpool_include_pad_k3_s1_p1),
       cmocka_unit_test(test_avgpool_asymmetric_pads),
       cmocka_unit_test(test_avgpool_ceil_mode_exclude_pad),

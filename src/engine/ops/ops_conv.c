@@ -63,6 +63,7 @@ inferd_code ops_window(plan_ctx *c, int node, const int64_t *in_spatial, const i
     w->dilation[i] = d;
     w->pad_l[i] = pl;
     w->pad_r[i] = pr_dnnl;
+    w->pad_r_node[i] = pr;
     w->out[i] = out;
   }
   return INFERD_OK;

@@ -5,7 +5,8 @@
  *
  * ceil_mode is expressed to oneDNN as extra right padding; for averages that exclude
  * padding this changes nothing, and AveragePool with count_include_pad=1 is refused
- * when the two paddings differ, because the counts would. Pooling or reducing over an
+ * when a window reaches past the node's own padding (explicit or auto_pad), because
+ * oneDNN would count what PyTorch and ONNX do not. Pooling or reducing over an
  * empty dimension is refused: its output would come from no element at all, and
  * could still be large ([1, 2^32, 0] pools to 2^32 values).
  */
@@ -70,11 +71,9 @@ inferd_code ops_pool_lower(plan_ctx *c, int node, inferd_status *st) {
     }
     if (op == OP_AVERAGEPOOL && ir_attr_int(n, "count_include_pad", 0)) {
       alg = dnnl_pooling_avg_include_padding;
-      const int64_t *pads;
-      int np = ir_attr_ints(n, "pads", &pads);
       for (int i = 0; i < w.nsp; i++)
-        if (w.pad_r[i] > (np ? pads[i + w.nsp] : 0)) /* smaller: no window reaches the rest */
-          return node_fail(c, node, INFERD_UNSUPPORTED, st, "count_include_pad with ceil_mode or auto_pad padding");
+        if (w.pad_r[i] > w.pad_r_node[i]) /* smaller: no window reaches the rest */
+          return node_fail(c, node, INFERD_UNSUPPORTED, st, "count_include_pad with a window past the padding");
     }
     if (op == OP_MAXPOOL && ir_attr_int(n, "storage_order", 0))
       return node_fail(c, node, INFERD_UNSUPPORTED, st, "storage_order=1 is not supported");
