@@ -29,8 +29,8 @@
  * The parser (http_v2_parse, declared in http.h) is pure: it needs no h2o, so the
  * fuzzer runs it as it is. It validates everything against the model (input name,
  * datatype FP32 only, as Triton refuses any other for an FP32 input, shape [n, item],
- * element count, binary sizes, output names, each asked for once); every mismatch is a
- * 400 naming it.
+ * element count, nested "data" arrays as long as the shape's dimensions, binary sizes,
+ * output names, each asked for once); every mismatch is a 400 naming it.
  *
  * Execution: each of the n rows becomes one job of http_predict.c (its own scheduler
  * request, batched with /predictions and other v2 requests), linked in row order from
@@ -76,6 +76,7 @@ typedef struct v2_parse {
   void *alloc_ctx;
   inferd_status *st;
   const char *input; /* the input's name, for messages */
+  int64_t rows;      /* the request's shape[0]; shape[1..] is spec->item_dims */
 } v2_parse;
 
 static inferd_code bad(inferd_status *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -96,16 +97,48 @@ static void expected_shape(const http_v2_spec *spec, char *out, size_t cap) {
   if (len < cap) snprintf(out + len, cap - len, "]");
 }
 
-/* Counts the numbers of a flat or nested "data" array (at most `limit` + 1 counted,
- * nesting at most `depth` arrays), or fails naming the first element that is not a
- * number or does not fit FP32. With dest, also writes them in row-major order. */
-static inferd_code walk_data(v2_parse *p, const json_t *array, int depth, size_t limit, size_t *count, float *dest) {
-  if (depth == 0) return bad(p->st, "input '%s': \"data\" is nested deeper than its shape", p->input);
+/* The request's shape: dimension d, and how many numbers dimensions d.. hold. */
+static int64_t shape_dim(const v2_parse *p, int d) { return d == 0 ? p->rows : p->spec->item_dims[d - 1]; }
+
+static size_t shape_block(const v2_parse *p, int d) {
+  size_t block = 1;
+  for (int k = d; k <= p->spec->item_rank; k++) block *= (size_t)shape_dim(p, k);
+  return block;
+}
+
+/* Counts the numbers of a flat or nested "data" array (at most `limit` + 1 counted), or
+ * fails naming the first element that is not a number or does not fit FP32, or the
+ * first array that does not follow the shape. An array at nesting `level` ("data" is
+ * level 0) holds either numbers, the whole block of the shape from dimension `level` on
+ * (all the numbers for a flat "data": its count is checked by the caller), or arrays,
+ * one per index of dimension `level` (their count checked here): so a nested number
+ * lands in the row (and position) its nesting puts it in, never silently in another.
+ * `path` names the array in messages ("data[1][0]"). With dest, also writes the numbers
+ * in row-major order. */
+static inferd_code walk_data(v2_parse *p, const json_t *array, int level, const char *path, size_t limit,
+                             size_t *count, float *dest) {
+  int rank = p->spec->item_rank + 1;
+  size_t n = json_array_size(array);
+  const json_t *first = json_array_get(array, 0);
+  if (level > 0 && (first == NULL || !json_is_array(first)) && n != shape_block(p, level))
+    return bad(p->st, "input '%s': %s has %zu values, shape needs %zu there", p->input, path, n,
+               shape_block(p, level));
+  if (json_is_array(first)) {
+    if (level + 1 >= rank) return bad(p->st, "input '%s': \"data\" is nested deeper than its shape", p->input);
+    if ((int64_t)n != shape_dim(p, level))
+      return bad(p->st, "input '%s': %s has %zu elements, shape needs %lld arrays there (dimension %d)", p->input,
+                 path, n, (long long)shape_dim(p, level), level);
+  }
   size_t i;
   const json_t *v;
   json_array_foreach(array, i, v) {
+    if (json_is_array(first) != json_is_array(v))
+      return bad(p->st, "input '%s': %s[%zu] is %s, but %s[0] is %s", p->input, path, i,
+                 json_is_array(v) ? "an array" : "not an array", path, json_is_array(first) ? "one" : "not");
     if (json_is_array(v)) {
-      inferd_code code = walk_data(p, v, depth - 1, limit, count, dest);
+      char inner[96];
+      snprintf(inner, sizeof inner, "%s[%zu]", path, i);
+      inferd_code code = walk_data(p, v, level + 1, inner, limit, count, dest);
       if (code != INFERD_OK || *count > limit) return code;
       continue;
     }
@@ -188,6 +221,7 @@ static inferd_code parse_input(v2_parse *p, const json_t *input, const char *bin
                  expected);
   }
   out->rows = (int)json_integer_value(json_array_get(shape, 0));
+  p->rows = out->rows;
   out->row_elems = 1;
   for (int d = 0; d < spec->item_rank; d++) out->row_elems *= (size_t)spec->item_dims[d];
   size_t elems = (size_t)out->rows * out->row_elems;
@@ -223,7 +257,7 @@ static inferd_code parse_input(v2_parse *p, const json_t *input, const char *bin
     return bad(p->st, "%zu bytes of binary data after the JSON, but no input has binary_data_size", binary_size);
   /* Count first: memory is only taken for a request that holds all its numbers. */
   size_t count = 0;
-  inferd_code code = walk_data(p, data, (int)rank, elems, &count, NULL);
+  inferd_code code = walk_data(p, data, 0, "\"data\"", elems, &count, NULL);
   if (code != INFERD_OK) return code;
   if (count != elems)
     return bad(p->st, "input '%s': \"data\" has %s%zu values, shape needs %zu", p->input,
@@ -232,7 +266,7 @@ static inferd_code parse_input(v2_parse *p, const json_t *input, const char *bin
                                  : p->alloc(p->alloc_ctx, elems * sizeof(float));
   if (!dest) return core_fail(p->st, INFERD_NO_MEMORY, "out of memory for %zu input values", elems);
   count = 0;
-  code = walk_data(p, data, (int)rank, elems, &count, dest);
+  code = walk_data(p, data, 0, "\"data\"", elems, &count, dest);
   if (code != INFERD_OK) return code;
   out->data = dest;
   return INFERD_OK;
@@ -330,7 +364,7 @@ inferd_code http_v2_parse(const char *body, size_t size, const char *header, siz
                           const http_v2_spec *spec, http_v2_alloc_fn alloc, void *alloc_ctx, http_v2_request *out,
                           inferd_status *st) {
   memset(out, 0, sizeof *out);
-  v2_parse p = {spec, alloc, alloc_ctx, st, ""};
+  v2_parse p = {spec, alloc, alloc_ctx, st, "", 0};
   size_t json_len = size;
   const char *binary = NULL;
   size_t binary_size = 0;

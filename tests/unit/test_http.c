@@ -328,6 +328,60 @@ static void test_v2_outputs(void **state) {
   }
 }
 
+/* Nested "data" must follow the shape: flat, fully nested and nested by leading
+ * dimensions (each innermost array a whole block) give the same numbers; a ragged
+ * array whose total is right (a row short, the next one long), an empty array among
+ * them, or numbers beside arrays are 400s naming the array, not numbers moved to
+ * another row. Shape [2, 2, 2] here. */
+static void test_v2_nested_data(void **state) {
+  (void)state;
+  static const int64_t dims[2] = {2, 2};
+  static const char *const names[1] = {"y"};
+  const http_v2_spec spec = {.model_name = "m", .input_name = "x", .item_rank = 2, .item_dims = dims,
+                             .output_names = names, .output_count = 1, .max_rows = 4};
+  static const struct {
+    const char *data;
+    const char *want; /* "ok", or what the error says */
+  } cases[] = {
+      {"[1, 2, 3, 4, 5, 6, 7, 8]", "ok"},
+      {"[[[1, 2], [3, 4]], [[5, 6], [7, 8]]]", "ok"},
+      {"[[1, 2, 3, 4], [5, 6, 7, 8]]", "ok"},
+      {"[[1, 2, 3, 4], [[5, 6], [7, 8]]]", "ok"},
+      {"[[1, 2, 3], [4, 5, 6, 7, 8]]", "error: input 'x': \"data\"[0] has 3 values, shape needs 4 there"},
+      {"[[[1, 2, 3], [4]], [[5, 6], [7, 8]]]", "error: input 'x': \"data\"[0][0] has 3 values, shape needs 2 there"},
+      {"[[], [1, 2, 3, 4], [5, 6, 7, 8]]", "error: input 'x': \"data\" has 3 elements, shape needs 2 arrays there"},
+      {"[[1, 2, 3, 4, 5, 6, 7, 8]]", "error: input 'x': \"data\" has 1 elements, shape needs 2 arrays there"},
+      {"[[[1, 2], [3, 4], []], [[5, 6], [7, 8]]]",
+       "error: input 'x': \"data\"[0] has 3 elements, shape needs 2 arrays there"},
+      {"[[1, 2, 3, 4], 5, 6, 7, 8]", "error: input 'x': \"data\" has 5 elements"},
+      {"[[[1, 2], 3, 4], [5, 6, 7, 8]]", "error: input 'x': \"data\"[0] has 3 elements"},
+      {"[1, 2, [3, 4], 5, 6, 7, 8]", "error: input 'x': \"data\"[2] is an array, but \"data\"[0] is not"},
+      {"[[[[1, 2]], [[3, 4]]], [[5, 6], [7, 8]]]", "error: input 'x': \"data\" is nested deeper than its shape"},
+      {"[1, 2, 3, 4, 5, 6, 7]", "error: input 'x': \"data\" has 7 values, shape needs 8"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char body[512];
+    int len = snprintf(body, sizeof body,
+                       "{\"inputs\": [{\"name\": \"x\", \"shape\": [2, 2, 2], \"datatype\": \"FP32\", \"data\": %s}]}",
+                       cases[i].data);
+    h2o_mem_pool_t pool;
+    h2o_mem_init_pool(&pool);
+    http_v2_request r;
+    inferd_status st = {0};
+    char got[INFERD_STATUS_MESSAGE_MAX + 16] = "ok";
+    if (http_v2_parse(body, (size_t)len, NULL, 0, &spec, (http_v2_alloc_fn)h2o_mem_alloc_pool, &pool, &r, &st) ==
+        INFERD_OK) {
+      for (int k = 0; k < 8; k++)
+        if (r.data[k] != (float)(k + 1)) snprintf(got, sizeof got, "data[%d] is %g", k, (double)r.data[k]);
+    } else {
+      snprintf(got, sizeof got, "error: %s", st.message);
+    }
+    h2o_mem_clear_pool(&pool);
+    if (strncmp(got, cases[i].want, strlen(cases[i].want)) != 0)
+      fail_msg("data %s: got <<%s>>, want <<%s>>", cases[i].data, got, cases[i].want);
+  }
+}
+
 /* ==== the JSON arena of the v2 infer parse ================================================== */
 
 /* A [1,3,224,224] FP32 request as a client sends it: 150,528 numbers in "data". */
@@ -1603,6 +1657,7 @@ int main(void) {
       cmocka_unit_test(test_buf_json_string_utf8),
       cmocka_unit_test(test_log_one_line),
       cmocka_unit_test(test_v2_outputs),
+      cmocka_unit_test(test_v2_nested_data),
       cmocka_unit_test(test_v2_data_alloc),
       cmocka_unit_test(test_json_arena_steady_state),
       cmocka_unit_test(test_json_arena_keep_limit),
