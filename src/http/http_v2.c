@@ -97,6 +97,12 @@ static void expected_shape(const http_v2_spec *spec, char *out, size_t cap) {
   if (len < cap) snprintf(out + len, cap - len, "]");
 }
 
+/* Numbers below this magnitude round to a finite float: FLT_MAX and half an ulp (2^103)
+ * more, excluded (that tie rounds to even: infinity). "3.40282347e+38", FLT_MAX as %.9g
+ * writes it (this server's own answers, and float32 printers), is a double above FLT_MAX
+ * that is FLT_MAX as FP32. */
+#define FP32_ROUNDS_FINITE 0x1.ffffffp+127
+
 /* The request's shape: dimension d, and how many numbers dimensions d.. hold. */
 static int64_t shape_dim(const v2_parse *p, int d) { return d == 0 ? p->rows : p->spec->item_dims[d - 1]; }
 
@@ -146,8 +152,9 @@ static inferd_code walk_data(v2_parse *p, const json_t *array, int level, const 
       return bad(p->st, "input '%s': data element %zu is not a number (FP32 data must be JSON numbers)", p->input,
                  *count);
     double x = json_number_value(v);
-    if (!(fabs(x) <= FLT_MAX))
-      return bad(p->st, "input '%s': data element %zu (%g) is outside the FP32 range", p->input, *count, x);
+    if (!(fabs(x) < FP32_ROUNDS_FINITE))
+      return bad(p->st, "input '%s': data element %zu (%.9g) is outside the FP32 range", p->input, *count, x);
+    if (fabs(x) > FLT_MAX) x = copysign(FLT_MAX, x); /* what rounding to float gives */
     if (*count >= limit) { /* one past: enough to say the count is wrong */
       *count = limit + 1;
       return INFERD_OK;

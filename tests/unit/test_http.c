@@ -18,6 +18,7 @@
  * (http_server.c says which); __lsan_default_suppressions names them so that the
  * sanitizer build's leak check stays meaningful for inferd's own code.
  */
+#include <float.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -379,6 +380,43 @@ static void test_v2_nested_data(void **state) {
     h2o_mem_clear_pool(&pool);
     if (strncmp(got, cases[i].want, strlen(cases[i].want)) != 0)
       fail_msg("data %s: got <<%s>>, want <<%s>>", cases[i].data, got, cases[i].want);
+  }
+}
+
+/* FP32 data at the edge of the range: a decimal that rounds to FLT_MAX is FLT_MAX, as
+ * "3.40282347e+38" (how %.9g, this server's answers included, writes FLT_MAX: a double
+ * just above it) and "3.4028235e38" (float32's shortest repr); one that rounds to
+ * infinity is a 400. */
+static void test_v2_fp32_range(void **state) {
+  (void)state;
+  static const int64_t dims[1] = {1};
+  static const char *const names[1] = {"y"};
+  const http_v2_spec spec = {.model_name = "m", .input_name = "x", .item_rank = 1, .item_dims = dims,
+                             .output_names = names, .output_count = 1, .max_rows = 1};
+  static const struct {
+    const char *number;
+    float want; /* 0: refused as outside the FP32 range */
+  } cases[] = {
+      {"3.40282347e+38", FLT_MAX},         {"-3.40282347e+38", -FLT_MAX},       {"3.4028235e38", FLT_MAX},
+      {"3.4028234663852886e38", FLT_MAX},  {"3.4028235677973362e38", FLT_MAX}, {"3.4028235677973366e38", 0},
+      {"3.4028236e38", 0},                 {"-1e39", 0},                        {"1.5", 1.5f},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char body[256];
+    int len = snprintf(body, sizeof body,
+                       "{\"inputs\": [{\"name\": \"x\", \"shape\": [1, 1], \"datatype\": \"FP32\", \"data\": [%s]}]}",
+                       cases[i].number);
+    h2o_mem_pool_t pool;
+    h2o_mem_init_pool(&pool);
+    http_v2_request r;
+    inferd_status st = {0};
+    inferd_code code =
+        http_v2_parse(body, (size_t)len, NULL, 0, &spec, (http_v2_alloc_fn)h2o_mem_alloc_pool, &pool, &r, &st);
+    float got = code == INFERD_OK ? r.data[0] : 0;
+    h2o_mem_clear_pool(&pool);
+    if (got != cases[i].want || (code != INFERD_OK && !strstr(st.message, "outside the FP32 range")))
+      fail_msg("data [%s]: got %s %.9g, want %.9g", cases[i].number, code == INFERD_OK ? "ok" : st.message,
+               (double)got, (double)cases[i].want);
   }
 }
 
@@ -1658,6 +1696,7 @@ int main(void) {
       cmocka_unit_test(test_log_one_line),
       cmocka_unit_test(test_v2_outputs),
       cmocka_unit_test(test_v2_nested_data),
+      cmocka_unit_test(test_v2_fp32_range),
       cmocka_unit_test(test_v2_data_alloc),
       cmocka_unit_test(test_json_arena_steady_state),
       cmocka_unit_test(test_json_arena_keep_limit),
