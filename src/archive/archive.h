@@ -53,6 +53,12 @@ typedef struct archive_params {
    * PyTorch checkpoint costs neither its memory nor the max_extra_bytes it would take. */
   const char *const *only_files;
   int only_file_count;
+  /* NULL, or called before the .onnx of a .mar is copied into memory (inflated, or read
+   * from a .mar in memory; a stored one in a file is mapped instead), with its size: a
+   * code other than INFERD_OK ends archive_open with that code and status. The caller
+   * can refuse what would not fit before the memory is taken, not after. */
+  inferd_code (*before_copy)(void *ctx, uint64_t onnx_bytes, inferd_status *st);
+  void *before_copy_ctx;
 } archive_params;
 
 /* Opens the model at `path` (a .mar or other zip, a directory, or an .onnx file).

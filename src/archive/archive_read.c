@@ -71,10 +71,12 @@ typedef struct limits {
   uint32_t max_entries;
   const char *const *only_files; /* archive_params.only_files */
   int only_file_count;
+  inferd_code (*before_copy)(void *ctx, uint64_t onnx_bytes, inferd_status *st);
+  void *before_copy_ctx;
 } limits;
 
 static limits limits_of(const archive_params *p) {
-  limits l = {4ull << 30, 256ull << 20, 10000, NULL, 0};
+  limits l = {4ull << 30, 256ull << 20, 10000, NULL, 0, NULL, NULL};
   if (p && p->max_total_bytes) l.max_total_bytes = p->max_total_bytes;
   if (p && p->max_extra_bytes) l.max_extra_bytes = p->max_extra_bytes;
   if (p && p->max_entries) l.max_entries = p->max_entries;
@@ -82,6 +84,7 @@ static limits limits_of(const archive_params *p) {
     l.only_files = p->only_files;
     l.only_file_count = p->only_file_count;
   }
+  if (p) l.before_copy = p->before_copy, l.before_copy_ctx = p->before_copy_ctx;
   return l;
 }
 
@@ -479,6 +482,8 @@ static inferd_code open_zip(zip_t *z, const char *path, const limits *lim, archi
     const unsigned char *in_file;
     if (path && map_stored_entry(path, z, onnx, &m->map_base, &m->map_size, &in_file))
       m->onnx = (void *)in_file;
+    else if (lim->before_copy && (rc = lim->before_copy(lim->before_copy_ctx, onnx->size, st)) != INFERD_OK)
+      m->onnx = NULL; /* refused before taking the memory: the status says why */
     else if (!(m->onnx = core_pages_alloc(m->onnx_size)))
       rc = core_fail(st, INFERD_NO_MEMORY, "%s: out of memory for %zu bytes", onnx->name, m->onnx_size);
     else

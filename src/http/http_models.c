@@ -569,6 +569,22 @@ static inferd_code insert(http__registry *r, http__model *m, bool config_default
 static inferd_code unregister(http__registry *r, const char *name, const char *version, bool rollback,
                               http__model *restore, inferd_status *st);
 
+typedef struct inflate_check {
+  http__registry *registry;
+  const char *model; /* its name, or its url while the archive's manifest is unread */
+} inflate_check;
+
+/* archive_params.before_copy: a .mar's deflated .onnx is inflated into memory, and
+ * then the engine copies its weights out of it. Both must fit before the inflating
+ * starts: a TorchServe archive (torch-model-archiver deflates) larger than the memory
+ * left got the server killed while it inflated, before the weights' check below. */
+static inferd_code onnx_copy_fits(void *ctx, uint64_t onnx_bytes, inferd_status *st) {
+  const inflate_check *ic = ctx;
+  uint64_t both = onnx_bytes > UINT64_MAX / 2 ? UINT64_MAX : 2 * onnx_bytes;
+  return memory_fits(ic->model, "its .onnx, inflated from the archive, and the weights copied from it", both,
+                     scratch_to_come(ic->registry, NULL, NULL), st);
+}
+
 inferd_code http__registry_register(http__registry *r, const http__register_params *p, http__model **out,
                                     inferd_status *st) {
   const config_server *cfg = r->server->config;
@@ -585,7 +601,11 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
   /* only the files it uses: an archive may carry more (the PyTorch checkpoint, a
    * handler's data), which would cost memory and count against the extra-file bound */
   static const char *const used_files[] = {LABELS_FILE};
-  const archive_params ap = {.only_files = used_files, .only_file_count = (int)CORE_ARRAY_LEN(used_files)};
+  inflate_check ic = {r, p->name ? p->name : p->path};
+  const archive_params ap = {.only_files = used_files,
+                             .only_file_count = (int)CORE_ARRAY_LEN(used_files),
+                             .before_copy = onnx_copy_fits,
+                             .before_copy_ctx = &ic};
   code = archive_open(path, &ap, &ar, st);
   if (code != INFERD_OK) return code;
 

@@ -7,6 +7,8 @@
 # server killed by the cgroup's OOM killer, with every model it served. Now:
 #   - registering resnet152 (230 MB of weights) answers 507 OutOfMemoryError naming the
 #     memory left and the cgroup file that bounds it; /ping still answers 200;
+#   - so does resnet152 in a .mar deflated as torch-model-archiver writes it, before its
+#     .onnx is inflated into memory (inflating it got the server killed);
 #   - MobileNetV2 (14 MB) registers with one worker and classifies a photo;
 #   - MobileNetV2 again with batch_size 64 (its batch-64 scratch, about 300 MB, is more
 #     than is left) answers 507 for its worker's scratch, and no model of that name stays;
@@ -55,6 +57,15 @@ oom_kills() { # the cgroup's OOM kills so far
 }
 
 ln -s "$FIX/resnet152.onnx" "$WORK/store/resnet152.onnx"
+"$PY" - "$FIX/resnet152.onnx" "$WORK/store/resnet152-deflated.mar" <<'EOF'
+import json, sys, zipfile
+manifest = {"runtime": "python", "archiverVersion": "0.12.0",
+            "model": {"modelName": "resnet152", "serializedFile": "resnet152.onnx",
+                      "handler": "image_classifier", "modelVersion": "1.0"}}
+with zipfile.ZipFile(sys.argv[2], "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+    z.write(sys.argv[1], "resnet152.onnx")
+    z.writestr("MAR-INF/MANIFEST.json", json.dumps(manifest))
+EOF
 ln -s "$SRC/models/mobilenet_v2_imagenet.onnx" "$WORK/store/mobilenet_v2.onnx"
 serve_ports
 serve_config "$WORK/config.properties" "disable_token_authorization=true" "enable_model_api=true" \
@@ -70,6 +81,10 @@ call "resnet152 (230 MB) in 200 MB" 507 \
   "r['code'] == 507 and r['type'] == 'OutOfMemoryError' and 'its weights need' in r['message'] and '$limit_file' in r['message']" \
   -X POST "$M/models?url=resnet152.onnx&initial_workers=1&synchronous=true"
 call "ping after the refusal" 200 "r['status'] == 'Healthy'" "$I/ping"
+call "resnet152 as a deflated .mar: refused before it is inflated" 507 \
+  "r['code'] == 507 and 'inflated from the archive' in r['message'] and '$limit_file' in r['message']" \
+  -X POST "$M/models?url=resnet152-deflated.mar&initial_workers=1&synchronous=true"
+call "ping after that refusal" 200 "r['status'] == 'Healthy'" "$I/ping"
 
 call "mobilenet_v2 registers" 200 "" -X POST "$M/models?url=mobilenet_v2.onnx&model_name=mnv2&initial_workers=1"
 serve_jpeg chelsea "$WORK/cat.jpg"

@@ -268,6 +268,58 @@ static void opens_python_mar(void **state) {
   archive_close(m);
 }
 
+/* archive_params.before_copy: asked with the .onnx's size before a deflated one is
+ * inflated (or a .mar in memory copied), never for one mapped from its file; its
+ * refusal is archive_open's. */
+typedef struct copy_check {
+  int calls;
+  uint64_t bytes;
+  inferd_code answer;
+} copy_check;
+
+static inferd_code check_copy(void *ctx, uint64_t onnx_bytes, inferd_status *st) {
+  copy_check *c = ctx;
+  c->calls++;
+  c->bytes = onnx_bytes;
+  return c->answer == INFERD_OK ? INFERD_OK : core_fail(st, c->answer, "%llu bytes would not fit",
+                                                         (unsigned long long)onnx_bytes);
+}
+
+static void before_copy_asked_first(void **state) {
+  const char *path = tmp_path("tiny.mar");
+  write_bytes(path, python_mar, sizeof python_mar);
+  copy_check c = {.answer = INFERD_NO_MEMORY};
+  archive_params p = {.before_copy = check_copy, .before_copy_ctx = &c};
+  open_fails(path, &p, INFERD_NO_MEMORY, "88 bytes would not fit");
+  assert_int_equal(c.calls, 1);
+  assert_int_equal(c.bytes, 8 * 11); /* the inflated size, not the deflated one */
+
+  c = (copy_check){.answer = INFERD_OK};
+  archive_model *m = NULL;
+  inferd_status st;
+  if (archive_open(path, &p, &m, &st) != INFERD_OK) fail_msg("%s: %s", path, st.message);
+  assert_int_equal(c.calls, 1);
+  archive_close(m);
+
+  c = (copy_check){.answer = INFERD_NO_MEMORY};
+  m = (archive_model *)1;
+  assert_int_equal(archive_open_memory(python_mar, sizeof python_mar, &p, &m, &st), INFERD_NO_MEMORY);
+  assert_null(m);
+  assert_int_equal(c.calls, 1);
+
+  /* stored, as `inferd archive` writes it: mapped in place, nothing to ask */
+  write_bytes(tmp_path("m.onnx"), fake_onnx, sizeof fake_onnx - 1);
+  archive_write_params w = {.model_name = "stored", .serialized_file = tmp_path("m.onnx"), .handler = "h",
+                            .export_path = tmpdir, .force = true};
+  char written[512];
+  if (archive_write(&w, written, sizeof written, &st) != INFERD_OK) fail_msg("%s", st.message);
+  c = (copy_check){.answer = INFERD_NO_MEMORY};
+  if (archive_open(written, &p, &m, &st) != INFERD_OK) fail_msg("%s: %s", written, st.message);
+  assert_true(archive_onnx_mapped(m));
+  assert_int_equal(c.calls, 0);
+  archive_close(m);
+}
+
 static void manifest_fields(void **state) {
   archive_manifest mf;
   inferd_status st;
@@ -910,6 +962,7 @@ static void fifos_refused(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(opens_python_mar),
+      cmocka_unit_test(before_copy_asked_first),
       cmocka_unit_test(streamed_zip),
       cmocka_unit_test(manifest_fields),
       cmocka_unit_test(write_then_open),
