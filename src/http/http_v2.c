@@ -476,8 +476,18 @@ static void model_metadata(http_server *s, h2o_req_t *req, http__model *m, bool 
   } else {
     http__buf_append(&b, "{\"name\": ", 9);
     http__buf_json_string(&b, m->name, strlen(m->name));
+    /* every version of the name that a client may ask for, as Triton lists them (the
+     * one asked for alone if it was unregistered meanwhile) */
     http__buf_append(&b, ", \"versions\": [", 15);
-    http__buf_json_string(&b, m->version, strlen(m->version));
+    http__model **all = NULL;
+    int n = http__registry_list(s->registry, m->name, true, &all);
+    for (int i = 0; i < n; i++) {
+      if (i) http__buf_append(&b, ", ", 2);
+      http__buf_json_string(&b, all[i]->version, strlen(all[i]->version));
+      http__model_release(all[i]);
+    }
+    free(all);
+    if (n <= 0) http__buf_json_string(&b, m->version, strlen(m->version));
     http__buf_append(&b, "], \"platform\": \"onnx\", \"inputs\": ", 33);
     v2_tensors(&b, m->engine, true);
     http__buf_append(&b, ", \"outputs\": ", 13);

@@ -141,6 +141,9 @@ mcall "the same version again: conflict" 409 '' "${MA[@]}" -X POST "$M/models?ur
 mcall "register mnet 2.0" 200 '"Version: 2.0" in r["status"]' \
   "${MA[@]}" -X POST "$M/models?url=mnet-v2.mar&initial_workers=1&synchronous=true"
 mcall "describe all versions" 200 'sorted(m["modelVersion"] for m in r) == ["1.0", "2.0"]' "${MA[@]}" "$M/models/mnet/all"
+mcall "v2 metadata lists both versions" 200 'r["versions"] == ["1.0", "2.0"]' "${IA[@]}" "$I/v2/models/mnet"
+mcall "v2 metadata of a version lists both too" 200 'r["versions"] == ["1.0", "2.0"]' "${IA[@]}" \
+  "$I/v2/models/mnet/versions/2.0"
 mcall "default is still 1.0" 200 '[m["modelVersion"] for m in r] == ["1.0"]' "${MA[@]}" "$M/models/mnet"
 mcall "set-default 2.0" 200 '"2.0" in r["status"]' "${MA[@]}" -X PUT "$M/models/mnet/2.0/set-default"
 mcall "default is 2.0" 200 '[m["modelVersion"] for m in r] == ["2.0"]' "${MA[@]}" "$M/models/mnet"
