@@ -21,9 +21,11 @@
  *   inferd_model_memory_bytes               gauge      model_name,model_version       -
  *
  * The three ts_* counters are TorchServe's "legacy" Prometheus metrics, with its
- * meanings: ts_inference_requests_total counts HTTP inference requests (a v2 infer of n
- * rows is one), ts_inference_latency_microseconds adds, per request answered with
- * success, the time from its arrival to its answer (queue and run included), and
+ * meanings: ts_inference_requests_total counts HTTP inference requests whose input was
+ * read and decoded, as they go to the queue (a v2 infer of n rows is one; a body that
+ * does not parse or an image that does not decode is not);
+ * ts_inference_latency_microseconds adds, per request answered with success, the time
+ * from its arrival to its answer (queue and run included), and
  * ts_queue_latency_microseconds the part of it spent waiting for a worker. The
  * inferd_* histograms are per row and time the queue and the batch's run apart.
  * inferd_requests_total shows only the codes seen so far (as a client library creates
