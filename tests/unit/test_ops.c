@@ -3499,6 +3499,29 @@ static void test_error_range_mixed_types(void **state) {
   expect_load_fails(b, INFERD_INVALID_ARG, (const char *const[]){quoted, "different types", NULL});
 }
 
+/* Types ONNX fixes that folding read as numbers: a float condition for Where, a float
+ * Mod without fmod=1 (Python's sign rule, which ONNX keeps for integers) */
+static void test_error_fold_types(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 2));
+  b_const(b, "cond", INFERD_DTYPE_FLOAT, DIMS(2), (const float[]){1.0f, 0.0f});
+  b_const(b, "one", INFERD_DTYPE_FLOAT, DIMS(2), (const float[]){1.0f, 1.0f});
+  b_const(b, "two", INFERD_DTYPE_FLOAT, DIMS(2), (const float[]){2.0f, 2.0f});
+  b_node(b, "Where", IN("cond", "one", "two"), OUT("w"), NULL);
+  b_node(b, "Add", IN("x", "w"), OUT("y"), NULL);
+  b_output(b, "y");
+  expect_load_fails(b, INFERD_INVALID_ARG, (const char *const[]){"Where", "must be bool, not float", NULL});
+
+  b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 2));
+  b_const(b, "a", INFERD_DTYPE_FLOAT, DIMS(2), (const float[]){-3.0f, 3.0f});
+  b_const(b, "d", INFERD_DTYPE_FLOAT, DIMS(2), (const float[]){2.0f, 2.0f});
+  b_node(b, "Mod", IN("a", "d"), OUT("m"), NULL);
+  b_node(b, "Add", IN("x", "m"), OUT("y"), NULL);
+  b_output(b, "y");
+  expect_load_fails(b, INFERD_INVALID_ARG, (const char *const[]){"Mod", "fmod=1", NULL});
+}
+
 /* ==== the table ================================================================================ */
 
 int main(void) {
@@ -3703,6 +3726,7 @@ int main(void) {
       cmocka_unit_test(test_error_group_does_not_divide_channels),
       cmocka_unit_test(test_error_conv_int64_bias),
       cmocka_unit_test(test_error_range_mixed_types),
+      cmocka_unit_test(test_error_fold_types),
   };
   /* e.g. INFERD_TEST_FILTER='test_residual*' to run some; INFERD_TEST_SKIP to leave some out */
   if (getenv("INFERD_TEST_FILTER")) cmocka_set_test_filter(getenv("INFERD_TEST_FILTER"));

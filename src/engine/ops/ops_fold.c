@@ -117,6 +117,12 @@ inferd_code ops_fold_lower(plan_ctx *c, int node, inferd_status *st) {
     if (n->n_inputs != want) return node_fail(c, node, INFERD_INVALID_ARG, st, "needs %d inputs", want);
     if (!broadcast3(in, want, &rank, dims)) return node_fail(c, node, INFERD_INVALID_ARG, st, "shapes do not broadcast");
     int fmod_attr = ir_attr_int(n, "fmod", 0) != 0;
+    /* ONNX: Where's condition and Not's input are bool, and a float Mod must say
+     * fmod=1 (ONNX Runtime refuses the rest too); read as numbers they were computed */
+    if ((op == OP_WHERE || op == OP_NOT) && in[0]->dtype != INFERD_DTYPE_BOOL)
+      return node_fail(c, node, INFERD_INVALID_ARG, st, "input 0 must be bool, not %s", core_dtype_name(in[0]->dtype));
+    if (op == OP_MOD && !fmod_attr && in[0]->dtype == INFERD_DTYPE_FLOAT)
+      return node_fail(c, node, INFERD_INVALID_ARG, st, "a %s Mod needs fmod=1", core_dtype_name(in[0]->dtype));
     if (op == OP_EQUAL) return emit(c, node, INFERD_DTYPE_BOOL, rank, dims, f_equal, in, 2, NULL, st);
     if (op == OP_NOT) return emit(c, node, INFERD_DTYPE_BOOL, rank, dims, f_not, in, 1, NULL, st);
     if (op == OP_MOD) return emit(c, node, in[0]->dtype, rank, dims, f_mod, in, 2, &fmod_attr, st);
