@@ -69,7 +69,7 @@ enum {
   B_MAX_CONSTS = 64,
   B_MAX_NODES = 48,
   B_MAX_NODE_IN = 8,
-  B_MAX_NODE_OUT = 2,
+  B_MAX_NODE_OUT = 4,
   B_MAX_ATTRS = 8,
   B_MAX_RANK = 8,
 };
@@ -1006,6 +1006,28 @@ static tensor *env_add(ref_env *e, const char *name) {
   return &e->values[e->n++];
 }
 
+/* Split, the one op with several outputs: along `axis` by the sizes input, else into
+ * n->n_out parts of ceil(dim / n) with the last one smaller (opset 18's num_outputs;
+ * equal parts when n divides dim). */
+static void ref_split(const b_node_rec *n, const tensor *const *in, int n_in, ref_env *e) {
+  const tensor *x = in[0];
+  int64_t axis = node_int(n, "axis", 0);
+  if (axis < 0) axis += x->rank;
+  int64_t dim = x->dims[axis], part = (dim + n->n_out - 1) / n->n_out, at = 0;
+  int64_t outer = shape_count((int)axis, x->dims), inner = shape_count(x->rank - (int)axis - 1, x->dims + axis + 1);
+  for (int k = 0; k < n->n_out; k++) {
+    int64_t size = n_in > 1 && in[1] ? (int64_t)in[1]->v[k] : k < n->n_out - 1 ? part : dim - part * (n->n_out - 1);
+    int64_t dims[B_MAX_RANK];
+    memcpy(dims, x->dims, sizeof dims);
+    dims[axis] = size;
+    tensor *t = env_add(e, n->out[k]);
+    *t = t_make(x->rank, dims);
+    for (int64_t o = 0; o < outer; o++)
+      memcpy(t->v + o * size * inner, x->v + (o * dim + at) * inner, (size_t)(size * inner) * sizeof *t->v);
+    at += size;
+  }
+}
+
 /* Evaluates the graph on `inputs` (one per graph input); fills outputs[] (caller frees). */
 static void ref_run(const builder *b, const tensor *inputs, tensor *outputs) {
   ref_env *e = calloc(1, sizeof *e);
@@ -1029,14 +1051,18 @@ static void ref_run(const builder *b, const tensor *inputs, tensor *outputs) {
     ref_op_fn fn = NULL;
     for (size_t k = 0; k < sizeof ref_ops / sizeof ref_ops[0]; k++)
       if (strcmp(ref_ops[k].op, n->op) == 0) fn = ref_ops[k].fn;
-    if (!fn) fail_msg("%s: the reference has no op %s", b->what, n->op);
+    bool split = strcmp(n->op, "Split") == 0;
+    if (!fn && !split) fail_msg("%s: the reference has no op %s", b->what, n->op);
     const tensor *in[B_MAX_NODE_IN] = {0};
     for (int k = 0; k < n->n_in; k++) {
       if (!*n->in[k]) continue;
       in[k] = env_find(e, n->in[k]);
       if (!in[k]) fail_msg("%s: node %s reads '%s' before it is computed", b->what, n->name, n->in[k]);
     }
-    fn(n, in, n->n_in, env_add(e, n->out[0]));
+    if (split)
+      ref_split(n, in, n->n_in, e);
+    else
+      fn(n, in, n->n_in, env_add(e, n->out[0]));
   }
   for (int i = 0; i < b->n_outputs; i++) {
     const tensor *t = env_find(e, b->outputs[i]);
@@ -3499,6 +3525,52 @@ static void test_error_range_mixed_types(void **state) {
   expect_load_fails(b, INFERD_INVALID_ARG, (const char *const[]){quoted, "different types", NULL});
 }
 
+/* Split by sizes (opset 13), into equal parts, and by opset 18's num_outputs where the
+ * last part is smaller (7 into 3, 3, 1: refused as "cannot split evenly" before) */
+static void test_split_sizes_and_parts(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 7, 3));
+  b_ints(b, "sizes", 3, (const int64_t[]){1, 4, 2});
+  b_node(b, "Split", IN("x", "sizes"), OUT("a", "b", "c"), ATTRS(A_INT("axis", 1)));
+  b_node(b, "Split", IN("x"), OUT("d", "e", "f"), ATTRS(A_INT("axis", -1)));
+  b_output(b, "a");
+  b_output(b, "b");
+  b_output(b, "c");
+  b_output(b, "f");
+  check_graph(b);
+
+  b = b_new(__func__);
+  b->opset = 18;
+  b_input(b, "x", DIMS(0, 7, 3));
+  b_node(b, "Split", IN("x"), OUT("a", "b", "c"), ATTRS(A_INT("axis", 1), A_INT("num_outputs", 3)));
+  b_output(b, "a");
+  b_output(b, "b");
+  b_output(b, "c");
+  check_graph(b);
+}
+
+/* ... but 5 into 4 parts of 2 leaves nothing for the last; and without num_outputs
+ * the parts must be equal */
+static void test_error_split_parts(void **state) {
+  builder *b = b_new(__func__);
+  b->opset = 18;
+  b_input(b, "x", DIMS(0, 5));
+  b_node(b, "Split", IN("x"), OUT("a", "b", "c", "d"), ATTRS(A_INT("axis", 1), A_INT("num_outputs", 4)));
+  b_output(b, "a");
+  expect_load_fails(b, INFERD_INVALID_ARG, (const char *const[]){"Split", "cannot split 5 into 4 parts", NULL});
+  b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 7));
+  b_node(b, "Split", IN("x"), OUT("a", "b", "c"), ATTRS(A_INT("axis", 1)));
+  b_output(b, "a");
+  expect_load_fails(b, INFERD_INVALID_ARG, (const char *const[]){"Split", "cannot split 7 into 3 parts", NULL});
+  b = b_new(__func__);
+  b->opset = 18;
+  b_input(b, "x", DIMS(0, 6));
+  b_node(b, "Split", IN("x"), OUT("a", "b", "c"), ATTRS(A_INT("axis", 1), A_INT("num_outputs", 2)));
+  b_output(b, "a");
+  expect_load_fails(b, INFERD_INVALID_ARG, (const char *const[]){"Split", "num_outputs 2 for 3 outputs", NULL});
+}
+
 /* Types ONNX fixes that folding read as numbers: a float condition for Where, a float
  * Mod without fmod=1 (Python's sign rule, which ONNX keeps for integers) */
 static void test_error_fold_types(void **state) {
@@ -3727,6 +3799,8 @@ int main(void) {
       cmocka_unit_test(test_error_conv_int64_bias),
       cmocka_unit_test(test_error_range_mixed_types),
       cmocka_unit_test(test_error_fold_types),
+      cmocka_unit_test(test_split_sizes_and_parts),
+      cmocka_unit_test(test_error_split_parts),
   };
   /* e.g. INFERD_TEST_FILTER='test_residual*' to run some; INFERD_TEST_SKIP to leave some out */
   if (getenv("INFERD_TEST_FILTER")) cmocka_set_test_filter(getenv("INFERD_TEST_FILTER"));

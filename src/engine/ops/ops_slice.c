@@ -86,9 +86,17 @@ inferd_code ops_slice_lower(plan_ctx *c, int node, inferd_status *st) {
       if (ns) memcpy(sizes, a, (size_t)ns * sizeof *a); /* a is NULL when there are none */
     }
     if (ns == 0) {
+      /* opset 18's num_outputs: parts of ceil(dim / n), the last one smaller when it
+       * does not divide (before it, and without it, n outputs must divide evenly) */
+      int64_t parts = ir_attr_int(n, "num_outputs", 0);
+      if (parts && parts != n->n_outputs)
+        return node_fail(c, node, INFERD_INVALID_ARG, st, "num_outputs %lld for %d outputs", (long long)parts,
+                         n->n_outputs);
       ns = n->n_outputs;
-      if (ns < 1 || ns > 64 || iv->dims[axis] % ns) return node_fail(c, node, INFERD_INVALID_ARG, st, "cannot split evenly");
-      for (int k = 0; k < ns; k++) sizes[k] = iv->dims[axis] / ns;
+      int64_t dim = iv->dims[axis], part = ns > 0 ? (dim + ns - 1) / ns : 0;
+      if (ns < 1 || ns > 64 || (dim % ns && (!parts || dim - part * (ns - 1) <= 0)))
+        return node_fail(c, node, INFERD_INVALID_ARG, st, "cannot split %lld into %d parts", (long long)dim, ns);
+      for (int k = 0; k < ns; k++) sizes[k] = dim % ns ? (k < ns - 1 ? part : dim - part * (ns - 1)) : dim / ns;
     }
     if (ns != n->n_outputs) return node_fail(c, node, INFERD_INVALID_ARG, st, "%d sizes for %d outputs", ns, n->n_outputs);
     int64_t at = 0;
