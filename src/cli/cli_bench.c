@@ -45,16 +45,19 @@ static void bench_usage(FILE *f) {
           "--timeout: seconds per request or job (default 60).\n");
 }
 
-static int bad(const char *msg, const char *arg) {
-  if (arg) fprintf(stderr, "inferd bench: %s: '%s'\n", msg, arg);
-  else fprintf(stderr, "inferd bench: %s\n", msg);
-  return 2;
-}
-
-/* The parser's refusals: bad()'s message, into the status. */
+/* The parser's refusals, into the status (core_fail keeps them one line: an argument
+ * may hold a newline). */
 static inferd_code refuse(inferd_status *st, const char *msg, const char *arg) {
   if (arg) return core_fail(st, INFERD_INVALID_ARG, "%s: '%s'", msg, arg);
   return core_fail(st, INFERD_INVALID_ARG, "%s", msg);
+}
+
+/* A refusal after parsing: refuse()'s one line on stderr, exit status 2. */
+static int bad(const char *msg, const char *arg) {
+  inferd_status st;
+  refuse(&st, msg, arg);
+  fprintf(stderr, "inferd bench: %s\n", st.message);
+  return 2;
 }
 
 /* A regular file this process may read: a directory fails only late, in every job, and

@@ -8,7 +8,8 @@
 #   (status 0), not hung on; a job past --timeout is killed (137), and jobs die with a
 #   killed run (frozen with SIGSTOP first, so that only SIGKILL can end them); keep-alive (16
 #   connections for 16 clients); bad flags exit 2 with one line (a malformed or non-http
-#   URL, a directory or FIFO as a file, more clients than open files are allowed);
+#   URL, a directory or FIFO as a file, a file name with a newline, more clients than open
+#   files are allowed);
 #   latency is of the requests answered with success, failures' apart. Open loop (--request-rate):
 #   every request sent, none before its due time, and a request that waited for a busy
 #   client has the wait in its latency and is counted as delayed; --concurrency-range runs
@@ -67,6 +68,9 @@ bad_flags "malformed url" --mode server --url 'http://[bad' --file "$PHOTO" --re
 bad_flags "not http" --mode server --url ftp://127.0.0.1/x --file "$PHOTO" --requests 1 --concurrency 1
 bad_flags "a directory as --file" --mode server --url http://127.0.0.1:1/ --file "$SRC/models" --requests 1 --concurrency 1
 bad_flags "a directory as --model" --mode local --model "$SRC/models" --file "$PHOTO" --requests 1 --concurrency 1
+# a name with a newline is still one line (it was printed as given: two lines)
+bad_flags "a missing --file named with a newline" --mode server --url http://127.0.0.1:1/ --file "$WORK/no
+such.png" --requests 1 --concurrency 1
 bad_flags "too many local jobs" --mode local --model "$MODEL" --file "$PHOTO" --requests 100000000 --concurrency 1
 mkfifo "$WORK/fifo"
 bad_flags "a FIFO as --file" --mode server --url http://127.0.0.1:1/ --file "$WORK/fifo" --requests 1 --concurrency 1
