@@ -35,6 +35,8 @@ int main(int argc, char **argv) {
   }
   for (size_t i = 0; i < CORE_ARRAY_LEN(commands); i++)
     if (strcmp(argv[1], commands[i].name) == 0) return commands[i].fn(argc - 1, argv + 1);
-  fprintf(stderr, "inferd: unknown command '%s' (try inferd --help)\n", argv[1]);
+  inferd_status st; /* core_fail keeps it one line, whatever argv[1] holds */
+  core_fail(&st, INFERD_INVALID_ARG, "unknown command '%s' (try inferd --help)", argv[1]);
+  fprintf(stderr, "inferd: %s\n", st.message);
   return 2;
 }

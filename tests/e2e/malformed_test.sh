@@ -17,7 +17,8 @@
 # and the regex (grep -Ei) the stderr line must match. Then bad arguments, by the same
 # rule: --bench on a model with two inputs (it crashed), --batch or --json without
 # --bench, --bench with --input, an unknown option, a missing value, --no-winograd with
-# --transformed-winograd. Last, the good
+# --transformed-winograd, and an unknown command (`inferd` itself) with a newline in its
+# name. Last, the good
 # model's --bench, which must run for the seconds asked (it stopped at 65536 runs, 0.8 s
 # on this model) and end with its throughput line.
 #
@@ -102,6 +103,20 @@ arg_case "an unknown option" "unknown option.*--frobnicate" "$work/good.onnx" --
 arg_case "two Winograd modes" "--no-winograd and --transformed-winograd" "$work/good.onnx" --bench --no-winograd \
     --transformed-winograd
 arg_case "a missing value" "missing value.*--threads" "$work/good.onnx" --bench --threads
+
+# The dispatcher's refusal, by the same rule: an unknown command named with a newline is
+# one line too (it was printed as given: two lines).
+status=0
+$limit "$inferd" "$(printf 'frob\nnicate')" >"$work/args.stdout" 2>"$work/args.stderr" || status=$?
+lines=$(awk 'END { print NR }' "$work/args.stderr")
+if [ "$status" -eq 2 ] && [ "$lines" -eq 1 ] && grep -Eq "^inferd: unknown command 'frob nicate'" "$work/args.stderr"; then
+    passed=$((passed + 1))
+    echo "ok   an unknown command with a newline: $(cat "$work/args.stderr")"
+else
+    failed=$((failed + 1))
+    echo "FAIL an unknown command with a newline: exit status $status, $lines lines on stderr, want 2 and one line"
+    sed -n '1,20s/^/  stderr: /p' "$work/args.stderr"
+fi
 
 # --seconds is a lower bound of the timed loop: the reported time may only exceed it
 "$inferd" run "$work/good.onnx" --bench --seconds 1.5 --json >"$work/bench.json" 2>"$work/bench.stderr"
