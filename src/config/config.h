@@ -147,7 +147,9 @@ inferd_code config_parse_text(config_server *cfg, const char *text, size_t size,
 /* Applies the command line onto cfg: argv[0] is the command's name and is skipped
  * (as the cli_* functions get it). Flags: --ts-config FILE, --model-store DIR,
  * --models NAME=FILE ... | all, --disable-token-auth, --enable-model-api, --foreground,
- * --start, --stop, --help; "--flag=value" works too. Anything else is an error. */
+ * --start, --stop, --help; "--flag=value" works too (and is the only way to give a value
+ * that starts with "--": a flag followed by another option has no value). Anything else
+ * is an error. */
 inferd_code config_parse_args(config_server *cfg, int argc, char **argv, inferd_status *status);
 
 /* Fills per-model values from the global keys and checks what spans keys (--start

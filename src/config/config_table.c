@@ -588,7 +588,12 @@ inferd_code config_parse_args(config_server *cfg, int argc, char **argv, inferd_
       free(joined);
       i = last;
     } else {
-      const char *value = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+      /* the next argument, unless it is another option (as argparse refuses it for
+       * `torchserve`): "--model-store --disable-token-auth" took the switch as the store
+       * and left token auth on; a value that starts with "--" is given with '=' */
+      const char *value = eq ? eq + 1 : NULL;
+      if (!eq && i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0 && strcmp(argv[i + 1], "-h") != 0)
+        value = argv[++i];
       if (!value) return core_fail(status, INFERD_INVALID_ARG, "%s needs a value", opt->flag);
       rc = set_option(cfg, opt, value, &w, status);
     }

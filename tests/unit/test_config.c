@@ -582,6 +582,12 @@ static void command_line(void **state) {
   assert_int_equal(cfg.warning_count, 5);
   config_free(&cfg);
 
+  char *dashed[] = {"serve", "--model-store=--odd"}; /* such a value is given with '=' */
+  config_defaults(&cfg);
+  assert_int_equal(config_parse_args(&cfg, 2, dashed, &st), INFERD_OK);
+  assert_string_equal(cfg.model_store, "--odd");
+  config_free(&cfg);
+
   char *all[] = {"serve", "--models", "all", "--start"};
   config_defaults(&cfg);
   assert_int_equal(config_parse_args(&cfg, 4, all, &st), INFERD_OK);
@@ -602,6 +608,10 @@ static void command_line(void **state) {
       {2, {"serve", "--foreground=maybe"}, "--foreground: expected true or false"},
       {2, {"serve", "--log-config"}, "--log-config needs a value"},
       {2, {"serve", "--ncs=true"}, "--ncs takes no value"},
+      /* another option is not a value: the switch was taken as the model store */
+      {3, {"serve", "--model-store", "--disable-token-auth"}, "--model-store needs a value"},
+      {3, {"serve", "--log-config", "--enable-model-api"}, "--log-config needs a value"},
+      {3, {"serve", "--ts-config", "-h"}, "--ts-config needs a value"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     config_defaults(&cfg);
