@@ -70,8 +70,16 @@ inferd_code cli__run_parse(int argc, char **argv, cli__run_options *o, inferd_st
   int ch;
   while ((ch = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
     switch (ch) {
-    case 'i': o->input = optarg; break;
-    case 'o': o->output = optarg; break;
+    case 'i':
+    case 'o':
+      /* another option is not a file name: "--output --profile" wrote the output to a
+       * file named --profile and ran without the profile (one that starts with -- is
+       * given as --output=--name) */
+      if (optarg == argv[optind - 1] && strncmp(optarg, "--", 2) == 0)
+        return core_fail(st, INFERD_INVALID_ARG, "run: missing value for %s (inferd run --help)",
+                         ch == 'i' ? "--input" : "--output");
+      *(ch == 'i' ? &o->input : &o->output) = optarg;
+      break;
     case 't':
       if (parse_int(optarg, 1, 1024, &o->threads)) return core_fail(st, INFERD_INVALID_ARG, "--threads wants 1..1024");
       break;

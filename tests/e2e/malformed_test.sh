@@ -17,8 +17,8 @@
 # and the regex (grep -Ei) the stderr line must match. Then bad arguments, by the same
 # rule: --bench on a model with two inputs (it crashed), --batch or --json without
 # --bench, --bench with --input, an unknown option, a missing value, --no-winograd with
-# --transformed-winograd, and an unknown command (`inferd` itself) with a newline in its
-# name. Last, the good
+# --transformed-winograd, another option as the value of --output or --input, and an
+# unknown command (`inferd` itself) with a newline in its name. Last, the good
 # model's --bench, which must run for the seconds asked (it stopped at 65536 runs, 0.8 s
 # on this model) and end with its throughput line.
 #
@@ -103,6 +103,10 @@ arg_case "an unknown option" "unknown option.*--frobnicate" "$work/good.onnx" --
 arg_case "two Winograd modes" "--no-winograd and --transformed-winograd" "$work/good.onnx" --bench --no-winograd \
     --transformed-winograd
 arg_case "a missing value" "missing value.*--threads" "$work/good.onnx" --bench --threads
+# another option is not a value (it wrote the output to a file named --profile, exit 0)
+arg_case "an option as --output's value" "missing value for --output" "$work/good.onnx" --input "$work/good.npy" \
+    --output --profile
+arg_case "an option as --input's value" "missing value for --input" "$work/good.onnx" --input --bench
 
 # The dispatcher's refusal, by the same rule: an unknown command named with a newline is
 # one line too (it was printed as given: two lines).
