@@ -94,7 +94,8 @@ static const config__option options[] = {
 
     /* command line only */
     {NULL, "--ts-config", "FILE", CONFIG_T_STRING, 0, AT(ts_config), 0, 0, NULL,
-     "config file (default: $TS_CONFIG_FILE, else ./config.properties when present)"},
+     "config file; $TS_CONFIG_FILE, when set, is read instead (as TorchServe does); neither: ./config.properties "
+     "when present"},
     {NULL, "--foreground", NULL, CONFIG_T_BOOL, 0, AT(foreground), 0, 0, "false", "stay in the foreground"},
     {NULL, "--start", NULL, CONFIG_T_BOOL, 0, AT(start), 0, 0, "false", "start in the background (pid file)"},
     {NULL, "--stop", NULL, CONFIG_T_BOOL, 0, AT(stop), 0, 0, "false", "stop the server started with --start"},
@@ -126,6 +127,12 @@ static const config__option options[] = {
     IGNORED("use_native_io", "JVM option"),
     IGNORED("io_ratio", "JVM option"),
     IGNORED("metric_time_interval", "no system metrics collector"),
+    IGNORED("disable_system_metrics", "no system metrics collector"),
+    IGNORED("system_metrics_cmd", "no system metrics collector"),
+    IGNORED("metrics_config", "the metrics are inferd's own and TorchServe's three legacy counters"),
+    IGNORED("plugins_path", "no Java plugins"),
+    IGNORED("ipex_enable", "no PyTorch: the engine compiles the ONNX graph to oneDNN itself"),
+    IGNORED("use_env_allowed_urls", "models are registered from model_store only"),
     IGNORED("limit_max_image_pixels", "images above 64 megapixels are always refused (PIL's limit is 179)"),
     IGNORED("keystore", "no TLS: https addresses are refused (put TLS in front)"),
     IGNORED("keystore_pass", "no TLS: https addresses are refused (put TLS in front)"),
@@ -633,6 +640,8 @@ static inferd_code apply_environment(config_server *cfg, inferd_status *st) {
 
 inferd_code config_finish(config_server *cfg, inferd_status *status) {
   if (cfg->start && cfg->stop) return core_fail(status, INFERD_INVALID_ARG, "--start and --stop exclude each other");
+  if (cfg->cpu_launcher_args.text && !cfg->cpu_launcher_enable)
+    config__warn(cfg, "cpu_launcher_args is not used: cpu_launcher_enable is false (as in TorchServe)");
   return config__finish_models(cfg, status);
 }
 
@@ -649,10 +658,14 @@ inferd_code config_load(const char *file, int argc, char **argv, config_server *
   config_free(cfg);
 
   const char *path = file ? file : getenv("TS_CONFIG_FILE");
+  bool env_wins = !file && path && *path && from_flag && strcmp(path, from_flag) != 0;
   if (!path || !*path) path = from_flag;
   if (!path && access("config.properties", F_OK) == 0) path = "config.properties";
 
   config_defaults(cfg);
+  if (env_wins)
+    config__warn(cfg, "reading %s ($TS_CONFIG_FILE), not --ts-config %s: the environment wins, as in TorchServe", path,
+                 from_flag);
   rc = path ? config_parse_file(cfg, path, status) : INFERD_OK;
   if (rc == INFERD_OK) rc = config_parse_args(cfg, argc, argv, status);
   if (rc == INFERD_OK && cfg->enable_envvars_config) rc = apply_environment(cfg, status);

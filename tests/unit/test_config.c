@@ -266,6 +266,14 @@ static void torchserve_tls_keys_say_why(void **state) {
   assert_true(has_warning(&cfg, "'service_envelope' is a TorchServe key inferd does not use", "/v2"));
   assert_int_equal(cfg.warning_count, 3);
   config_free(&cfg);
+  /* so are the metrics, plugin and IPEX keys of later TorchServe releases */
+  cfg = parse_ok("disable_system_metrics=true\nsystem_metrics_cmd=x\nmetrics_config=m.yaml\nplugins_path=/p\n"
+                 "ipex_enable=true\nuse_env_allowed_urls=false\n");
+  print_warnings(&cfg);
+  assert_int_equal(cfg.warning_count, 6);
+  for (int i = 0; i < cfg.warning_count; i++)
+    assert_non_null(strstr(cfg.warnings[i], "TorchServe key inferd does not use"));
+  config_free(&cfg);
 }
 
 static void unknown_and_ignored_keys_warn(void **state) {
@@ -285,7 +293,8 @@ static void unknown_and_ignored_keys_warn(void **state) {
   assert_true(has_warning(&cfg, "'--enable_jemalloc' is not used", NULL));
   assert_true(has_warning(&cfg, "'--log_path /tmp' is not used", NULL));
   assert_true(has_warning(&cfg, "'stray' is not an option", NULL));
-  assert_int_equal(cfg.warning_count, 8);
+  assert_true(has_warning(&cfg, "cpu_launcher_args is not used: cpu_launcher_enable is false", NULL));
+  assert_int_equal(cfg.warning_count, 9);
   assert_int_equal(cfg.job_queue_size, 6);
   assert_false(cfg.disable_token_authorization);
   assert_int_equal(cfg.cpu_launcher_args.ninstances, 2);
@@ -665,6 +674,15 @@ static void load_precedence(void **state) {
   config_free(&cfg);
   unsetenv("TS_BATCH_SIZE");
 
+  /* $TS_CONFIG_FILE wins over --ts-config, as in TorchServe, with a warning */
+  const char *env_file = write_temp("e.properties", "job_queue_size=11\n");
+  setenv("TS_CONFIG_FILE", env_file, 1);
+  assert_int_equal(config_load(NULL, 5, argv, &cfg, &st), INFERD_OK);
+  assert_int_equal(cfg.job_queue_size, 11);
+  assert_true(has_warning(&cfg, "($TS_CONFIG_FILE), not --ts-config", path_copy));
+  config_free(&cfg);
+  unsetenv("TS_CONFIG_FILE");
+
   /* an explicit file wins over --ts-config; a missing file is an error */
   const char *other = write_temp("b.properties", "job_queue_size=8\n");
   char other_copy[128];
@@ -744,6 +762,7 @@ static void write_round_trip(void **state) {
                      "load_models=m=m.mar,n.mar\n"
                      "models={\"m\": {\"1.0\": {\"batchSize\": 8,\\n  \"marName\": \"m.mar\"}}}\n"
                      "inference_address=https://[::1]:8443\n"
+                     "cpu_launcher_enable=true\n"
                      "cpu_launcher_args=--node_id 1\n"
                      "max_request_size=1000\n"
                      "enable_model_api=true\n";
@@ -763,6 +782,7 @@ static void write_round_trip(void **state) {
   assert_string_equal(b.inference_address.host, "::1");
   assert_int_equal(b.inference_address.port, 8443);
   assert_int_equal(b.cpu_launcher_args.node_id, 1);
+  assert_true(b.cpu_launcher_enable);
   assert_int_equal(b.max_request_size, 1000);
   assert_true(b.enable_model_api);
   assert_int_equal(b.job_queue_size, 100);
