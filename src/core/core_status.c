@@ -4,6 +4,7 @@
  * inferd_status.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
@@ -33,34 +34,71 @@ static void one_line(char *s) {
     if (*s == '\n' || *s == '\r') *s = ' ';
 }
 
+static bool utf8_continuation(char c) { return ((unsigned char)c & 0xC0) == 0x80; }
+
+/* Copies text (len bytes) into the status's message. A text too long for it loses its
+ * middle, not its end: what went wrong comes last ("node '<a 2000-byte name>' (Einsum):
+ * op not supported"), where it is ("<a long path>: ..."), first. No UTF-8 character is
+ * cut in two at either side of the "...". */
+static void message_fit(inferd_status *st, const char *text, size_t len) {
+  char *to = st->message;
+  if (len < sizeof st->message) {
+    memcpy(to, text, len);
+    to[len] = '\0';
+  } else {
+    size_t head = (sizeof st->message - 4) / 2, from = len - (sizeof st->message - 4 - head);
+    for (int i = 0; i < 3 && head > 0 && utf8_continuation(text[head]); i++) head--;
+    for (int i = 0; i < 3 && from < len && utf8_continuation(text[from]); i++) from++;
+    memcpy(to, text, head);
+    memcpy(to + head, "...", 3);
+    memcpy(to + head + 3, text + from, len - from);
+    to[head + 3 + len - from] = '\0';
+  }
+  one_line(to);
+}
+
+/* Formats fmt, then appends `suffix` (NULL: none), into the status's message. */
+static void message_set(inferd_status *st, const char *suffix, const char *fmt, va_list ap) {
+  char small[1024], *text = small;
+  va_list again;
+  va_copy(again, ap);
+  int n = vsnprintf(small, sizeof small, fmt, ap);
+  size_t head = n > 0 ? (size_t)n : 0, extra = suffix ? strlen(suffix) : 0; /* suffix: at most a message */
+  if (head + extra >= sizeof small) {
+    char *big = malloc(head + extra + 1);
+    if (big) {
+      vsnprintf(big, head + 1, fmt, again);
+      text = big;
+    } else if (head > sizeof small - 1 - extra) { /* out of memory: keep what fits */
+      head = sizeof small - 1 - extra;
+    }
+  }
+  va_end(again);
+  memcpy(text + head, suffix ? suffix : "", extra);
+  message_fit(st, text, head + extra);
+  if (text != small) free(text);
+}
+
 inferd_code core_fail(inferd_status *st, inferd_code code, const char *fmt, ...) {
   if (st) {
     va_list ap;
     va_start(ap, fmt);
     st->code = code;
-    vsnprintf(st->message, sizeof st->message, fmt, ap);
+    message_set(st, NULL, fmt, ap);
     va_end(ap);
-    one_line(st->message);
   }
   return code;
 }
 
 void core_status_prefix(inferd_status *st, const char *fmt, ...) {
   if (!st) return;
-  char prefix[INFERD_STATUS_MESSAGE_MAX], old[INFERD_STATUS_MESSAGE_MAX];
+  char suffix[INFERD_STATUS_MESSAGE_MAX + 2] = ": ";
+  memcpy(suffix + 2, st->message, sizeof st->message);
+  suffix[sizeof suffix - 1] = '\0';
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(prefix, sizeof prefix, fmt, ap);
+  message_set(st, suffix, fmt, ap);
   va_end(ap);
-  memcpy(old, st->message, sizeof old);
-  size_t n = strnlen(prefix, sizeof prefix - 3);
-  memcpy(st->message, prefix, n);
-  memcpy(st->message + n, ": ", 2);
-  size_t room = sizeof st->message - n - 3;
-  size_t m = strnlen(old, room);
-  memcpy(st->message + n + 2, old, m);
-  st->message[n + 2 + m] = '\0';
-  one_line(st->message);
 }
 
 void core_status_ok(inferd_status *st) {

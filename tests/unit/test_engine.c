@@ -20,6 +20,7 @@
 #include <math.h>
 
 #include "inferd/inferd.h"
+#include "onnx.pb-c.h"
 
 static const char *model_path(void) { return INFERD_SOURCE_DIR "/models/mobilenet_v2_imagenet.onnx"; }
 
@@ -220,12 +221,103 @@ static void test_model_file_shrinks_while_read(void **state) {
   inferd_model_free(m);
 }
 
+/* A one-node model, x [N, 4] -> `op` named `node` -> y, serialized; free the result. */
+static void *one_node_model(const char *op, const char *node, size_t *size) {
+  Onnx__TensorShapeProto__Dimension d0 = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT,
+                                    d1 = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT;
+  d0.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
+  d0.dim_param = "N";
+  d1.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+  d1.dim_value = 4;
+  Onnx__TensorShapeProto__Dimension *dims[2] = {&d0, &d1};
+  Onnx__TensorShapeProto shape = ONNX__TENSOR_SHAPE_PROTO__INIT;
+  shape.n_dim = 2;
+  shape.dim = dims;
+  Onnx__TypeProto__Tensor tensor = ONNX__TYPE_PROTO__TENSOR__INIT;
+  tensor.has_elem_type = 1;
+  tensor.elem_type = INFERD_DTYPE_FLOAT;
+  tensor.shape = &shape;
+  Onnx__TypeProto type = ONNX__TYPE_PROTO__INIT;
+  type.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+  type.tensor_type = &tensor;
+  Onnx__ValueInfoProto x = ONNX__VALUE_INFO_PROTO__INIT, y = ONNX__VALUE_INFO_PROTO__INIT;
+  x.name = "x", x.type = &type;
+  y.name = "y", y.type = &type;
+  Onnx__ValueInfoProto *inputs[1] = {&x}, *outputs[1] = {&y};
+  char *node_in[1] = {"x"}, *node_out[1] = {"y"};
+  Onnx__NodeProto n = ONNX__NODE_PROTO__INIT;
+  n.name = (char *)node, n.op_type = (char *)op;
+  n.n_input = 1, n.input = node_in;
+  n.n_output = 1, n.output = node_out;
+  Onnx__NodeProto *nodes[1] = {&n};
+  Onnx__GraphProto graph = ONNX__GRAPH_PROTO__INIT;
+  graph.name = "g";
+  graph.n_node = 1, graph.node = nodes;
+  graph.n_input = 1, graph.input = inputs;
+  graph.n_output = 1, graph.output = outputs;
+  Onnx__OperatorSetIdProto opset = ONNX__OPERATOR_SET_ID_PROTO__INIT;
+  opset.domain = "";
+  opset.has_version = 1, opset.version = 13;
+  Onnx__OperatorSetIdProto *opsets[1] = {&opset};
+  Onnx__ModelProto model = ONNX__MODEL_PROTO__INIT;
+  model.has_ir_version = 1, model.ir_version = 8;
+  model.n_opset_import = 1, model.opset_import = opsets;
+  model.graph = &graph;
+  *size = onnx__model_proto__get_packed_size(&model);
+  void *buf = malloc(*size);
+  assert_non_null(buf);
+  assert_int_equal(onnx__model_proto__pack(&model, buf), *size);
+  return buf;
+}
+
+/* Regression: a message longer than the status buffer was cut at its end, and what is
+ * wrong comes last: a node with a 2000-character name gave "node 'NNN...N" and no word of
+ * the op, a model under a long path gave the path and ": ". The middle goes instead. */
+static void test_long_names_keep_the_reason(void **state) {
+  (void)state;
+  char name[2001];
+  memset(name, 'N', sizeof name - 1);
+  name[sizeof name - 1] = '\0';
+  size_t size;
+  void *onnx = one_node_model("FancyOp", name, &size);
+  inferd_model *m = NULL;
+  inferd_status st = {0};
+  assert_int_equal(inferd_model_load_memory(onnx, size, NULL, &m, &st), INFERD_UNSUPPORTED);
+  free(onnx);
+  assert_null(m);
+  if (strncmp(st.message, "node 'NNN", 9) != 0 || !strstr(st.message, "(FancyOp): op not supported"))
+    fail_msg("message: %s", st.message);
+
+  char dir[] = "/tmp/inferd-test-long-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char path[1024], part[201];
+  memset(part, 'd', sizeof part - 1);
+  part[sizeof part - 1] = '\0';
+  snprintf(path, sizeof path, "%s/%s", dir, part);
+  assert_int_equal(mkdir(path, 0700), 0);
+  size_t dir_len = strlen(path);
+  snprintf(path + dir_len, sizeof path - dir_len, "/%s.onnx", part);
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite("\x08\x08\x3a", 1, 3, f), 3); /* a GraphProto field cut short */
+  fclose(f);
+  assert_int_equal(inferd_model_load(path, NULL, &m, &st), INFERD_INVALID_ARG);
+  assert_null(m);
+  if (strncmp(st.message, dir, strlen(dir)) != 0 || !strstr(st.message, "protobuf parse failed"))
+    fail_msg("message: %s", st.message);
+  unlink(path);
+  path[dir_len] = '\0';
+  rmdir(path);
+  rmdir(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_one_copy_of_weights),
       cmocka_unit_test(test_model_scratch_bytes),
       cmocka_unit_test(test_describe_and_errors),
       cmocka_unit_test(test_model_file_shrinks_while_read),
+      cmocka_unit_test(test_long_names_keep_the_reason),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
