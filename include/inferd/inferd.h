@@ -148,7 +148,10 @@ double inferd_model_flops_per_item(const inferd_model *model);
 size_t inferd_model_scratch_bytes(const inferd_model *model);
 
 typedef struct inferd_session_params {
-  int threads; /* compute threads for each run; 0 = all the process may use */
+  int threads; /* compute threads for each run; 0 = the creating thread's OpenMP default
+                  (omp_get_max_threads(): OMP_NUM_THREADS, else every CPU the process may
+                  use). A run's OpenMP team is the calling thread's, sized to this for the
+                  run; the caller's own setting is left as it was. */
   int profile; /* nonzero: time every step (see inferd_session_profile) */
 } inferd_session_params;
 

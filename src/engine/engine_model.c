@@ -491,7 +491,9 @@ inferd_code inferd_session_output_shape(inferd_session *s, int batch, int index,
     return core_fail(st, INFERD_INVALID_ARG, "inferd_session_output_shape: %s is NULL",
                      !s ? "session" : !rank ? "rank" : "dims");
   plan_instance *in = NULL;
+  int caller_threads = omp_get_max_threads();
   inferd_code rc = session_instance(s, batch, &in, st);
+  omp_set_num_threads(caller_threads);
   if (rc != INFERD_OK) return rc;
   if (index < 0 || index >= in->plan->n_outputs)
     return core_fail(st, INFERD_INVALID_ARG, "output %d: the model has %d", index, in->plan->n_outputs);
@@ -510,9 +512,8 @@ size_t inferd_session_scratch_bytes(const inferd_session *s, int batch) {
 
 size_t inferd_session_arena_bytes(const inferd_session *s) { return s->arena ? s->arena_size : 0; }
 
-inferd_code inferd_session_run(inferd_session *s, int batch, const float *const *inputs, float *const *outputs,
-                               inferd_status *st) {
-  if (!s) return core_fail(st, INFERD_INVALID_ARG, "inferd_session_run: session is NULL");
+static inferd_code session_run(inferd_session *s, int batch, const float *const *inputs, float *const *outputs,
+                              inferd_status *st) {
   plan_instance *in = NULL;
   inferd_code rc = session_instance(s, batch, &in, st); /* checks the batch size first */
   if (rc != INFERD_OK) return rc;
@@ -556,6 +557,17 @@ inferd_code inferd_session_run(inferd_session *s, int batch, const float *const 
     in->runs++;
   }
   return INFERD_OK;
+}
+
+/* The calling thread's OpenMP thread count is the session's while it runs, and the
+ * caller's again after: the default of sessions and plans made later on this thread. */
+inferd_code inferd_session_run(inferd_session *s, int batch, const float *const *inputs, float *const *outputs,
+                               inferd_status *st) {
+  if (!s) return core_fail(st, INFERD_INVALID_ARG, "inferd_session_run: session is NULL");
+  int caller_threads = omp_get_max_threads();
+  inferd_code rc = session_run(s, batch, inputs, outputs, st);
+  omp_set_num_threads(caller_threads);
+  return rc;
 }
 
 void inferd_session_profile_reset(inferd_session *s) {

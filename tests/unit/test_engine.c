@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <omp.h>
 
 #include "inferd/inferd.h"
 #include "onnx.pb-c.h"
@@ -311,6 +312,36 @@ static void test_long_names_keep_the_reason(void **state) {
   rmdir(dir);
 }
 
+/* Regression: a run and inferd_session_output_shape set the calling thread's OpenMP thread
+ * count to the session's (omp_set_num_threads) and left it so. A session made later on
+ * that thread with threads = 0 got the last session's count, not the caller's default,
+ * and so did the plan a later inferd_model_load on it compiled. */
+static void test_run_leaves_caller_threads(void **state) {
+  (void)state;
+  int before = omp_get_max_threads();
+  omp_set_num_threads(3);
+  inferd_model *m;
+  inferd_status st = {0};
+  assert_int_equal(inferd_model_load(model_path(), NULL, &m, &st), INFERD_OK);
+  inferd_session *one, *deflt;
+  inferd_session_params sp = {.threads = 1};
+  assert_int_equal(inferd_session_new(m, &sp, &one, &st), INFERD_OK);
+  float *x = random_batch(1, 5), y[1000];
+  run(one, 1, x, y);
+  assert_int_equal(omp_get_max_threads(), 3);
+  int rank;
+  int64_t dims[INFERD_MAX_RANK];
+  assert_int_equal(inferd_session_output_shape(one, 2, 0, &rank, dims, &st), INFERD_OK);
+  assert_int_equal(omp_get_max_threads(), 3);
+  assert_int_equal(inferd_session_new(m, NULL, &deflt, &st), INFERD_OK);
+  assert_int_equal(inferd_session_threads(deflt), 3);
+  free(x);
+  inferd_session_free(one);
+  inferd_session_free(deflt);
+  inferd_model_free(m);
+  omp_set_num_threads(before);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_one_copy_of_weights),
@@ -318,6 +349,7 @@ int main(void) {
       cmocka_unit_test(test_describe_and_errors),
       cmocka_unit_test(test_model_file_shrinks_while_read),
       cmocka_unit_test(test_long_names_keep_the_reason),
+      cmocka_unit_test(test_run_leaves_caller_threads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
