@@ -17,7 +17,9 @@
  * and where (e.g. "node 'Conv_12' (Conv): group 3 does not divide 64 input channels").
  * A NULL model, session, path, out pointer or input/output array is refused with
  * INFERD_INVALID_ARG naming the argument (a session used after its model or itself
- * was freed cannot be told apart from a live one: that stays the caller's bug).
+ * was freed cannot be told apart from a live one: that stays the caller's bug). The
+ * calls that return no inferd_code (counts, bytes, threads, profiles) take a live model
+ * or session and are not checked; the *_free calls take NULL.
  */
 #ifndef INFERD_INFERD_H
 #define INFERD_INFERD_H
@@ -135,7 +137,8 @@ void inferd_model_free(inferd_model *model);
 
 int inferd_model_num_inputs(const inferd_model *model);
 int inferd_model_num_outputs(const inferd_model *model);
-/* Fills *info for input/output `index`; returns INVALID_ARG when out of range. */
+/* Fills *info for input/output `index`; returns INVALID_ARG when out of range or when
+ * model or info is NULL. */
 inferd_code inferd_model_input(const inferd_model *model, int index, inferd_tensor_info *info);
 inferd_code inferd_model_output(const inferd_model *model, int index, inferd_tensor_info *info);
 /* Bytes of weights the model holds (after reordering), shared by all sessions. */

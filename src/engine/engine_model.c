@@ -247,13 +247,13 @@ int inferd_model_num_inputs(const inferd_model *m) { return m->n_inputs; }
 int inferd_model_num_outputs(const inferd_model *m) { return m->n_outputs; }
 
 inferd_code inferd_model_input(const inferd_model *m, int index, inferd_tensor_info *info) {
-  if (index < 0 || index >= m->n_inputs) return INFERD_INVALID_ARG;
+  if (!m || !info || index < 0 || index >= m->n_inputs) return INFERD_INVALID_ARG;
   *info = m->inputs[index];
   return INFERD_OK;
 }
 
 inferd_code inferd_model_output(const inferd_model *m, int index, inferd_tensor_info *info) {
-  if (index < 0 || index >= m->n_outputs) return INFERD_INVALID_ARG;
+  if (!m || !info || index < 0 || index >= m->n_outputs) return INFERD_INVALID_ARG;
   *info = m->outputs[index];
   return INFERD_OK;
 }

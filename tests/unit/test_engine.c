@@ -142,6 +142,11 @@ static void test_describe_and_errors(void **state) {
   assert_int_equal(out.rank, 2);
   assert_int_equal(out.dims[1], 1000);
   assert_int_equal(inferd_model_input(m, 1, &in), INFERD_INVALID_ARG);
+  assert_int_equal(inferd_model_input(m, -1, &in), INFERD_INVALID_ARG);
+  assert_int_equal(inferd_model_input(NULL, 0, &in), INFERD_INVALID_ARG);
+  assert_int_equal(inferd_model_input(m, 0, NULL), INFERD_INVALID_ARG);
+  assert_int_equal(inferd_model_output(NULL, 0, &out), INFERD_INVALID_ARG);
+  assert_int_equal(inferd_model_output(m, 0, NULL), INFERD_INVALID_ARG);
   inferd_session *s;
   assert_int_equal(inferd_session_new(m, NULL, &s, &st), INFERD_OK);
   assert_int_equal(inferd_session_run(s, 0, NULL, NULL, &st), INFERD_INVALID_ARG);
