@@ -144,7 +144,7 @@ inferd_code inferd_model_output(const inferd_model *model, int index, inferd_ten
 /* Bytes of weights the model holds (after reordering), shared by all sessions. */
 size_t inferd_model_weights_bytes(const inferd_model *model);
 /* Floating-point operations of one image (batch 1), counted over convolutions and
- * matrix products; 0 until a plan has been compiled. */
+ * matrix products (of the plan compiled at load); 0 for a model that has none. */
 double inferd_model_flops_per_item(const inferd_model *model);
 /* Bytes of scratch (activations, then oneDNN's scratchpad) the plan of opt_batch, compiled
  * at load, needs: what each session that runs that batch holds besides the shared weights. */

@@ -96,7 +96,6 @@ static inferd_code plan_get_locked(inferd_model *m, int batch, int threads, plan
   if (m->cache[slot].plan && --m->cache[slot].plan->refs == 0) engine_plan_free(m->cache[slot].plan);
   m->cache[slot].plan = p;
   m->cache[slot].used = ++m->clock;
-  if (m->flops_per_item == 0) m->flops_per_item = p->flops / batch;
   p->refs++;
   *out = p;
   return INFERD_OK;
@@ -186,6 +185,7 @@ static inferd_code finish_load(ir_graph *g, const inferd_model_params *params, i
     if (rc == INFERD_OK) {
       p->refs--;
       m->opt_scratch = p->arena_bytes + p->scratchpad_bytes;
+      m->flops_per_item = p->flops / m->opt_batch; /* read without the lock: written once, here */
       engine_weights_release_plain(m);
       for (int k = 0; k < m->n_outputs; k++) {
         m->outputs[k].rank = p->out_rank[k];

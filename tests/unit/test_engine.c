@@ -4,7 +4,9 @@
  * size, one scratch arena per session, sessions that give the same answers, and errors
  * that name what is wrong.
  */
+#include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -347,6 +349,75 @@ static void test_run_leaves_caller_threads(void **state) {
   omp_set_num_threads(before);
 }
 
+typedef struct relu_worker {
+  inferd_model *model;
+  int first_batch;
+  atomic_int *done;
+  int bad_runs;
+  char message[INFERD_STATUS_MESSAGE_MAX + 32];
+} relu_worker;
+
+/* Runs batch sizes 1..30 (more than a session and the plan cache keep) in its own session. */
+static void *relu_worker_main(void *arg) {
+  relu_worker *w = arg;
+  inferd_status st = {0};
+  inferd_session *s;
+  inferd_session_params sp = {.threads = 1};
+  if (inferd_session_new(w->model, &sp, &s, &st) != INFERD_OK) {
+    snprintf(w->message, sizeof w->message, "%s", st.message);
+    w->bad_runs++;
+    atomic_fetch_add(w->done, 1);
+    return NULL;
+  }
+  float x[30 * 4], y[30 * 4];
+  for (int i = 0; i < 30 * 4; i++) x[i] = (float)(i % 7) - 3.0f;
+  for (int k = 0; k < 60; k++) {
+    int batch = 1 + (w->first_batch + k * 7) % 30;
+    const float *in[1] = {x};
+    float *out[1] = {y};
+    bool good = inferd_session_run(s, batch, in, out, &st) == INFERD_OK;
+    for (int i = 0; good && i < batch * 4; i++) good = y[i] == (x[i] > 0 ? x[i] : 0.0f);
+    if (!good) {
+      snprintf(w->message, sizeof w->message, "batch %d: %s", batch, st.message);
+      w->bad_runs++;
+    }
+  }
+  inferd_session_free(s);
+  atomic_fetch_add(w->done, 1);
+  return NULL;
+}
+
+/* Sessions of one model on two threads, each running more batch sizes than a session
+ * binds and the model caches (2 plans), while a third thread reads the model's figures.
+ * For the ThreadSanitizer build. Regression: every plan compiled wrote
+ * inferd_model_flops_per_item's figure, under the model's lock, when it was 0 (a model
+ * without convolutions or matrix products), while readers read it without the lock. */
+static void test_sessions_on_threads(void **state) {
+  (void)state;
+  size_t size;
+  void *onnx = one_node_model("Relu", "relu", &size);
+  inferd_model *m;
+  inferd_status st = {0};
+  inferd_model_params mp = {.max_cached_plans = 2};
+  assert_int_equal(inferd_model_load_memory(onnx, size, &mp, &m, &st), INFERD_OK);
+  free(onnx);
+  atomic_int done = 0;
+  relu_worker w[2] = {{.model = m, .first_batch = 0, .done = &done}, {.model = m, .first_batch = 3, .done = &done}};
+  pthread_t threads[2];
+  for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&threads[i], NULL, relu_worker_main, &w[i]), 0);
+  double flops = 0;
+  size_t weights = 0;
+  for (long i = 0; i < 100000000 && atomic_load(&done) < 2; i++) {
+    flops += inferd_model_flops_per_item(m);
+    weights += inferd_model_weights_bytes(m);
+  }
+  for (int i = 0; i < 2; i++) assert_int_equal(pthread_join(threads[i], NULL), 0);
+  for (int i = 0; i < 2; i++)
+    if (w[i].bad_runs) fail_msg("thread %d: %d bad runs, last %s", i, w[i].bad_runs, w[i].message);
+  assert_true(flops == 0 && weights == 0);
+  inferd_model_free(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_one_copy_of_weights),
@@ -355,6 +426,7 @@ int main(void) {
       cmocka_unit_test(test_model_file_shrinks_while_read),
       cmocka_unit_test(test_long_names_keep_the_reason),
       cmocka_unit_test(test_run_leaves_caller_threads),
+      cmocka_unit_test(test_sessions_on_threads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
