@@ -171,7 +171,9 @@ void inferd_session_free(inferd_session *session);
 /* Runs one batch. `inputs[i]` is the i-th model input, dense row-major float32 with
  * dimension 0 equal to `batch` and the other dims as the model declares; `outputs[i]`
  * receives the i-th output the same way (size from inferd_session_output_shape).
- * Buffers are borrowed for the duration of the call. */
+ * Buffers are borrowed for the duration of the call. An output must not overlap an input
+ * or another output (not checked): outputs are written while inputs are still being read,
+ * so a run "in place" gives wrong numbers, with no error. */
 inferd_code inferd_session_run(inferd_session *session, int batch, const float *const *inputs,
                                float *const *outputs, inferd_status *status);
 
