@@ -513,9 +513,13 @@ inferd_code engine_plan_compile(inferd_model *m, int batch, int threads, plan **
   for (int b = 0; b < p->n_buffers && rc == INFERD_OK; b++)
     if (p->buffers[b].bind == REF_OUTPUT) p->buffers[b].last = p->n_steps;
   if (rc == INFERD_OK) rc = plan_memory(p, st);
-  if (rc == INFERD_OK && p->arena_bytes + p->scratchpad_bytes > m->max_scratch)
+  size_t need = p->arena_bytes + p->scratchpad_bytes, mb = (size_t)1 << 20;
+  if (rc == INFERD_OK && need > m->max_scratch && m->max_scratch < mb)
+    rc = core_fail(st, INFERD_TOO_LARGE, "batch %d needs %zu bytes of scratch memory, above the limit of %zu bytes",
+                   batch, need, m->max_scratch);
+  else if (rc == INFERD_OK && need > m->max_scratch) /* need rounded up, so that it never reads as the limit */
     rc = core_fail(st, INFERD_TOO_LARGE, "batch %d needs %zu MB of scratch memory, above the limit of %zu MB", batch,
-                   (p->arena_bytes + p->scratchpad_bytes) >> 20, m->max_scratch >> 20);
+                   (need + mb - 1) / mb, m->max_scratch / mb);
   free(c.vals);
   free(c.variants);
   if (rc != INFERD_OK) {

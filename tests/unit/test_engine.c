@@ -195,6 +195,10 @@ static void test_describe_and_errors(void **state) {
   assert_int_equal(inferd_model_load_memory(junk, sizeof junk, NULL, &m, &st), INFERD_INVALID_ARG);
   assert_null(m);
   assert_null(strchr(st.message, '\n'));
+  /* a limit under 1 MB is said in bytes (it read "needs 5 MB ..., above the limit of 0 MB") */
+  inferd_model_params tiny = {.max_scratch_bytes = 1000};
+  assert_int_equal(inferd_model_load(model_path(), &tiny, &m, &st), INFERD_TOO_LARGE);
+  if (!strstr(st.message, "above the limit of 1000 bytes")) fail_msg("message: %s", st.message);
 }
 
 /* A model file truncated while it is mapped and read (as `cp` over a file a server is
