@@ -79,7 +79,10 @@ enum { INFERD_MAX_RANK = 8 };
 /* A model input or output as the model declares it; dims[i] == -1 is a dynamic axis.
  * dims[0] is the batch axis: -1 when the model declares it dynamic (a name); a number
  * when it declares a number, which is then the only batch size the model runs (runs of
- * any other fail with INFERD_INVALID_ARG). */
+ * any other fail with INFERD_INVALID_ARG). An output's dims are those of the plan compiled
+ * at load (opt_batch), with dims[0] -1 where it was that batch size: an output whose first
+ * dimension is another number (a constant) keeps it; one that is opt_batch by chance reads
+ * as the batch axis (inferd_session_output_shape gives any batch's exact shape). */
 typedef struct inferd_tensor_info {
   const char *name; /* borrowed from the model; valid until inferd_model_free */
   inferd_dtype dtype;

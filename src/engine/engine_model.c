@@ -190,7 +190,10 @@ static inferd_code finish_load(ir_graph *g, const inferd_model_params *params, i
       for (int k = 0; k < m->n_outputs; k++) {
         m->outputs[k].rank = p->out_rank[k];
         memcpy(m->outputs[k].dims, p->out_dims[k], sizeof p->out_dims[k]);
-        if (m->fixed_batch == 0) m->outputs[k].dims[0] = -1;
+        /* the batch axis: a first dimension of another size than the batch compiled here
+         * does not follow the batch (a constant output, as a detector's anchor boxes) */
+        if (m->fixed_batch == 0 && p->out_rank[k] >= 1 && p->out_dims[k][0] == m->opt_batch)
+          m->outputs[k].dims[0] = -1;
       }
     }
     pthread_mutex_unlock(&m->lock);

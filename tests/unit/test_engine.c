@@ -233,8 +233,9 @@ static void test_model_file_shrinks_while_read(void **state) {
   inferd_model_free(m);
 }
 
-/* A one-node model, x [N, 4] -> `op` named `node` -> y, serialized; free the result. */
-static void *one_node_model(const char *op, const char *node, size_t *size) {
+/* A one-node model, x [N, 4] -> `op` named `node` -> y, serialized; free the result. With
+ * `anchors`, a second output is a constant of shape [3, 2] (as a detector's anchor boxes). */
+static void *one_node_model(const char *op, const char *node, bool anchors, size_t *size) {
   Onnx__TensorShapeProto__Dimension d0 = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT,
                                     d1 = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT;
   d0.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
@@ -255,7 +256,17 @@ static void *one_node_model(const char *op, const char *node, size_t *size) {
   Onnx__ValueInfoProto x = ONNX__VALUE_INFO_PROTO__INIT, y = ONNX__VALUE_INFO_PROTO__INIT;
   x.name = "x", x.type = &type;
   y.name = "y", y.type = &type;
-  Onnx__ValueInfoProto *inputs[1] = {&x}, *outputs[1] = {&y};
+  Onnx__ValueInfoProto anchor_info = ONNX__VALUE_INFO_PROTO__INIT;
+  anchor_info.name = "anchors";
+  Onnx__ValueInfoProto *inputs[1] = {&x}, *outputs[2] = {&y, &anchor_info};
+  int64_t anchor_dims[2] = {3, 2};
+  float anchor_values[6] = {0, 0, 1, 1, 2, 2};
+  Onnx__TensorProto anchor = ONNX__TENSOR_PROTO__INIT;
+  anchor.name = "anchors";
+  anchor.n_dims = 2, anchor.dims = anchor_dims;
+  anchor.has_data_type = 1, anchor.data_type = INFERD_DTYPE_FLOAT;
+  anchor.n_float_data = 6, anchor.float_data = anchor_values;
+  Onnx__TensorProto *initializers[1] = {&anchor};
   char *node_in[1] = {"x"}, *node_out[1] = {"y"};
   Onnx__NodeProto n = ONNX__NODE_PROTO__INIT;
   n.name = (char *)node, n.op_type = (char *)op;
@@ -266,7 +277,8 @@ static void *one_node_model(const char *op, const char *node, size_t *size) {
   graph.name = "g";
   graph.n_node = 1, graph.node = nodes;
   graph.n_input = 1, graph.input = inputs;
-  graph.n_output = 1, graph.output = outputs;
+  graph.n_output = anchors ? 2 : 1, graph.output = outputs;
+  graph.n_initializer = anchors ? 1 : 0, graph.initializer = initializers;
   Onnx__OperatorSetIdProto opset = ONNX__OPERATOR_SET_ID_PROTO__INIT;
   opset.domain = "";
   opset.has_version = 1, opset.version = 13;
@@ -291,7 +303,7 @@ static void test_long_names_keep_the_reason(void **state) {
   memset(name, 'N', sizeof name - 1);
   name[sizeof name - 1] = '\0';
   size_t size;
-  void *onnx = one_node_model("FancyOp", name, &size);
+  void *onnx = one_node_model("FancyOp", name, false, &size);
   inferd_model *m = NULL;
   inferd_status st = {0};
   assert_int_equal(inferd_model_load_memory(onnx, size, NULL, &m, &st), INFERD_UNSUPPORTED);
@@ -399,7 +411,7 @@ static void *relu_worker_main(void *arg) {
 static void test_sessions_on_threads(void **state) {
   (void)state;
   size_t size;
-  void *onnx = one_node_model("Relu", "relu", &size);
+  void *onnx = one_node_model("Relu", "relu", false, &size);
   inferd_model *m;
   inferd_status st = {0};
   inferd_model_params mp = {.max_cached_plans = 2};
@@ -422,6 +434,37 @@ static void test_sessions_on_threads(void **state) {
   inferd_model_free(m);
 }
 
+/* Regression: inferd_model_output gave -1 (the batch axis) as dims[0] of every output of a
+ * model with a dynamic batch axis, also of one that does not follow the batch: a constant
+ * [3, 2] read as [-1, 2], so that a caller sizing it from the description at batch 1 gave
+ * 2 floats of room to a run that writes 6. */
+static void test_output_without_batch_axis(void **state) {
+  (void)state;
+  size_t size;
+  void *onnx = one_node_model("Relu", "relu", true, &size);
+  inferd_model *m;
+  inferd_status st = {0};
+  assert_int_equal(inferd_model_load_memory(onnx, size, NULL, &m, &st), INFERD_OK);
+  free(onnx);
+  inferd_tensor_info y, anchors;
+  assert_int_equal(inferd_model_output(m, 0, &y), INFERD_OK);
+  assert_int_equal(inferd_model_output(m, 1, &anchors), INFERD_OK);
+  assert_int_equal(y.rank, 2);
+  assert_int_equal(y.dims[0], -1);
+  assert_int_equal(y.dims[1], 4);
+  assert_int_equal(anchors.rank, 2);
+  assert_int_equal(anchors.dims[0], 3);
+  assert_int_equal(anchors.dims[1], 2);
+  inferd_session *s;
+  assert_int_equal(inferd_session_new(m, NULL, &s, &st), INFERD_OK);
+  int rank;
+  int64_t dims[INFERD_MAX_RANK];
+  assert_int_equal(inferd_session_output_shape(s, 5, 1, &rank, dims, &st), INFERD_OK);
+  assert_int_equal(dims[0], 3);
+  inferd_session_free(s);
+  inferd_model_free(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_one_copy_of_weights),
@@ -431,6 +474,7 @@ int main(void) {
       cmocka_unit_test(test_long_names_keep_the_reason),
       cmocka_unit_test(test_run_leaves_caller_threads),
       cmocka_unit_test(test_sessions_on_threads),
+      cmocka_unit_test(test_output_without_batch_axis),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
