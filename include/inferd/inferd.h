@@ -180,7 +180,9 @@ void inferd_session_free(inferd_session *session);
 inferd_code inferd_session_run(inferd_session *session, int batch, const float *const *inputs,
                                float *const *outputs, inferd_status *status);
 
-/* Shape of output `index` at batch size `batch`, compiling the plan if needed.
+/* Shape of output `index` at batch size `batch`, compiling the plan if needed and binding
+ * it to the session as its first run of that batch would: the session's arena grows to
+ * that batch's scratch (asking about batch 64 of MobileNetV2 maps 367 MB).
  * Returns the rank in *rank and the dims in dims[]. */
 inferd_code inferd_session_output_shape(inferd_session *session, int batch, int index,
                                         int *rank, int64_t dims[INFERD_MAX_RANK],
