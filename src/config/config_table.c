@@ -133,7 +133,7 @@ static const config__option options[] = {
     IGNORED("plugins_path", "no Java plugins"),
     IGNORED("ipex_enable", "no PyTorch: the engine compiles the ONNX graph to oneDNN itself"),
     IGNORED("use_env_allowed_urls", "models are registered from model_store only"),
-    IGNORED("limit_max_image_pixels", "images above 64 megapixels are always refused (PIL's limit is 179)"),
+    IGNORED("limit_max_image_pixels", "images above 179 megapixels (PIL's limit; an interlaced PNG above 64) are always refused"),
     IGNORED("keystore", "no TLS: https addresses are refused (put TLS in front)"),
     IGNORED("keystore_pass", "no TLS: https addresses are refused (put TLS in front)"),
     IGNORED("keystore_type", "no TLS: https addresses are refused (put TLS in front)"),
