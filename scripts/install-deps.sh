@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs every Debian package that inferd's build, tests and benchmarks need.
+# Installs every Debian package that inferd's build, tests and benchmarks need, except
+# node and npm: bench/peers.sh needs them for ONNX Runtime and stops when they are missing.
 # Idempotent: quiet and quick when everything is already present; runs
 # `apt-get update` once, only when something is missing.
 set -euo pipefail
