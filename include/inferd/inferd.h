@@ -8,8 +8,9 @@
  * is never used by two threads at once; different sessions of one model may run
  * concurrently on different threads.
  *
- * Plans are compiled per batch size on first use and cached in the model (bounded);
- * the first run of a batch size in a session binds that plan to the session's arena.
+ * Plans are compiled per batch size and thread count on first use and cached in the
+ * model (bounded); the first run of a batch size in a session binds that plan to the
+ * session's arena.
  * After that, inferd_session_run does not allocate and takes no lock.
  *
  * Errors: every call that can fail returns an inferd_code and, when `status` is not
@@ -94,7 +95,8 @@ typedef struct inferd_model inferd_model;
 typedef struct inferd_session inferd_session;
 
 typedef struct inferd_model_params {
-  int max_cached_plans; /* plans (batch sizes) kept compiled per model; 0 = default 8 */
+  int max_cached_plans; /* plans (batch size and thread count) kept compiled per model;
+                           0 = default 8; at most 32 */
   int max_batch;        /* largest batch a run may ask for; 0 = default 1024 */
   size_t max_scratch_bytes; /* largest scratch (activations + kernel scratchpad) one plan
                                may need; 0 = default 8 GiB. A model whose intermediates
