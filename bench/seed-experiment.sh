@@ -8,7 +8,7 @@
 #   3. inferd server, 1 worker, no batching (batchSize 1), 100 concurrent clients
 #   4. + batchSize 8, maxBatchDelay 100 ms
 #   5. + workers and threads per worker from the pinning plan (default_workers_per_model
-#      = physical cores, one thread each)
+#      = nproc, the CPUs this process may use, one thread each)
 # Columns: total time, images/s, ratio to row 1, p99 latency, peak CPU %, peak memory %.
 # Writes bench/results/seed-experiment.md and bench/results/seed-experiment.png (gnuplot;
 # --out FILE writes elsewhere), and prints the table. Default N=100, so that rows 3-5
