@@ -50,8 +50,8 @@
 # with ONNXRUNTIME_NODE_INSTALL=skip, so its install script downloads no GPU add-ons (the CPU
 # binary is inside the npm package). This is the only network access (the npm registry).
 # Needs: the packages of scripts/install-deps.sh (python3-torch, python3-torchvision,
-# python3-onnx, ...) and node + npm, which it does not install (Node 20 here, NodeSource's
-# nodejs package; Debian 12's nodejs is 18). The exported models are shared with
+# python3-onnx, ...; Debian's nodejs and npm when the machine has no node of its own: Node 20
+# here, NodeSource's, which bundles npm; Debian 12's is 18). The exported models are shared with
 # bench/engine.sh in bench/results/tmp/ (ignored by git); this run's raw JSON and logs go to
 # bench/results/tmp/peers-last/.
 # Exit status: 0 when the table is written, 2 for a bad option or value (one line on

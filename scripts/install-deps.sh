@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs every Debian package that inferd's build, tests and benchmarks need, except
-# node and npm: bench/peers.sh needs them for ONNX Runtime and stops when they are missing.
+# Installs every Debian package that inferd's build, tests and benchmarks need. Node.js
+# and npm (bench/peers.sh runs ONNX Runtime with them) come from Debian only when there is
+# no `node` at all: a machine's own Node (NodeSource's 20 here, which bundles npm) stays.
 # Idempotent: quiet and quick when everything is already present; runs
 # `apt-get update` once, only when something is missing.
 set -euo pipefail
@@ -19,6 +20,8 @@ packages=(
   # benchmarks
   time bc wrk nginx-light gnuplot-nox
 )
+command -v node >/dev/null 2>&1 || packages+=(nodejs)
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do
