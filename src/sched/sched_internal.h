@@ -108,8 +108,8 @@ void sched__update_warmed_locked(struct sched_model *m);
 /* Pops the oldest queued request. Caller holds model->lock and count > 0. */
 sched_request *sched__pop_locked(struct sched_model *m);
 /* Completes everything queued with `code` while no worker is live (scale to 0, every
- * worker failed, drain without workers). Called with model->lock held; drops it
- * around each done call. */
+ * worker failed, drain without workers); a cancelled or expired request with TIMEOUT,
+ * as a batch take would. Called with model->lock held; drops it around each done call. */
 void sched__flush_locked(struct sched_model *m, inferd_code code, const char *why);
 
 #endif /* INFERD_SCHED_INTERNAL_H */

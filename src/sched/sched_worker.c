@@ -77,7 +77,8 @@
  * marks itself exited under the lock, then frees its session and buffers on its own
  * thread; the management call that joins it frees the struct. If the last live worker
  * leaves requests queued (scale to 0, every worker failed to start), it completes them
- * with INFERD_UNAVAILABLE: nothing else would.
+ * with INFERD_UNAVAILABLE: nothing else would (those cancelled or past their deadline
+ * with INFERD_TIMEOUT, as a take would).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -292,9 +293,17 @@ sched_request *sched__pop_locked(sched_model *m) {
 void sched__flush_locked(sched_model *m, inferd_code code, const char *why) {
   while (m->count > 0 && m->live == 0) {
     sched_request *r = sched__pop_locked(m);
-    core_fail(&r->status, code, "model '%s': %s", m->name, why);
+    /* As a batch take would skip them (sched.h): a cancelled or expired request
+     * completes with TIMEOUT, not with the flush's code. */
+    inferd_code r_code = code;
+    if (atomic_load_explicit(&r->cancelled, memory_order_acquire))
+      r_code = core_fail(&r->status, INFERD_TIMEOUT, "model '%s': cancelled in the queue", m->name);
+    else if (r->deadline > 0 && core_now_seconds() >= r->deadline)
+      r_code = core_fail(&r->status, INFERD_TIMEOUT, "model '%s': response timeout in the queue", m->name);
+    else
+      core_fail(&r->status, code, "model '%s': %s", m->name, why);
     pthread_mutex_unlock(&m->lock);
-    r->done(r, code, r->user);
+    r->done(r, r_code, r->user);
     pthread_mutex_lock(&m->lock);
   }
 }

@@ -952,6 +952,52 @@ static void test_scale_to_zero_flushes_queue(void **state) {
   (void)state;
 }
 
+/* The flush when the last worker goes keeps sched.h's codes: a request cancelled in the
+ * queue, or whose deadline passed there, completes with TIMEOUT as a batch take would
+ * skip it; only the others get UNAVAILABLE. */
+static void test_scale_to_zero_keeps_timeouts(void **state) {
+  harness h;
+  harness_init(&h);
+  sched_model_params p = base_params(&h);
+  p.batch_size = 1;
+  sched_model *m = start_model(&p);
+  gate_close(&h);
+  test_req *held = hold_one_worker(&h, m, 0);
+  test_req *gone = new_req(&h, 1, false), *late = new_req(&h, 2, false), *kept = new_req(&h, 3, false);
+  late->req.deadline = core_now_seconds() + 0.05;
+  assert_int_equal(submit(m, gone), INFERD_OK);
+  assert_int_equal(submit(m, late), INFERD_OK);
+  assert_int_equal(submit(m, kept), INFERD_OK);
+  sched_request_cancel(&gone->req);
+  while (core_now_seconds() <= late->req.deadline) sleep_ms(10);
+  scale_arg sa = {.m = m, .workers = 0};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, scale_thread, &sa), 0);
+  sched_worker_info w;
+  bool stopping = false;
+  for (double until = core_now_seconds() + WAIT_SECONDS; !stopping && core_now_seconds() < until;) {
+    sched_model_describe(m, NULL, &w, 1);
+    stopping = w.state == SCHED_WORKER_STOPPING;
+    if (!stopping) sleep_ms(5);
+  }
+  assert_true(stopping);
+  gate_open(&h);
+  pthread_join(th, NULL);
+  assert_int_equal(sa.rc, INFERD_OK);
+  assert_true(wait_completed(&h, 4));
+  assert_int_equal(held->code, INFERD_OK);
+  assert_int_equal(gone->code, INFERD_TIMEOUT);
+  assert_int_equal(gone->req.status.code, INFERD_TIMEOUT);
+  assert_int_equal(late->code, INFERD_TIMEOUT);
+  assert_non_null(strstr(late->req.status.message, "timeout"));
+  assert_int_equal(kept->code, INFERD_UNAVAILABLE);
+  assert_true(output_untouched(gone) && output_untouched(late) && output_untouched(kept));
+  check_all(&h);
+  sched_model_free(m);
+  harness_free(&h);
+  (void)state;
+}
+
 /* Not ready until every worker has bound and warmed up; describe shows the cores. */
 static void test_ready_after_bind_and_warmup(void **state) {
   harness h;
@@ -1484,6 +1530,7 @@ int main(void) {
       cmocka_unit_test(test_drain_answers_queued_then_refuses),
       cmocka_unit_test(test_scale_under_load),
       cmocka_unit_test(test_scale_to_zero_flushes_queue),
+      cmocka_unit_test(test_scale_to_zero_keeps_timeouts),
       cmocka_unit_test(test_ready_after_bind_and_warmup),
       cmocka_unit_test(test_bind_failure),
       cmocka_unit_test(test_scale_after_failed_worker_keeps_slots_in_plan),
