@@ -476,6 +476,11 @@ void http__job_cancel(http__job *first);
  * says why (UNAVAILABLE: queue full, draining, no workers; 503 + Retry-After). The loop
  * thread (v2 rows) or its preprocessing thread (predictions). */
 inferd_code http__job_submit(http__job *job, inferd_status *st);
+/* Submits the n rows from `first` (v2 infer) in row order at once (sched_submit_many:
+ * an idle worker takes them together instead of the first alone). Returns how many were
+ * queued; when fewer than n, *st says why the next one was refused. The loop thread;
+ * uses its scratch buffer (http__loop_scratch). */
+int http__rows_submit(http__job *first, int n, inferd_status *st);
 /* Answers a job that came back with `code` != OK (504, 503 or 500); returns the status sent. */
 int http__send_job_error(h2o_req_t *req, const http__model *m, inferd_code code, const inferd_status *why);
 /* max_response_size bounds every body that carries model output (/predictions, v2

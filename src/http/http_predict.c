@@ -298,19 +298,50 @@ static void refusal_message(http__model *m, const inferd_status *why, inferd_sta
               why->message);
 }
 
-inferd_code http__job_submit(http__job *job, inferd_status *st) {
+static void job_request(http__job *job) {
   job->request.input = job->input;
   job->request.output = job->output;
   job->request.deadline = 0; /* the model's response_timeout after enqueue */
   job->request.done = on_done;
   job->request.user = job;
   job->message = (h2o_multithread_message_t){{NULL, NULL}};
-  inferd_code code = sched_submit(job->model->sched, &job->request);
+}
+
+static inferd_code job_refused(const http__job *job, inferd_status *st) {
+  inferd_code code = job->request.status.code;
   if (code == INFERD_UNAVAILABLE)
     refusal_message(job->model, &job->request.status, st);
-  else if (code != INFERD_OK)
+  else
     *st = job->request.status;
   return code;
+}
+
+inferd_code http__job_submit(http__job *job, inferd_status *st) {
+  job_request(job);
+  return sched_submit(job->model->sched, &job->request) == INFERD_OK ? INFERD_OK : job_refused(job, st);
+}
+
+int http__rows_submit(http__job *first, int n, inferd_status *st) {
+  sched_request **requests = http__loop_scratch(first->loop, (size_t)n * sizeof *requests);
+  int k = 0;
+  for (http__job *row = first; row && k < n; row = row->next_row) {
+    job_request(row);
+    if (requests) requests[k] = &row->request;
+    k++;
+  }
+  if (!requests) { /* no memory for the list: one by one */
+    k = 0;
+    for (http__job *row = first; row && k < n; row = row->next_row, k++)
+      if (sched_submit(first->model->sched, &row->request) != INFERD_OK) break;
+  } else {
+    k = sched_submit_many(first->model->sched, requests, k);
+  }
+  if (k < n) {
+    http__job *refused = first;
+    for (int i = 0; i < k; i++) refused = refused->next_row;
+    job_refused(refused, st);
+  }
+  return k;
 }
 
 int http__send_job_error(h2o_req_t *req, const http__model *m, inferd_code code, const inferd_status *why) {

@@ -34,7 +34,10 @@
  *
  * Execution: each of the n rows becomes one job of http_predict.c (its own scheduler
  * request, batched with /predictions and other v2 requests), linked in row order from
- * the first. A row that comes back waits on the loop; when the last one is back the
+ * the first, and all are queued in one call (http__rows_submit, sched_submit_many), so
+ * that an idle worker takes them as one batch rather than the first alone and the
+ * others, found queued, held open for maxBatchDelay as if the model were busy. A row
+ * that comes back waits on the loop; when the last one is back the
  * first answers for all (the first failing row's error: 504 TIMEOUT, 503, 500) and all
  * are recycled. n is bounded by the model's job_queue_size (400 beyond it), so a
  * request holds at most that many jobs. Queue full part-way: 503 + Retry-After at once,
@@ -718,18 +721,15 @@ static bool model_spec(h2o_req_t *req, const http__model *m, http_v2_spec *spec)
 /* Queues every row. Returns how many were queued before the scheduler refused one (all
  * of them: n), with *st saying why. Rows not queued are recycled here. */
 static int submit_rows(http__loop *loop, http__job *first, int n, inferd_status *st) {
-  int queued = 0;
-  http__job *prev = NULL;
-  for (http__job *row = first; row; prev = row, row = row->next_row, queued++) {
-    if (http__job_submit(row, st) == INFERD_OK) continue;
-    if (prev) prev->next_row = NULL;
-    for (http__job *next; row; row = next) {
-      next = row->next_row;
-      http__job_put(loop, row);
-    }
-    return queued;
+  int queued = http__rows_submit(first, n, st);
+  if (queued == n) return queued;
+  http__job *prev = NULL, *row = first;
+  for (int i = 0; i < queued; i++) prev = row, row = row->next_row;
+  if (prev) prev->next_row = NULL;
+  for (http__job *next; row; row = next) {
+    next = row->next_row;
+    http__job_put(loop, row);
   }
-  (void)n;
   return queued;
 }
 

@@ -212,6 +212,15 @@ inferd_code sched_model_wait_ready(sched_model *m, int timeout_ms, inferd_status
  * layer answers 503 with Retry-After); INVALID_ARG for a request without input,
  * output or done. On refusal request->status says why and done is not called. */
 inferd_code sched_submit(sched_model *m, sched_request *request);
+/* Queues requests[0..n) in order as n sched_submit calls would, but under one lock with
+ * one wake-up: the worker it wakes takes them together (up to batch_size). Separate
+ * submits could wake an idle worker for the first alone and leave the rest queued as if
+ * the model were busy, to a batch held open for max_batch_delay_ms (a KServe v2 infer
+ * of 3 rows on an idle model waited the whole maxBatchDelay). Returns k, how many were
+ * accepted: requests[0..k) are the scheduler's as after an accepting sched_submit; when
+ * k < n, requests[k] was refused as by sched_submit (its status says why) and the ones
+ * after it were not looked at. */
+int sched_submit_many(sched_model *m, sched_request *const *requests, int n);
 
 /* Sets the number of workers (TorchServe's scale workers, min_worker). New workers
  * start in the background (wait with sched_model_wait_ready). When the count changes

@@ -316,41 +316,60 @@ void sched_model_free(sched_model *m) {
 
 /* ---- requests ---------------------------------------------------------------------------------- */
 
-inferd_code sched_submit(sched_model *m, sched_request *r) {
-  if (!r) return INFERD_INVALID_ARG;
-  if (!r->input || !r->output || !r->done)
-    return core_fail(&r->status, INFERD_INVALID_ARG, "request without %s", !r->input ? "input" : !r->output ? "output" : "done");
-  r->start_time = 0;
-  double now = core_now_seconds();
-  double deadline = r->deadline > 0 ? r->deadline
-                    : m->params.response_timeout_ms > 0 ? now + m->params.response_timeout_ms * 1e-3
-                                                        : 0;
-
-  pthread_mutex_lock(&m->lock);
+/* Queues r (NULL), or says why it is refused. Caller holds m->lock; signals nothing. */
+static const char *submit_locked(sched_model *m, sched_request *r, double now) {
   const char *refusal = m->draining ? "is shutting down"
                         : m->live == 0 ? "has no workers"
                         : m->count == m->params.job_queue_size ? "job queue is full"
                                                                : NULL;
   if (refusal) {
-    int depth = m->count;
     m->refused++;
-    pthread_mutex_unlock(&m->lock);
-    return core_fail(&r->status, INFERD_UNAVAILABLE, "model '%s' %s (%d requests queued)", m->name, refusal, depth);
+    return refusal;
   }
+  r->start_time = 0;
   r->enqueue_time = now;
-  r->deadline = deadline;
+  r->deadline = r->deadline > 0 ? r->deadline
+                : m->params.response_timeout_ms > 0 ? now + m->params.response_timeout_ms * 1e-3
+                                                    : 0;
   int tail = m->head + m->count;
   if (tail >= m->params.job_queue_size) tail -= m->params.job_queue_size;
   m->ring[tail] = r;
   m->count++;
   m->accepted++;
-  if (m->forming) {
-    if (m->count >= sched__fill_target(m)) pthread_cond_signal(&m->fill);
-  } else if (m->idle > 0) {
-    pthread_cond_signal(&m->work);
+  return NULL;
+}
+
+inferd_code sched_submit(sched_model *m, sched_request *r) {
+  if (!r) return INFERD_INVALID_ARG;
+  return sched_submit_many(m, &r, 1) == 1 ? INFERD_OK : r->status.code;
+}
+
+int sched_submit_many(sched_model *m, sched_request *const *requests, int n) {
+  int valid = 0; /* checked before the lock: a request without input, output or done is refused */
+  while (valid < n && requests[valid] && requests[valid]->input && requests[valid]->output && requests[valid]->done)
+    valid++;
+  double now = core_now_seconds();
+  int accepted = 0, depth;
+  const char *refusal = NULL;
+  pthread_mutex_lock(&m->lock);
+  while (accepted < valid && !(refusal = submit_locked(m, requests[accepted], now))) accepted++;
+  if (accepted > 0) { /* one wake-up for all: the worker it wakes takes them together */
+    if (m->forming) {
+      if (m->count >= sched__fill_target(m)) pthread_cond_signal(&m->fill);
+    } else if (m->idle > 0) {
+      pthread_cond_signal(&m->work);
+    }
   }
+  depth = m->count;
   pthread_mutex_unlock(&m->lock);
-  return INFERD_OK;
+  sched_request *r = accepted < n ? requests[accepted] : NULL;
+  if (r) r->start_time = 0;
+  if (r && refusal)
+    core_fail(&r->status, INFERD_UNAVAILABLE, "model '%s' %s (%d requests queued)", m->name, refusal, depth);
+  else if (r)
+    core_fail(&r->status, INFERD_INVALID_ARG, "request without %s",
+              !r->input ? "input" : !r->output ? "output" : "done");
+  return accepted;
 }
 
 /* ---- management -------------------------------------------------------------------------------- */

@@ -214,6 +214,38 @@ for limit in 250 100; do
   [ "$SERVER_STATUS" = 0 ] || fail "limit $limit: the server exited with status $SERVER_STATUS after SIGTERM"
   if grep -Ei "AddressSanitizer|runtime error" "$WORK/server.log" >&2; then fail "limit $limit: sanitizer report"; fi
 done
+# ---- a v2 infer of a few rows on an idle model is one batch, not held ----
+# Its rows are queued together (sched_submit_many). Queued one by one, an idle worker woken
+# by the first row could take it alone: the request ran in two or three batches, and when
+# that first batch outlasted the other rows' submits, it found them queued as if the model
+# were busy and held them open for maxBatchDelay (here 30 s: past curl's 10; a 3-row
+# request to MobileNetV2 with maxBatchDelay 500 took 0.52 s instead of 0.03).
+serve_ports
+serve_config "$WORK/config.properties" \
+  "model_store=$WORK/store" \
+  "load_models=mlp=mlp.onnx" \
+  "default_workers_per_model=1" \
+  "job_queue_size=8" \
+  'models={"mlp": {"1.0": {"batchSize": 4, "maxBatchDelay": 30000}}}'
+serve_start "$WORK" --ts-config "$WORK/config.properties" --foreground
+serve_wait_ready 60 || fail "idle batches: not ready"
+serve_keys "$WORK"
+held=0
+for i in $(seq 1 30); do
+  n=$((i % 3 + 2))
+  code=$(curl -s --max-time 10 -o "$WORK/body" -w '%{http_code}' -H "Authorization: Bearer $INFERENCE_KEY" \
+    -d "$(mlp_rows $n)" "$I:$INFERENCE_PORT/v2/models/mlp/infer") || code=000
+  [ "$code" = 200 ] || { held=$((held + 1)); echo "     request $i of $n rows: HTTP $code"; break; }
+done
+[ "$held" = 0 ] && echo "ok   30 v2 infers of 2-4 rows on an idle model answered at once (maxBatchDelay 30 s)" ||
+  fail "a v2 infer of a few rows on an idle model waited for maxBatchDelay"
+batches=$(curl -s --max-time 60 "http://127.0.0.1:$METRICS_PORT/metrics" |
+  awk 'index($0, "inferd_batch_size_count{model_name=\"mlp\"") == 1 { v = $NF } END { print v + 0 }')
+[ "$held" != 0 ] || [ "$batches" = 30 ] && echo "ok   one batch per request ($batches batches)" ||
+  fail "30 requests of 2-4 rows ran in $batches batches, not 30"
+serve_stop 60
+[ "$SERVER_STATUS" = 0 ] || fail "idle batches: the server exited with status $SERVER_STATUS after SIGTERM"
+
 [ "$failures" = 0 ] || status=1
 [ $status = 0 ] && echo "PASS serve_v2" || echo "FAIL serve_v2" >&2
 exit $status

@@ -1518,6 +1518,55 @@ static void test_invalid_arguments(void **state) {
   (void)state;
 }
 
+/* sched_submit_many: the rows of one call reach an idle worker together, as one batch
+ * (a worker woken for the first alone would hold the rest for max_batch_delay: 10 min
+ * here); a refusal part-way accepts the rows before it, in order, and says why. */
+static void test_submit_many(void **state) {
+  harness h;
+  harness_init(&h);
+  sched_model_params p = base_params(&h);
+  p.max_batch_delay_ms = LONG_DELAY_MS;
+  p.job_queue_size = 5;
+  sched_model *m = start_model(&p);
+  for (int round = 0; round < 10; round++) {
+    int done = completed_now(&h), n = 2 + round % 3;
+    sched_request *rows[4];
+    for (int i = 0; i < n; i++) rows[i] = &new_req(&h, round * 4 + i, false)->req;
+    assert_true(wait_worker_idle(m));
+    assert_int_equal(sched_submit_many(m, rows, n), n);
+    assert_true(wait_completed(&h, done + n));
+    pthread_mutex_lock(&h.lock);
+    assert_int_equal(h.n_batches, round + 1);
+    assert_int_equal(h.batch_sizes[round], n);
+    pthread_mutex_unlock(&h.lock);
+  }
+  gate_close(&h);
+  hold_one_worker(&h, m, 0);
+  test_req *t[6];
+  sched_request *rows[6];
+  for (int i = 0; i < 6; i++) rows[i] = &(t[i] = new_req(&h, 1 + i, false))->req;
+  t[2]->req.input = NULL;
+  assert_int_equal(sched_submit_many(m, rows, 6), 2);
+  assert_int_equal(t[2]->req.status.code, INFERD_INVALID_ARG);
+  t[2]->code = INFERD_UNAVAILABLE; /* never accepted: check_all skips it */
+  assert_int_equal(sched_submit_many(m, rows + 3, 3), 3);
+  test_req *over = new_req(&h, 9, false), *after = new_req(&h, 10, false);
+  sched_request *more[2] = {&over->req, &after->req};
+  assert_int_equal(sched_submit_many(m, more, 2), 0);
+  assert_int_equal(over->req.status.code, INFERD_UNAVAILABLE);
+  assert_non_null(strstr(over->req.status.message, "job queue is full"));
+  over->code = after->code = INFERD_UNAVAILABLE;
+  gate_open(&h);
+  sched_model_free(m);
+  check_all(&h);
+  for (int i = 0; i < 6; i++)
+    if (i != 2) assert_int_equal(t[i]->code, INFERD_OK);
+  assert_int_equal(atomic_load(&t[2]->done_calls), 0);
+  assert_int_equal(atomic_load(&over->done_calls) + atomic_load(&after->done_calls), 0);
+  harness_free(&h);
+  (void)state;
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_rows_match_running_alone),
@@ -1527,6 +1576,7 @@ int main(void) {
       cmocka_unit_test(test_deadline_expires_in_queue),
       cmocka_unit_test(test_cancelled_is_skipped),
       cmocka_unit_test(test_cancelled_before_submit),
+      cmocka_unit_test(test_submit_many),
       cmocka_unit_test(test_drain_answers_queued_then_refuses),
       cmocka_unit_test(test_scale_under_load),
       cmocka_unit_test(test_scale_to_zero_flushes_queue),
