@@ -11,8 +11,9 @@
  * a worker that is free takes at once whatever is queued, up to batch_size. It holds a
  * partial batch open to let it fill only while ALL of these hold:
  *   - the requests were already queued when the worker came back from its previous
- *     batch (they had to wait: the model is busy), rather than arriving to a worker
- *     that was idle (low load: run them now);
+ *     batch, some accepted while it ran (they had to wait: the model is busy), rather
+ *     than arriving to a worker that was idle or being left over from a full batch with
+ *     nothing accepted since (low load: run them now);
  *   - no other worker of the model is idle (spare capacity would run them now anyway);
  *   - the oldest request has waited less than max_batch_delay_ms (0: never wait), and
  *     less than half of its time to answer (its deadline), with time left to run.

@@ -37,6 +37,8 @@ typedef struct sched_worker {
   unsigned placement; /* the model's placement generation it is bound for; it re-binds
                          at its next batch boundary when the model's moves on */
   size_t scratch_bytes; /* its session's arena, as of its last start, batch or re-bind */
+  long accepted_at_take; /* the model's `accepted` when it took its last batch: requests
+                            queued as it comes back are load only if some came since */
 
   /* [worker]: allocated on the worker thread at start, never per batch */
   inferd_session *session;

@@ -35,8 +35,11 @@
  *     whatever is queued, up to batch_size: the requests arrived to a worker that had
  *     nothing to do, i.e. the model has spare capacity and waiting would only add
  *     latency. At low load every request runs alone, immediately.
- *   - A worker coming back from a batch that finds requests already queued knows they
- *     queued because every worker was busy: the model is saturated. If there are
+ *   - A worker coming back from a batch that finds requests queued, some accepted while
+ *     it ran that batch, knows they queued because every worker was busy: the model is
+ *     saturated. (What is left over from a full batch, with nothing accepted since, is
+ *     not: a burst larger than batch_size at low load, a v2 infer of more rows; it runs
+ *     at once.) If there are
  *     fewer than batch_size, it may hold the batch open on `fill` (one worker at a
  *     time; others that come back meanwhile go idle) until the first of:
  *       the queue holds batch_size requests          -> dispatch a full batch
@@ -320,8 +323,11 @@ static bool rebind_due_locked(const sched_worker *w) { return w->placement != w-
 static take_result worker_take_locked(sched_worker *w, batch_take *t) {
   sched_model *m = w->model;
   const int batch_size = m->params.batch_size, fill = sched__fill_target(m);
-  /* Requests already waiting as this worker comes back: the model is saturated. */
-  bool saturated = m->count > 0;
+  /* Requests that arrived while this worker ran its previous batch and wait as it comes
+   * back: the model is saturated. Requests left over from a batch that was full (a burst
+   * larger than batch_size, a v2 infer of more rows) with nothing accepted since are not:
+   * holding them open would wait for arrivals that are not coming. */
+  bool saturated = m->count > 0 && m->accepted != w->accepted_at_take;
   for (;;) {
     while (!w->stop && !rebind_due_locked(w) && (m->count == 0 || m->forming)) {
       if (m->draining && m->count == 0) return TAKE_EXIT;
@@ -362,6 +368,7 @@ static take_result worker_take_locked(sched_worker *w, batch_take *t) {
   }
 
   double now = core_now_seconds();
+  w->accepted_at_take = m->accepted;
   *t = (batch_take){0};
   while (m->count > 0 && t->n < batch_size && t->skipped < batch_size) {
     sched_request *r = sched__pop_locked(m);

@@ -243,6 +243,12 @@ batches=$(curl -s --max-time 60 "http://127.0.0.1:$METRICS_PORT/metrics" |
   awk 'index($0, "inferd_batch_size_count{model_name=\"mlp\"") == 1 { v = $NF } END { print v + 0 }')
 [ "$held" != 0 ] || [ "$batches" = 30 ] && echo "ok   one batch per request ($batches batches)" ||
   fail "30 requests of 2-4 rows ran in $batches batches, not 30"
+# More rows than batchSize: the rows left over from the full batch, with nothing accepted
+# since, run at once too (they were held for maxBatchDelay as if the model were busy).
+for i in 1 2 3; do
+  icall "a v2 infer of 6 rows, batchSize 4, on an idle model ($i)" 200 'r["outputs"][0]["shape"] == [6, 4]' \
+    --max-time 10 -d "$(mlp_rows 6)" "$I:$INFERENCE_PORT/v2/models/mlp/infer"
+done
 serve_stop 60
 [ "$SERVER_STATUS" = 0 ] || fail "idle batches: the server exited with status $SERVER_STATUS after SIGTERM"
 

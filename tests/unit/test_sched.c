@@ -1520,7 +1520,8 @@ static void test_invalid_arguments(void **state) {
 
 /* sched_submit_many: the rows of one call reach an idle worker together, as one batch
  * (a worker woken for the first alone would hold the rest for max_batch_delay: 10 min
- * here); a refusal part-way accepts the rows before it, in order, and says why. */
+ * here), and rows beyond a batch are not held either; a refusal part-way accepts the
+ * rows before it, in order, and says why. */
 static void test_submit_many(void **state) {
   harness h;
   harness_init(&h);
@@ -1540,6 +1541,19 @@ static void test_submit_many(void **state) {
     assert_int_equal(h.batch_sizes[round], n);
     pthread_mutex_unlock(&h.lock);
   }
+  /* More rows than a batch: the one left over from the full batch, with nothing accepted
+   * since, is not load to hold open for max_batch_delay; it runs at once. */
+  int done = completed_now(&h);
+  sched_request *five[5];
+  for (int i = 0; i < 5; i++) five[i] = &new_req(&h, 20 + i, false)->req;
+  assert_true(wait_worker_idle(m));
+  assert_int_equal(sched_submit_many(m, five, 5), 5);
+  assert_true(wait_completed(&h, done + 5));
+  pthread_mutex_lock(&h.lock);
+  assert_int_equal(h.n_batches, 12);
+  assert_int_equal(h.batch_sizes[10], 4);
+  assert_int_equal(h.batch_sizes[11], 1);
+  pthread_mutex_unlock(&h.lock);
   gate_close(&h);
   hold_one_worker(&h, m, 0);
   test_req *t[6];
