@@ -40,7 +40,7 @@
  * Stop. http_server_drain sets `draining` (new predictions and /ping get 503) and
  * waits until no prediction is in flight. http_server_free sets each loop's `stop`
  * and wakes it with an empty message; the loop closes its listening sockets, asks h2o
- * to close idle connections, runs up to a second more to let them go, and exits.
+ * to close idle connections, runs up to 0.2 s more to let them go, and exits.
  *
  * Config keys: inference_address, management_address, metrics_address,
  * number_of_netty_threads, max_request_size.

@@ -889,6 +889,25 @@ static long long rendered_queue_depth(metrics_registry *r) {
   return depth;
 }
 
+/* Scales m to 0 from another thread while its one worker is held in a batch (the gate
+ * closed), waits until that worker is STOPPING, then lets the batch end and joins. */
+static void scale_to_zero_past_held(harness *h, sched_model *m) {
+  scale_arg sa = {.m = m, .workers = 0};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, scale_thread, &sa), 0);
+  sched_worker_info w;
+  bool stopping = false;
+  for (double until = core_now_seconds() + WAIT_SECONDS; !stopping && core_now_seconds() < until;) {
+    sched_model_describe(m, NULL, &w, 1);
+    stopping = w.state == SCHED_WORKER_STOPPING;
+    if (!stopping) sleep_ms(5);
+  }
+  assert_true(stopping);
+  gate_open(h);
+  pthread_join(th, NULL);
+  assert_int_equal(sa.rc, INFERD_OK);
+}
+
 /* Scaling to 0 answers what is queued with UNAVAILABLE; scaling up serves again. The
  * metrics' queue depth follows: 2 while they wait, 0 once they are flushed. */
 static void test_scale_to_zero_flushes_queue(void **state) {
@@ -909,20 +928,7 @@ static void test_scale_to_zero_flushes_queue(void **state) {
   assert_int_equal(submit(m, q1), INFERD_OK);
   assert_int_equal(submit(m, q2), INFERD_OK);
   assert_int_equal(rendered_queue_depth(registry), 2);
-  scale_arg sa = {.m = m, .workers = 0};
-  pthread_t th;
-  assert_int_equal(pthread_create(&th, NULL, scale_thread, &sa), 0);
-  sched_worker_info w;
-  bool stopping = false;
-  for (double until = core_now_seconds() + WAIT_SECONDS; !stopping && core_now_seconds() < until;) {
-    sched_model_describe(m, NULL, &w, 1);
-    stopping = w.state == SCHED_WORKER_STOPPING;
-    if (!stopping) sleep_ms(5);
-  }
-  assert_true(stopping);
-  gate_open(&h);
-  pthread_join(th, NULL);
-  assert_int_equal(sa.rc, INFERD_OK);
+  scale_to_zero_past_held(&h, m);
   assert_true(wait_completed(&h, 3));
   assert_int_equal(held->code, INFERD_OK);
   assert_int_equal(q1->code, INFERD_UNAVAILABLE);
@@ -970,20 +976,7 @@ static void test_scale_to_zero_keeps_timeouts(void **state) {
   assert_int_equal(submit(m, kept), INFERD_OK);
   sched_request_cancel(&gone->req);
   while (core_now_seconds() <= late->req.deadline) sleep_ms(10);
-  scale_arg sa = {.m = m, .workers = 0};
-  pthread_t th;
-  assert_int_equal(pthread_create(&th, NULL, scale_thread, &sa), 0);
-  sched_worker_info w;
-  bool stopping = false;
-  for (double until = core_now_seconds() + WAIT_SECONDS; !stopping && core_now_seconds() < until;) {
-    sched_model_describe(m, NULL, &w, 1);
-    stopping = w.state == SCHED_WORKER_STOPPING;
-    if (!stopping) sleep_ms(5);
-  }
-  assert_true(stopping);
-  gate_open(&h);
-  pthread_join(th, NULL);
-  assert_int_equal(sa.rc, INFERD_OK);
+  scale_to_zero_past_held(&h, m);
   assert_true(wait_completed(&h, 4));
   assert_int_equal(held->code, INFERD_OK);
   assert_int_equal(gone->code, INFERD_TIMEOUT);
