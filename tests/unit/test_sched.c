@@ -1547,6 +1547,9 @@ static void test_submit_many(void **state) {
   assert_int_equal(h.batch_sizes[10], 4);
   assert_int_equal(h.batch_sizes[11], 1);
   pthread_mutex_unlock(&h.lock);
+  /* back from that batch first: a request it found queued on its return would be held
+   * open for max_batch_delay (10 minutes), never reaching the gate */
+  assert_true(wait_worker_idle(m));
   gate_close(&h);
   hold_one_worker(&h, m, 0);
   test_req *t[6];
