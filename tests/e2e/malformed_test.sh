@@ -80,11 +80,11 @@ while IFS=$tab read -r name model input regex; do
 done <"$work/cases.tsv"
 
 # Bad arguments: the same rule (exit 2, one line naming the problem, nothing written).
-arg_case() { # NAME REGEX ARGS...
+cmd_case() { # NAME REGEX ARGS...: `inferd ARGS...`
     name=$1 regex=$2
     shift 2
     status=0
-    $limit "$inferd" run "$@" >"$work/args.stdout" 2>"$work/args.stderr" || status=$?
+    $limit "$inferd" "$@" >"$work/args.stdout" 2>"$work/args.stderr" || status=$?
     lines=$(awk 'END { print NR }' "$work/args.stderr")
     if [ "$status" -eq 2 ] && [ "$lines" -eq 1 ] && grep -Eiq -- "$regex" "$work/args.stderr"; then
         passed=$((passed + 1))
@@ -94,6 +94,11 @@ arg_case() { # NAME REGEX ARGS...
         echo "FAIL $name: exit status $status, $lines lines on stderr, want 2 and one line matching /$regex/"
         sed -n '1,20s/^/  stderr: /p' "$work/args.stderr"
     fi
+}
+arg_case() { # NAME REGEX ARGS...: `inferd run ARGS...`
+    case_name=$1 case_regex=$2
+    shift 2
+    cmd_case "$case_name" "$case_regex" run "$@"
 }
 arg_case "--bench on a model with two inputs" "2 inputs" "$work/two_inputs.onnx" --bench --seconds 0.1
 arg_case "--batch without --bench" "go with --bench" "$work/good.onnx" --input "$work/good.npy" --output "$work/x.npy" --batch 4
@@ -110,17 +115,7 @@ arg_case "an option as --input's value" "missing value for --input" "$work/good.
 
 # The dispatcher's refusal, by the same rule: an unknown command named with a newline is
 # one line too (it was printed as given: two lines).
-status=0
-$limit "$inferd" "$(printf 'frob\nnicate')" >"$work/args.stdout" 2>"$work/args.stderr" || status=$?
-lines=$(awk 'END { print NR }' "$work/args.stderr")
-if [ "$status" -eq 2 ] && [ "$lines" -eq 1 ] && grep -Eq "^inferd: unknown command 'frob nicate'" "$work/args.stderr"; then
-    passed=$((passed + 1))
-    echo "ok   an unknown command with a newline: $(cat "$work/args.stderr")"
-else
-    failed=$((failed + 1))
-    echo "FAIL an unknown command with a newline: exit status $status, $lines lines on stderr, want 2 and one line"
-    sed -n '1,20s/^/  stderr: /p' "$work/args.stderr"
-fi
+cmd_case "an unknown command with a newline" "^inferd: unknown command 'frob nicate'" "$(printf 'frob\nnicate')"
 
 # --seconds is a lower bound of the timed loop: the reported time may only exceed it
 "$inferd" run "$work/good.onnx" --bench --seconds 1.5 --json >"$work/bench.json" 2>"$work/bench.stderr"
