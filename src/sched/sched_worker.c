@@ -293,18 +293,30 @@ sched_request *sched__pop_locked(sched_model *m) {
   return r;
 }
 
+typedef enum skip_reason { SKIP_NONE, SKIP_CANCELLED, SKIP_EXPIRED } skip_reason;
+
+/* Whether r, just popped, must complete with INFERD_TIMEOUT instead of running (sched.h):
+ * cancelled while queued, or its deadline passed there; its status then says which. A
+ * batch take and the flush when the last worker goes both skip by this. */
+static skip_reason skip_queued(const sched_model *m, sched_request *r, double now) {
+  double waited_ms = (now - r->enqueue_time) * 1e3;
+  if (atomic_load_explicit(&r->cancelled, memory_order_acquire)) {
+    core_fail(&r->status, INFERD_TIMEOUT, "model '%s': cancelled after %.0f ms in the queue", m->name, waited_ms);
+    return SKIP_CANCELLED;
+  }
+  if (r->deadline > 0 && now >= r->deadline) {
+    core_fail(&r->status, INFERD_TIMEOUT, "model '%s': response timeout: %.0f ms in the queue", m->name, waited_ms);
+    return SKIP_EXPIRED;
+  }
+  return SKIP_NONE;
+}
+
 void sched__flush_locked(sched_model *m, inferd_code code, const char *why) {
   while (m->count > 0 && m->live == 0) {
     sched_request *r = sched__pop_locked(m);
-    /* As a batch take would skip them (sched.h): a cancelled or expired request
-     * completes with TIMEOUT, not with the flush's code. */
-    inferd_code r_code = code;
-    if (atomic_load_explicit(&r->cancelled, memory_order_acquire))
-      r_code = core_fail(&r->status, INFERD_TIMEOUT, "model '%s': cancelled in the queue", m->name);
-    else if (r->deadline > 0 && core_now_seconds() >= r->deadline)
-      r_code = core_fail(&r->status, INFERD_TIMEOUT, "model '%s': response timeout in the queue", m->name);
-    else
-      core_fail(&r->status, code, "model '%s': %s", m->name, why);
+    inferd_code r_code = INFERD_TIMEOUT;
+    if (skip_queued(m, r, core_now_seconds()) == SKIP_NONE)
+      r_code = core_fail(&r->status, code, "model '%s': %s", m->name, why);
     pthread_mutex_unlock(&m->lock);
     r->done(r, r_code, r->user);
     pthread_mutex_lock(&m->lock);
@@ -372,16 +384,11 @@ static take_result worker_take_locked(sched_worker *w, batch_take *t) {
   *t = (batch_take){0};
   while (m->count > 0 && t->n < batch_size && t->skipped < batch_size) {
     sched_request *r = sched__pop_locked(m);
-    double waited_ms = (now - r->enqueue_time) * 1e3;
-    if (atomic_load_explicit(&r->cancelled, memory_order_acquire)) {
-      core_fail(&r->status, INFERD_TIMEOUT, "model '%s': cancelled after %.0f ms in the queue", m->name, waited_ms);
+    skip_reason skip = skip_queued(m, r, now);
+    if (skip != SKIP_NONE) {
       w->skipped[t->skipped++] = r;
-      t->cancelled++;
-    } else if (r->deadline > 0 && now >= r->deadline) {
-      core_fail(&r->status, INFERD_TIMEOUT, "model '%s': response timeout: %.0f ms in the queue", m->name,
-                waited_ms);
-      w->skipped[t->skipped++] = r;
-      t->expired++;
+      if (skip == SKIP_CANCELLED) t->cancelled++;
+      else t->expired++;
     } else {
       r->start_time = now;
       w->queue_seconds[t->n] = now - r->enqueue_time;
