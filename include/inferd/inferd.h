@@ -155,11 +155,15 @@ double inferd_model_flops_per_item(const inferd_model *model);
  * at load, needs: what each session that runs that batch holds besides the shared weights. */
 size_t inferd_model_scratch_bytes(const inferd_model *model);
 
+/* The most compute threads a session takes (inferd_session_params.threads). */
+enum { INFERD_SESSION_THREADS_MAX = 1024 };
+
 typedef struct inferd_session_params {
-  int threads; /* compute threads for each run; 0 = the creating thread's OpenMP default
-                  (omp_get_max_threads(): OMP_NUM_THREADS, else every CPU the process may
-                  use). A run's OpenMP team is the calling thread's, sized to this for the
-                  run; the caller's own setting is left as it was. */
+  int threads; /* compute threads for each run, 0 to INFERD_SESSION_THREADS_MAX; 0 = the
+                  creating thread's OpenMP default (omp_get_max_threads(): OMP_NUM_THREADS,
+                  else every CPU the process may use). A run's OpenMP team is the calling
+                  thread's, sized to this for the run; the caller's own setting is left as
+                  it was. */
   int profile; /* nonzero: time every step (see inferd_session_profile) */
 } inferd_session_params;
 

@@ -81,7 +81,8 @@ inferd_code cli__run_parse(int argc, char **argv, cli__run_options *o, inferd_st
       *(ch == 'i' ? &o->input : &o->output) = optarg;
       break;
     case 't':
-      if (parse_int(optarg, 1, 1024, &o->threads)) return core_fail(st, INFERD_INVALID_ARG, "--threads wants 1..1024");
+      if (parse_int(optarg, 1, INFERD_SESSION_THREADS_MAX, &o->threads))
+        return core_fail(st, INFERD_INVALID_ARG, "--threads wants 1..%d", INFERD_SESSION_THREADS_MAX);
       break;
     case 'b':
       if (parse_int(optarg, 1, 1024, &o->batch)) return core_fail(st, INFERD_INVALID_ARG, "--batch wants 1..1024");

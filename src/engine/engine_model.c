@@ -308,6 +308,9 @@ inferd_code inferd_session_new(inferd_model *m, const inferd_session_params *par
   if (!out) return core_fail(st, INFERD_INVALID_ARG, "inferd_session_new: out is NULL");
   *out = NULL;
   if (!m) return core_fail(st, INFERD_INVALID_ARG, "inferd_session_new: model is NULL");
+  if (params && (params->threads < 0 || params->threads > INFERD_SESSION_THREADS_MAX))
+    return core_fail(st, INFERD_INVALID_ARG, "inferd_session_new: threads %d: want 0 (OpenMP's default) to %d",
+                     params->threads, INFERD_SESSION_THREADS_MAX);
   inferd_session *s = calloc(1, sizeof *s);
   if (!s) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
   s->model = m;

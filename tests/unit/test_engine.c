@@ -178,6 +178,18 @@ static void test_describe_and_errors(void **state) {
   assert_null(none);
   assert_non_null(strstr(st.message, "model is NULL"));
   assert_int_equal(inferd_session_new(m, NULL, NULL, &st), INFERD_INVALID_ARG);
+  /* A thread count libgomp cannot make exits the process from inside a run: refused here. */
+  int bad_threads[] = {-1, INFERD_SESSION_THREADS_MAX + 1, 1 << 30};
+  for (size_t i = 0; i < sizeof bad_threads / sizeof *bad_threads; i++) {
+    inferd_session_params bad = {.threads = bad_threads[i]};
+    none = (inferd_session *)1;
+    assert_int_equal(inferd_session_new(m, &bad, &none, &st), INFERD_INVALID_ARG);
+    assert_null(none);
+    assert_non_null(strstr(st.message, "threads"));
+  }
+  inferd_session_params most = {.threads = INFERD_SESSION_THREADS_MAX};
+  assert_int_equal(inferd_session_new(m, &most, &none, &st), INFERD_OK);
+  inferd_session_free(none);
   inferd_session_free(s);
   inferd_model_free(m);
 
