@@ -22,7 +22,9 @@
  * image waits or decodes cancels the job, which this thread then hands back without
  * decoding it or, seen after the decode, without submitting it; a cancel in the
  * instant between that check and the submit is kept by the scheduler, which skips the
- * job. While the server drains, jobs are handed back undecoded with 503.
+ * job. A drain (SIGTERM) answers the jobs taken in before it: they are decoded and
+ * submitted, and the scheduler, which runs until the drain has no request in flight,
+ * answers them; only when the models themselves are stopped does it refuse them (503).
  *
  * Threading: http__prep_start / push / stop on the loop thread; everything else on the
  * preprocessing thread, which reads what the loop wrote before the push (image, model,
@@ -54,8 +56,6 @@ static void prepare(http__prep *p, http__job *job) {
   inferd_code code;
   if (atomic_load(&job->request.cancelled) || core_now_seconds() >= job->deadline)
     code = core_fail(&st, INFERD_TIMEOUT, "cancelled before its image was decoded");
-  else if (atomic_load(&p->loop->server->draining))
-    code = core_fail(&st, INFERD_UNAVAILABLE, "The server is shutting down and accepts no new requests.");
   else
     code = handler_image_preprocess(p->image, job->image, job->image_len, job->input, NULL, &st);
   if (code == INFERD_OK && atomic_load(&job->request.cancelled))

@@ -15,6 +15,8 @@
 #     nothing: a SIGTERM sent after it is the first signal the server takes;
 #   - a register waiting behind another on the management thread when the drain starts
 #     is refused (503) and its model never loaded;
+#   - predictions taken in before the drain but still waiting for their image decode
+#     are answered (200), as queued ones are;
 #   - a second signal during the drain exits at once with 128 + signal: resnet-152 with
 #     batchSize 64 and 64 clients (all 64 received: the drain has at least one long batch
 #     to wait for), SIGTERM starts the drain (its log line), and SIGINT then ends the
@@ -231,6 +233,58 @@ for attempt in 1 2 3; do
 done
 [ "$counted" = 1 ] || [ "$failures" != "$failed_before" ] ||
   fail "3 attempts: the queued register always started before the SIGTERM"
+
+# ---- predictions still waiting for their image decode when the drain starts ----
+# They were taken in before the signal: the drain answers them (DESIGN: finish queued
+# work), as it does those in the scheduler's queue. One HTTP thread, so one
+# preprocessing thread, and 4 JPEGs of 120 megapixels (about half a second each to
+# decode): SIGTERM as soon as the first is decoded and queued (the metric counts it
+# then), while the other three wait behind it for the decoder. Should all four be
+# decoded before the signal (the log's drain line comes after the 4th count), the
+# attempt does not count.
+/usr/bin/python3 - "$WORK/huge.jpg" <<'PY'
+import sys
+import numpy as np
+from PIL import Image
+x = np.linspace(0, 255, 12000, dtype=np.float32)[None, :]
+y = np.linspace(0, 255, 10000, dtype=np.float32)[:, None]
+Image.fromarray(np.stack([x + 0 * y, 0 * x + y, (x + y) / 2], axis=2).astype(np.uint8)).save(sys.argv[1], quality=90)
+PY
+serve_config "$WORK/config.properties" "model_store=$SRC/models" "load_models=mobilenet=mobilenet_v2_imagenet.onnx" \
+  "number_of_netty_threads=1"
+counted=0 failed_before=$failures
+for attempt in 1 2 3; do
+  rm -f "$WORK/server.log" "$WORK"/huge.*.code
+  serve_start "$WORK" --ts-config "$WORK/config.properties" --foreground --disable-token-auth
+  serve_wait_ready 60 || { fail "the MobileNetV2 server is not ready"; break; }
+  clients=()
+  for i in 1 2 3 4; do
+    curl -s -o "$WORK/huge.$i.body" -w '%{http_code}\n' --max-time 120 -T "$WORK/huge.jpg" \
+      "http://127.0.0.1:$INFERENCE_PORT/predictions/mobilenet" >"$WORK/huge.$i.code" &
+    clients+=($!)
+  done
+  for i in $(seq 1 600); do
+    taken=$(received)
+    [ "${taken:-0}" -ge 1 ] && break
+    sleep 0.05
+  done
+  kill -TERM "$SERVER_PID" 2>/dev/null || true
+  for pid in "${clients[@]}"; do wait "$pid" || true; done
+  serve_wait_exit 120 SIGTERM
+  [ "$failures" = "$failed_before" ] || break
+  if [ "${taken:-0}" -ge 4 ]; then
+    echo "     attempt $attempt does not count: all 4 images were decoded before the SIGTERM"
+    continue
+  fi
+  counted=1
+  codes=$(cat "$WORK"/huge.*.code | tr '\n' ' ')
+  [ "$codes" = "200 200 200 200 " ] && [ "$SERVER_STATUS" = 0 ] &&
+    echo "ok   $((4 - ${taken:-0})) predictions waiting for their decode at SIGTERM answered 200; exit 0" ||
+    fail "predictions waiting for their decode at SIGTERM ($taken of 4 decoded): HTTP $codes$(grep -h -m1 message "$WORK"/huge.*.body | head -1); exit $SERVER_STATUS"
+  break
+done
+[ "$counted" = 1 ] || [ "$failures" != "$failed_before" ] ||
+  fail "3 attempts: all 4 images were always decoded before the SIGTERM"
 
 if [ "$failures" != 0 ]; then
   echo "$failures failure(s); server log:" >&2
