@@ -318,6 +318,7 @@ typedef struct http__model {
    * autoscale. A describe during a scale may see one of the two from before it. */
   atomic_int min_workers, max_workers;
   int job_queue_size;        /* the scheduler's, as it took it (read per v2 request, lock-free) */
+  atomic_int decoding;       /* predictions queued for or in their image decode, on every HTTP thread */
   atomic_int refs;
   http_server *server;
 } http__model;
@@ -511,7 +512,6 @@ typedef struct http__prep http__prep;
 http__prep *http__prep_start(http__loop *loop, const handler_image_params *params);
 /* True when `limit` jobs already wait to be decoded (answer 503 then). Only the loop
  * pushes, so a false answer holds until its next push. Loop thread. */
-bool http__prep_full(http__prep *p, int limit);
 /* Queues a prediction's job whose image (job->image) is to be decoded into its input
  * slot and submitted; a failure comes back through the loop's done queue with
  * job->prep_failed. Loop thread. */

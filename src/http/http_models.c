@@ -621,6 +621,7 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
   }
   m->server = r->server;
   atomic_init(&m->refs, 1);
+  atomic_init(&m->decoding, 0);
   m->placement = placement;
   pthread_mutex_init(&placement->lock, NULL);
   m->name = strdup(name);

@@ -450,6 +450,7 @@ void http__predict_loop_stop(http__loop *loop) {
     next = job->next_prep;
     http__job_unwait(job);
     if (job->req) job->hook->job = NULL; /* its request lives on (to the process exit) */
+    atomic_fetch_sub(&job->model->decoding, 1);
     http__model_release(job->model);
     atomic_fetch_sub(&loop->server->in_flight, 1);
     http__job_put(loop, job);
@@ -562,7 +563,8 @@ void http__predict(http_server *s, h2o_req_t *req, const http__path *path) {
   } else if (image.len == 0) {
     http__send_canned(req, HTTP__CANNED_EMPTY_BODY);
     status = 400;
-  } else if (loop->prep && http__prep_full(loop->prep, m->job_queue_size)) { /* as a full scheduler queue */
+  } else if (loop->prep && atomic_fetch_add(&m->decoding, 1) >= m->job_queue_size) { /* as a full scheduler queue */
+    atomic_fetch_sub(&m->decoding, 1);
     http__send_error(req, HTTP__E_UNAVAILABLE, "Model \"%s\" has %d requests waiting for their images to be decoded",
                      m->name, m->job_queue_size);
     status = 503;
@@ -586,6 +588,7 @@ void http__predict(http_server *s, h2o_req_t *req, const http__path *path) {
     }
   }
   if (!job) {
+    if (loop->prep) atomic_fetch_sub(&m->decoding, 1);
     http__send_error(req, HTTP__E_UNAVAILABLE, "out of memory for a request of model %s", m->name);
     metrics_model_response(m->metrics, 503);
     http__model_release(m);
@@ -599,6 +602,7 @@ void http__predict(http_server *s, h2o_req_t *req, const http__path *path) {
   /* Queued for decoding (http_prep.c), then the scheduler's until on_done; the model
    * reference goes with the job. */
   if (!http__job_wait(job, req)) {
+    atomic_fetch_sub(&m->decoding, 1);
     http__send_error(req, HTTP__E_UNAVAILABLE, "out of memory for a request of model %s", m->name);
     metrics_model_response(m->metrics, 503);
     http__job_put(loop, job);

@@ -13,10 +13,13 @@
  * with the status to answer (job->prep_failed); the loop answers 400 / 503 then.
  *
  * The queue is FIFO between one loop and its thread, under a mutex only those two take
- * (no lock shared by loops), and bounded: a job is refused (503 + Retry-After, as for a
- * full scheduler queue) when the model's job_queue_size jobs already wait here, so
- * what decoding holds (the body, its copy, the 602 KB input slot) stays bounded as the
- * scheduler's queue bounds the rest. Jobs count in the server's in_flight from the
+ * (no lock shared by loops), and bounded per model: a prediction is refused (503 +
+ * Retry-After, as for a full scheduler queue) when job_queue_size of its model's
+ * already wait for or are in their decode, on any HTTP thread (model->decoding, an
+ * atomic count: the loop adds one before the push, this thread takes it off when the
+ * decode is over). So what decoding holds (the body, its copy, the 602 KB input slot)
+ * stays bounded as the scheduler's queue bounds the rest, and one model's burst of
+ * large images does not get another model's predictions refused. Jobs count in the server's in_flight from the
  * moment they are queued, and wait with their deadline and dispose hook on the loop
  * (http__job_wait) as queued jobs do: a client that leaves or times out while its
  * image waits or decodes cancels the job, which this thread then hands back without
@@ -46,7 +49,6 @@ struct http__prep {
   pthread_mutex_t lock;
   pthread_cond_t wake;
   http__job *head, *tail; /* queued, by job->next_prep; under lock */
-  int queued;             /* jobs in the queue; under lock */
   bool stop;              /* under lock */
 };
 
@@ -58,6 +60,7 @@ static void prepare(http__prep *p, http__job *job) {
     code = core_fail(&st, INFERD_TIMEOUT, "cancelled before its image was decoded");
   else
     code = handler_image_preprocess(p->image, job->image, job->image_len, job->input, NULL, &st);
+  atomic_fetch_sub(&job->model->decoding, 1);
   if (code == INFERD_OK && atomic_load(&job->request.cancelled))
     code = core_fail(&st, INFERD_TIMEOUT, "cancelled while its image was decoded");
   if (code == INFERD_OK) {
@@ -82,7 +85,6 @@ static void *prep_main(void *arg) {
     http__job *job = p->head;
     p->head = job->next_prep;
     if (!p->head) p->tail = NULL;
-    p->queued--;
     pthread_mutex_unlock(&p->lock);
     prepare(p, job);
     pthread_mutex_lock(&p->lock);
@@ -112,13 +114,6 @@ http__prep *http__prep_start(http__loop *loop, const handler_image_params *param
   return p;
 }
 
-bool http__prep_full(http__prep *p, int limit) {
-  pthread_mutex_lock(&p->lock);
-  bool full = p->queued >= limit;
-  pthread_mutex_unlock(&p->lock);
-  return full;
-}
-
 void http__prep_push(http__prep *p, http__job *job) {
   job->next_prep = NULL;
   pthread_mutex_lock(&p->lock);
@@ -127,7 +122,6 @@ void http__prep_push(http__prep *p, http__job *job) {
   else
     p->head = job;
   p->tail = job;
-  p->queued++;
   pthread_cond_signal(&p->wake);
   pthread_mutex_unlock(&p->lock);
 }

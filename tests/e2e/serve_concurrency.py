@@ -16,6 +16,14 @@ talks to it with Python requests from many threads:
      request hangs (each has a timeout, the whole part a deadline). A burst the server
      kept up with (no 503) does not count: again, at most 3 times.
   3. drain: requests queued when SIGTERM arrives are answered 200, the server exits 0.
+  4. the decode bound is per model: job_queue_size=2, one HTTP thread (so one
+     preprocessing thread) and two models; 4 JPEGs of 120 megapixels (about half a
+     second each to decode) to the first fill its 2 places, the overflow gets 503
+     "waiting for their images to be decoded", and a prediction of the second model
+     sent then is answered 200 (the bound counted the thread's whole decode queue, so
+     one model's burst got the other's predictions refused). Afterwards 3 predictions
+     in a row to the first get 200: the count went back down. A burst the thread kept
+     up with (no 503) does not count: again, at most 3 times.
 No check depends on how fast the machine is: bounds on time are only for hangs.
 
     serve_concurrency.py INFERD SOURCE_DIR WORK_DIR
@@ -52,7 +60,7 @@ def check(cond, what):
 class Server:
     """`inferd serve` in its own directory; stop() sends SIGTERM and returns the status."""
 
-    def __init__(self, inferd, src, work, extra):
+    def __init__(self, inferd, src, work, extra, models="mobilenet=mobilenet_v2_imagenet.onnx"):
         self.work = work
         shutil.rmtree(work, ignore_errors=True)
         os.makedirs(work)
@@ -66,9 +74,9 @@ class Server:
             "management_address=" + self.management,
             "metrics_address=http://127.0.0.1:%d" % x,
             "model_store=" + os.path.join(src, "models"),
-            "load_models=mobilenet=mobilenet_v2_imagenet.onnx",
-            "number_of_netty_threads=2",
-        ] + extra
+            "load_models=" + models,
+        ] + extra + (["number_of_netty_threads=2"] if not any(e.startswith("number_of_netty_threads=") for e in extra)
+                     else [])
         with open(os.path.join(work, "config.properties"), "w") as f:
             f.write("\n".join(config) + "\n")
         self.log = open(os.path.join(work, "server.log"), "w")
@@ -99,8 +107,8 @@ class Server:
                         "Content-Type": "application/octet-stream"}
         self.management_headers = {"Authorization": "Bearer " + keys["management"]["key"]}
 
-    def predict(self, session, image):
-        return session.post(self.url + "/predictions/mobilenet", data=image, headers=self.headers,
+    def predict(self, session, image, model="mobilenet"):
+        return session.post(self.url + "/predictions/" + model, data=image, headers=self.headers,
                             timeout=REQUEST_TIMEOUT)
 
     def stop(self, timeout=60):
@@ -346,11 +354,78 @@ def part_drain(inferd, src, work):
         server.kill()
 
 
+def huge_jpeg():
+    """12000x10000 (120 megapixels) of smooth gradients: 2.4 MB, about half a second to decode."""
+    import numpy as np
+    x = np.linspace(0, 255, 12000, dtype=np.float32)[None, :]
+    y = np.linspace(0, 255, 10000, dtype=np.float32)[:, None]
+    buf = io.BytesIO()
+    Image.fromarray(np.stack([x + 0 * y, 0 * x + y, (x + y) / 2], axis=2).astype(np.uint8)).save(buf, "JPEG",
+                                                                                                 quality=90)
+    return buf.getvalue()
+
+
+def part_decode_bound(inferd, src, work):
+    huge, small = huge_jpeg(), photos()[0]
+    server = Server(inferd, src, os.path.join(work, "decode"), [
+        "job_queue_size=2", "number_of_netty_threads=1", "max_request_size=10000000",
+    ], models="mobilenet=mobilenet_v2_imagenet.onnx,other=mobilenet_v2_imagenet.onnx")
+    try:
+        base = len(failures)
+        for attempt in range(1, 4):
+            refused = threading.Event()
+            codes, lock = [], threading.Lock()
+
+            def burst():
+                try:
+                    r = server.predict(requests.Session(), huge)
+                    code, message = r.status_code, r.json().get("message", "") if r.status_code != 200 else ""
+                except (requests.RequestException, ValueError) as e:
+                    code, message = type(e).__name__, str(e)
+                with lock:
+                    codes.append((code, message))
+                if code == 503:
+                    refused.set()
+
+            threads = [threading.Thread(target=burst, daemon=True) for _ in range(4)]
+            for t in threads:
+                t.start()
+            refused.wait(60)
+            other = server.predict(requests.Session(), small, "other") if refused.is_set() else None
+            for t in threads:
+                t.join(REQUEST_TIMEOUT)
+            statuses = sorted(str(c) for c, _ in codes)
+            check(len(codes) == 4 and set(statuses) <= {"200", "503"} and "200" in statuses,
+                  "4 huge JPEGs to one model: each answered 200 or 503 (%s)" % statuses)
+            if len(failures) > base:
+                break
+            if other is None:
+                print("     attempt %d does not count: the decoder kept up, no 503" % attempt, flush=True)
+                continue
+            check(all("waiting for their images to be decoded" in m for c, m in codes if c == 503),
+                  "the overflow's 503 says its requests wait for their decode (%s)" % [m for c, m in codes if m])
+            check(other.status_code == 200,
+                  "the other model's prediction while the first's decode places were full: %d%s" %
+                  (other.status_code, "" if other.status_code == 200 else " " + other.text[:200]))
+            break
+        else:
+            check(False, "3 bursts: the decoder always kept up, no 503 to check")
+        session = requests.Session()
+        after = [server.predict(session, small).status_code for _ in range(3)]
+        check(after == [200, 200, 200], "3 predictions in a row after the burst: %s" % after)
+        status = server.stop()
+        check(status == 0, "SIGTERM: exit status %s" % status)
+    finally:
+        if failures:
+            print(server.tail(), file=sys.stderr)
+        server.kill()
+
+
 def main():
     inferd, src, work = sys.argv[1:4]
     inferd = os.path.abspath(inferd)
     start = time.time()
-    for part in (part_batching, part_overload, part_drain):
+    for part in (part_batching, part_overload, part_drain, part_decode_bound):
         try:
             part(inferd, src, work)
         except Exception as e:  # a failed start-up, a protocol surprise: a failure, not a crash
