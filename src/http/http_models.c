@@ -585,6 +585,20 @@ static inferd_code onnx_copy_fits(void *ctx, uint64_t onnx_bytes, inferd_status 
                      scratch_to_come(ic->registry, NULL, NULL), st);
 }
 
+/* Waits for m's workers to start (or re-bind) after a register or a scale. A worker that
+ * cannot start is the server's failure, whatever its own code (a plan that does not
+ * compile is INVALID_ARG from the engine, which a scale answered as a 400): 500 "Failed
+ * to start workers ...", as TorchServe's ApiUtils.updateModelWorkers answers a register
+ * and a scale alike; a drain (the server stops) stays 503, and a worker out of memory
+ * stays NO_MEMORY (507 for the change, as when the memory check refuses it first). */
+static inferd_code wait_workers(http__model *m, inferd_status *st) {
+  inferd_code code = sched_model_wait_ready(m->sched, -1, st);
+  if (code == INFERD_OK) return code;
+  if (code != INFERD_UNAVAILABLE && code != INFERD_NO_MEMORY) st->code = code = INFERD_INTERNAL;
+  core_status_prefix(st, "Failed to start workers for model %s version: %s", m->name, m->version);
+  return code;
+}
+
 inferd_code http__registry_register(http__registry *r, const http__register_params *p, http__model **out,
                                     inferd_status *st) {
   const config_server *cfg = r->server->config;
@@ -763,12 +777,8 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
            m->name, m->version, p->path, core_now_seconds() - t0, t_archive, t_engine, m->batch_size,
            m->max_batch_delay_ms, m->response_timeout_s, sched_workers, sched_workers == 1 ? "" : "s");
   if (p->synchronous && sched_workers > 0) {
-    code = sched_model_wait_ready(m->sched, -1, st);
+    code = wait_workers(m, st);
     if (code != INFERD_OK) {
-      /* a worker that cannot start is the server's failure (TorchServe: 500 "Failed to
-       * start workers"), whatever its own code; draining stays 503 */
-      if (code != INFERD_UNAVAILABLE) st->code = code = INFERD_INTERNAL;
-      core_status_prefix(st, "Failed to start workers for model %s version: %s", m->name, m->version);
       inferd_status ignored;
       unregister(r, m->name, m->version, true, was_default, &ignored);
       http__model_release(m);
@@ -888,7 +898,7 @@ inferd_code http__registry_scale(http__registry *r, const char *name, const char
     metrics_model_set_workers(m->metrics, workers);
     core_log(CORE_LOG_INFO, "model %s version %s scaled to %d worker%s", m->name, m->version, workers,
              workers == 1 ? "" : "s");
-    if (synchronous && workers > 0) code = sched_model_wait_ready(m->sched, -1, st);
+    if (synchronous && workers > 0) code = wait_workers(m, st);
   }
   http__model_release(m);
   return code;

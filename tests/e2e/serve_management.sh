@@ -22,7 +22,8 @@
 #   one model while another is registered and unregistered 20 times: 200 with the right
 #   answer, or 404/503 for the one that comes and goes; a configured default version whose
 #   synchronous register fails goes, and the default before is the default again, also
-#   when a set-default made the failing version the default meanwhile; an
+#   when a set-default made the failing version the default meanwhile; a synchronous
+#   scale whose workers fail to start is a 500 as such a register is; an
 #   archive's model-config.yaml sets workers and batching (a request's values win), and a
 #   broken or missing one is a 400 naming it.
 # The server is stopped in every path, and must exit 0 on SIGTERM.
@@ -299,6 +300,15 @@ mcall "dv: only 1.0 is left, the default again" 200 \
 call "dv answers with 1.0" 200 'r["model_version"] == "1.0"' "${IA[@]}" -H 'Content-Type: application/json' \
   -d '{"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]}' "$I/v2/models/dv/infer"
 mcall "unregister dv" 200 '' "${MA[@]}" -X DELETE "$M/models/dv"
+# A synchronous scale whose workers fail to start is the server's failure too, as for a
+# register (TorchServe's updateModelWorkers serves both): 500, not the engine's 400 (the
+# client's request was good). d8 is the same model at batchSize 8, with no workers yet.
+mcall "register d8 (only8) with no workers" 200 '"registered with 0 initial workers" in r["status"]' \
+  "${MA[@]}" -X POST "$M/models?url=dv-2.0.mar&model_name=d8&batch_size=8&initial_workers=0"
+mcall "a synchronous scale of d8 whose worker fails: 500" 500 \
+  'r["type"] == "InternalServerException" and r["message"].startswith("Failed to start workers for model d8 version: 2.0")' \
+  "${MA[@]}" -X PUT "$M/models/d8?min_worker=1&synchronous=true"
+mcall "unregister d8" 200 '' "${MA[@]}" -X DELETE "$M/models/d8"
 
 # The same failure while a client sets the failing version as the default (set-default
 # runs on the HTTP threads, beside the register waiting for its workers): dw 2.0 is no
