@@ -45,6 +45,7 @@
 #define HTTP__ERROR_MAP(X)                                                                  \
   X(BAD_REQUEST, 400, "Bad Request", "BadRequestException")                                  \
   X(UNAUTHORIZED, 401, "Unauthorized", "InvalidKeyException")                                \
+  X(FORBIDDEN, 403, "Forbidden", "InvalidModelVersionException")                             \
   X(MODEL_NOT_FOUND, 404, "Not Found", "ModelNotFoundException")                             \
   X(NO_ROUTE, 404, "Not Found", "ResourceNotFoundException")                                 \
   X(METHOD, 405, "Method Not Allowed", "MethodNotAllowedException")                          \

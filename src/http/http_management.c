@@ -23,7 +23,9 @@
  *                                                  (max < min: 400); the model runs
  *                                                  min_worker workers (no autoscaling),
  *                                                  describe reports both
- *   DELETE /models/{m}[/{v}]                       unregister (drains its queue)
+ *   DELETE /models/{m}[/{v}]                       unregister (drains its queue); the
+ *                                                  default version while others exist:
+ *                                                  403, as TorchServe
  *   PUT    /models/{m}/{v}/set-default             default version
  *   GET    /token?type=inference|management        new key (API key required)
  * Register and unregister need --enable-model-api (enable_model_api=true); without it
@@ -125,6 +127,9 @@ static void fail_reply(mgmt_job *job, const inferd_status *st) {
    * does an unregister's, which only a failed small malloc gives) */
   bool grows = job->op == OP_REGISTER || job->op == OP_SCALE;
   http__error e = grows && st->code == INFERD_NO_MEMORY ? HTTP__E_INSUFFICIENT_STORAGE : http__error_from_code(st->code);
+  /* the one refusal of an unregister: the default version while others exist, which
+   * TorchServe answers 403 InvalidModelVersionException (its ModelManager.unregisterModel) */
+  if (job->op == OP_UNREGISTER && st->code == INFERD_INVALID_ARG) e = HTTP__E_FORBIDDEN;
   size_t cap = 160 + 6 * strlen(st->message);
   job->body = malloc(cap);
   job->status = http__error_status(e);

@@ -7,7 +7,8 @@
 #   min_worker, max_worker < min_worker is a 400, model_version names the version;
 #   describe reports both, the model runs min_worker workers); the same
 #   version again is a conflict; a second version; describe all versions; set-default;
-#   predictions by version; the default version cannot be removed while another exists;
+#   predictions by version; the default version cannot be removed while another exists
+#   (403 InvalidModelVersionException, TorchServe's answer);
 #   unregister both -> 404 for describe and predictions;
 #   bad registrations get a 4xx with a JSON message: no url, a url outside the model
 #   store or on the network, a missing file, a %00 in url or model_name (which would cut
@@ -151,7 +152,10 @@ mcall "default is 2.0" 200 '[m["modelVersion"] for m in r] == ["2.0"]' "${MA[@]}
 mcall "set-default of no such version" 404 '' "${MA[@]}" -X PUT "$M/models/mnet/9.9/set-default"
 mcall "classify with 1.0 by version" 200 'list(r)[0] == "Egyptian cat"' "${IA[@]}" -T "$PHOTO" "$I/predictions/mnet/1.0"
 mcall "classify with the default" 200 'list(r)[0] == "Egyptian cat"' "${IA[@]}" -T "$PHOTO" "$I/predictions/mnet"
-mcall "the default may not go first" 400 '' "${MA[@]}" -X DELETE "$M/models/mnet/2.0"
+mcall "the default may not go first: 403, as TorchServe" 403 \
+  'r["type"] == "InvalidModelVersionException" and r["message"].startswith("Cannot remove default version 2.0 of model mnet")' \
+  "${MA[@]}" -X DELETE "$M/models/mnet/2.0"
+mcall "nor by the model's name alone" 403 '' "${MA[@]}" -X DELETE "$M/models/mnet"
 mcall "unregister 1.0" 200 '"unregistered" in r["status"]' "${MA[@]}" -X DELETE "$M/models/mnet/1.0"
 mcall "1.0 is gone" 404 '' "${IA[@]}" -T "$PHOTO" "$I/predictions/mnet/1.0"
 mcall "unregister the last version" 200 '' "${MA[@]}" -X DELETE "$M/models/mnet"
