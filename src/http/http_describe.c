@@ -36,7 +36,8 @@ typedef struct endpoint {
   const char *answer;   /* the media type of a success */
   int success;          /* its status */
   int errors[MAX_ERRORS]; /* 0-terminated */
-  int also;             /* another success status, 0 for none (202: a scale answered before it is done) */
+  int also;             /* another success status, 0 for none (202: a register or a scale answered before its
+                         * workers run, synchronous=false) */
   bool model_api;       /* served only with enable_model_api (405 without): described only then */
 } endpoint;
 
@@ -110,7 +111,7 @@ static const endpoint endpoints[] = {
       {"max_batch_delay", "query", "integer", "Milliseconds a batch waits to fill, 0..600000." CONFIGURED, false},
       {"response_timeout", "query", "integer", "Seconds a request may wait for its answer, 1..86400." CONFIGURED, false},
       {"synchronous", "query", "boolean", "Answer once the workers run (default true).", false}},
-     "application/json", JSON, 200, {400, 401, 404, 409, 500, 503, 507}, 0, true},
+     "application/json", JSON, 200, {400, 401, 404, 409, 500, 503, 507}, 202, true},
     {HTTP_API_MANAGEMENT, "get", "/models/{model_name}", "describeModel",
      "The default version of the model: its settings and its workers with their cores.", {MODEL}, NULL, JSON, 200,
      {401, 404}, 0, false},

@@ -1081,6 +1081,16 @@ static void test_server_api_description(void **state) {
       if (!insufficient) fail_msg("PUT /models/{model_name} lists no 507");
       assert_string_equal(json_string_value(json_object_get(insufficient, "description")), "Insufficient Storage");
     }
+    /* a register with synchronous=false is answered 202 before its workers run; an
+     * unregister of the default version while others exist is 403 (TorchServe's), and
+     * no unregister is a 409 */
+    json_t *reg = json_object_get(json_object_get(paths, "/models"), "post");
+    json_t *unreg = json_object_get(json_object_get(paths, "/models/{model_name}"), "delete");
+    if (apis[a].api == HTTP_API_MANAGEMENT) {
+      if (!json_object_get(json_object_get(reg, "responses"), "202")) fail_msg("POST /models lists no 202");
+      if (!json_object_get(json_object_get(unreg, "responses"), "403")) fail_msg("DELETE /models/{m} lists no 403");
+      if (json_object_get(json_object_get(unreg, "responses"), "409")) fail_msg("DELETE /models/{m} lists 409");
+    }
     if (apis[a].api == HTTP_API_INFERENCE && json_object_get(json_object_get(predict, "responses"), "507"))
       fail_msg("POST /predictions/{model_name} lists 507");
     if (json_object_get(paths, apis[a].lacks)) fail_msg("API %d has %s", apis[a].api, apis[a].lacks);
