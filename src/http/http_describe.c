@@ -52,8 +52,8 @@ static const endpoint endpoints[] = {
     {HTTP_API_INFERENCE, "options", "/", "apiDescription", DESCRIBE_TEXT, {{0}}, NULL, JSON, 200, {0}, 0, false},
     {HTTP_API_INFERENCE, "get", "/api-description", "apiDescriptionGet", DESCRIBE_TEXT, {{0}}, NULL, JSON, 200, {0}, 0, false},
     {HTTP_API_INFERENCE, "get", "/ping", "ping",
-     "Health: Healthy once every model loaded at start-up has its workers running and the server is not shutting "
-     "down (POST and HEAD too).",
+     "Health: Healthy once every model loaded at start-up has its workers running (one scaled to 0 aside) and the "
+     "server is not shutting down (POST and HEAD too).",
      {{0}}, NULL, JSON, 200, {503}, 0, false},
     {HTTP_API_INFERENCE, "post", "/predictions/{model_name}", "predictions",
      "Runs the default version of the model on the request body: raw bytes, or the fields data, body or file of a "

@@ -371,7 +371,8 @@ inferd_code http__registry_set_default(http__registry *r, const char *name, cons
  * max_workers (>= min_workers) for describe. Management thread only. */
 inferd_code http__registry_scale(http__registry *r, const char *name, const char *version, int min_workers,
                                  int max_workers, bool synchronous, inferd_status *status);
-/* True when every model loaded at startup is ready and startup is over. */
+/* True when startup is over and every model loaded at startup that is asked to run
+ * workers (min_workers > 0: not one scaled to 0 on purpose) is ready. */
 bool http__registry_ready(http__registry *r);
 /* http_server_load_models has loaded and waited for every model of load_models. Until
  * then the management API refuses every change (register, scale, unregister,

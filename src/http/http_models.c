@@ -348,13 +348,19 @@ http__model *http__model_acquire_or_reply(http_server *s, h2o_req_t *req, const 
   return m;
 }
 
+/* A model scaled to 0 workers on purpose does not make the server unhealthy, as in
+ * TorchServe (its /ping compares the workers running with the sum of minWorkers): a
+ * balancer would take every other model of the server out of service with it. Its own
+ * v2 model ready still says false. */
 bool http__registry_ready(http__registry *r) {
   if (!atomic_load(&r->startup_done)) return false;
   bool ready = true;
   bool opened;
   const http__snapshot *snap = read_begin(r, &opened);
-  for (int i = 0; i < snap->count && ready; i++)
-    if (snap->entries[i].model->loaded_at_startup) ready = sched_model_ready(snap->entries[i].model->sched);
+  for (int i = 0; i < snap->count && ready; i++) {
+    http__model *m = snap->entries[i].model;
+    if (m->loaded_at_startup && atomic_load(&m->min_workers) > 0) ready = sched_model_ready(m->sched);
+  }
   read_end(r, opened);
   return ready;
 }
@@ -891,10 +897,14 @@ inferd_code http__registry_scale(http__registry *r, const char *name, const char
     code = memory_fits(m->name, "the new workers' scratch",
                        (uint64_t)(workers - live) * inferd_model_scratch_bytes(m->engine), to_come, st);
   if (code == INFERD_OK && workers > 0) code = placement_plan(m->placement, workers, &count, st);
-  if (code == INFERD_OK) code = sched_model_scale(m->sched, workers, st);
+  /* min_workers before the workers go: a scale to 0 waits for their batches to end, and
+   * /ping (http__registry_ready) must not count the model as one that should run them */
+  int min_before = atomic_load(&m->min_workers);
+  if (code == INFERD_OK) atomic_store(&m->min_workers, workers);
+  if (code == INFERD_OK && (code = sched_model_scale(m->sched, workers, st)) != INFERD_OK)
+    atomic_store(&m->min_workers, min_before);
   if (code == INFERD_OK) {
     atomic_store(&m->max_workers, max_workers);
-    atomic_store(&m->min_workers, workers);
     metrics_model_set_workers(m->metrics, workers);
     core_log(CORE_LOG_INFO, "model %s version %s scaled to %d worker%s", m->name, m->version, workers,
              workers == 1 ? "" : "s");

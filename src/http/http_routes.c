@@ -18,7 +18,8 @@
  * names need no decoding (config_valid_model_name allows no escapes).
  *
  * /ping is "Healthy" only when every model of load_models is loaded and has its
- * workers running (http__registry_ready) and the server is not draining.
+ * workers running, unless it was scaled to 0 (http__registry_ready), and the server is
+ * not draining.
  *
  * Threading: everything here runs on the HTTP thread that owns the request.
  */

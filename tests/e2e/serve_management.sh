@@ -27,6 +27,8 @@
 #   scale whose workers fail to start is a 500 as such a register is; an
 #   archive's model-config.yaml sets workers and batching (a request's values win), and a
 #   broken or missing one is a 400 naming it.
+#   A model of load_models scaled to 0 leaves /ping and /v2/health/ready at 200 (its own
+#   v2 ready is 503), as TorchServe's /ping counts minWorkers.
 # The server is stopped in every path, and must exit 0 on SIGTERM.
 #
 #   serve_management.sh INFERD SOURCE_DIR WORK_DIR
@@ -90,6 +92,15 @@ settings() { # BATCH DELAY TIMEOUT MIN MAX: describe's settings
   echo "(r[0]['batchSize'], r[0]['maxBatchDelay'], r[0]['responseTimeout'], r[0]['minWorkers'], r[0]['maxWorkers']) == ($1, $2, $3, $4, $5)"
 }
 mcall "ys loaded at startup with its model-config.yaml's settings" 200 "$(settings 4 20 30 1 3)" "${MA[@]}" "$M/models/ys"
+# a model of load_models scaled to 0 on purpose leaves the server healthy, as TorchServe's
+# /ping (running workers against the sum of minWorkers); the model itself is not ready
+mcall "scale ys (loaded at startup) to 0" 200 '' "${MA[@]}" -X PUT "$M/models/ys?min_worker=0&synchronous=true"
+call "/ping with ys scaled to 0: still Healthy" 200 'r == {"status": "Healthy"}' "$I/ping"
+call "/v2/health/ready with ys scaled to 0" 200 'r == {"ready": True}' "$I/v2/health/ready"
+call "v2 ready of ys scaled to 0: false" 503 'r["ready"] is False' "${IA[@]}" "$I/v2/models/ys/ready"
+mcall "scale ys back to 1" 200 '' "${MA[@]}" -X PUT "$M/models/ys?min_worker=1&synchronous=true"
+call "/ping with ys back at 1 worker" 200 'r == {"status": "Healthy"}' "$I/ping"
+call "v2 ready of ys back at 1 worker" 200 'r["ready"] is True' "${IA[@]}" "$I/v2/models/ys/ready"
 mcall "unregister ys" 200 '' "${MA[@]}" -X DELETE "$M/models/ys"
 mcall "empty list" 200 'r["models"] == []' "${MA[@]}" "$M/models"
 mcall "register mnet 1.0" 200 '"registered with 1 initial workers" in r["status"]' \
