@@ -338,6 +338,20 @@ int cli_serve(int argc, char **argv) {
     config_free(&cfg);
     return stop_server();
   }
+  /* As torchserve does ("--model-store directory not found"): a server that cannot find
+   * its store would start, report ready and fail every registration. */
+  if (cfg.model_store) {
+    struct stat store;
+    const char *why = stat(cfg.model_store, &store) != 0 ? strerror(errno)
+                      : !S_ISDIR(store.st_mode)          ? "not a directory"
+                                                         : NULL;
+    if (why) {
+      core_fail(&st, INFERD_INVALID_ARG, "model_store '%s': %s", cfg.model_store, why); /* one line, whatever the name */
+      fprintf(stderr, "inferd serve: %s\n", st.message);
+      config_free(&cfg);
+      return cli_exit_status(INFERD_INVALID_ARG);
+    }
+  }
   int notify_fd = -1;
   if (cfg.start && cfg.foreground && already_running()) {
     config_free(&cfg);

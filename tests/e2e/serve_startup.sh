@@ -11,7 +11,8 @@
 # answer v2 infer, and the changes refused before are accepted. While a register runs,
 # 100 asynchronous scales: 63 wait behind it, the rest are 503. SIGTERM must exit 0.
 # First, with its own server: SIGTERM while load_models still loads; /ping is never 200
-# and the server never says it is ready, then exits 0.
+# and the server never says it is ready, then exits 0. Before that, a model_store that is
+# missing or a file: exit 2 with one line.
 # Where how fast the machine is decides whether something could be tested, the server's
 # log timestamps decide whether it was, and a run where it was not is made again.
 #
@@ -44,6 +45,20 @@ graph = helper.make_graph(nodes, "slow", [helper.make_tensor_value_info("input",
                           [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", 16])], initializer=weights)
 onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), sys.argv[1])
 PY
+
+# ---- a model_store that is not a directory: refused at start (torchserve: "--model-store
+# directory not found"), one line and exit 2, before any port is taken; the server it
+# started before ran on, said it was ready and failed every registration ----
+serve_ports
+serve_config "$WORK/config.properties" "disable_token_authorization=true"
+for store in "$WORK/missing" "$WORK/store/mlp.onnx"; do
+  status=0
+  timeout 30 "$INFERD" serve --ts-config "$WORK/config.properties" --model-store "$store" --foreground \
+    >"$WORK/store.out" 2>&1 || status=$?
+  [ "$status" = 2 ] && [ "$(wc -l <"$WORK/store.out")" = 1 ] && grep -q "model_store '$store'" "$WORK/store.out" &&
+    echo "ok   --model-store $(basename "$store"): exit 2, $(cat "$WORK/store.out")" ||
+    fail "--model-store $store: exit $status, $(head -3 "$WORK/store.out")"
+done
 
 # ---- first, its own server: a stop while load_models still loads ----
 # Eight copies of the slow model; SIGTERM once the second starts loading. Until the
