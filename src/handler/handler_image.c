@@ -366,6 +366,23 @@ static inferd_code png_row_by_row(handler_image_ctx *ctx, spng_ctx *png, handler
   return INFERD_OK;
 }
 
+/* A palette image may hold indices past its PLTE's last entry (the PNG spec calls that an
+ * error, but encoders write such files and PIL opens them): PIL's palette starts as the
+ * grey ramp (i, i, i) under the PLTE's colours, so such an index is that grey; libspng 0.7
+ * would make it black. The PLTE is padded with the ramp to all 2^depth entries. */
+static inferd_code pad_palette(spng_ctx *png, const struct spng_ihdr *ihdr, inferd_status *st) {
+  struct spng_plte plte;
+  int err = spng_get_plte(png, &plte);
+  if (err) return png_error(err, st);
+  uint32_t entries = 1u << ihdr->bit_depth;
+  if (plte.n_entries >= entries) return INFERD_OK;
+  for (uint32_t i = plte.n_entries; i < entries; i++)
+    plte.entries[i] = (struct spng_plte_entry){.red = (uint8_t)i, .green = (uint8_t)i, .blue = (uint8_t)i};
+  plte.n_entries = entries;
+  if ((err = spng_set_plte(png, &plte)) != 0) return png_error(err, st);
+  return INFERD_OK;
+}
+
 /* PNG bytes -> the 224x224 crop in `rgb`. */
 static inferd_code preprocess_png(handler_image_ctx *ctx, const uint8_t *data, size_t size, handler_image_info *info,
                                   uint8_t *rgb, inferd_status *st) {
@@ -388,6 +405,7 @@ static inferd_code preprocess_png(handler_image_ctx *ctx, const uint8_t *data, s
   info->width = (int)CORE_MIN(ihdr.width, (uint32_t)INT32_MAX);
   info->height = (int)CORE_MIN(ihdr.height, (uint32_t)INT32_MAX);
   if ((rc = handler__check_size(info->width, info->height, HANDLER_IMAGE_MAX_PIXELS, st)) != INFERD_OK) goto done;
+  if (ihdr.color_type == SPNG_COLOR_TYPE_INDEXED && (rc = pad_palette(png, &ihdr, st)) != INFERD_OK) goto done;
   info->decoded_width = info->width;
   info->decoded_height = info->height;
   info->scale_num = info->scale_denom = 1;
