@@ -541,14 +541,16 @@ static zip_t *open_from(const char *path, const void *data, size_t size, int fla
  * reads every entry by the central directory's size and checks its CRC; the mapping
  * of a stored .onnx (map_stored_entry, which finds the data by its local header) is
  * left to archives that pass libzip's consistency check, so that a file and the same
- * bytes in memory open alike. */
+ * bytes in memory open alike. That check also refuses two entries of one name, with
+ * only "File already exists" to say so: such an archive is opened without it too, and
+ * open_zip's own check of the names refuses it naming the entry. */
 static inferd_code open_zip_source(const char *path, const void *data, size_t size, const limits *lim,
                                    archive_model **out, inferd_status *st) {
   zip_error_t zerr;
   zip_error_init(&zerr);
   zip_t *z = open_from(path, data, size, ZIP_CHECKCONS, &zerr, st);
   const char *mapped_from = path;
-  if (!z && zip_error_code_zip(&zerr) == ZIP_ER_INCONS) {
+  if (!z && (zip_error_code_zip(&zerr) == ZIP_ER_INCONS || zip_error_code_zip(&zerr) == ZIP_ER_EXISTS)) {
     zip_error_fini(&zerr);
     zip_error_init(&zerr);
     z = open_from(path, data, size, 0, &zerr, st);
