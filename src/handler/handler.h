@@ -22,7 +22,8 @@
  * params.retain_bytes are released after the image that needed them. (libjpeg still
  * allocates its own working memory for each image, through its memory manager.)
  *
- * Errors: a bad image is INVALID_ARG with a one-line message starting "image: ";
+ * Errors: a bad image is INVALID_ARG with a one-line message starting "image: "
+ * (UNSUPPORTED for a valid JPEG of a kind libjpeg does not decode: 12-bit, lossless);
  * nothing an image contains can crash or abort.
  */
 #ifndef INFERD_HANDLER_H
@@ -92,7 +93,8 @@ void handler_image_ctx_free(handler_image_ctx *ctx);
  * normalizes it into `tensor` (caller-owned, HANDLER_IMAGE_TENSOR_FLOATS floats, [3][224]
  * [224]; typically one slot of a batch, so the batch is assembled without copies).
  * `info` may be NULL. INVALID_ARG for an empty, truncated, corrupt, unknown-format or
- * too large (> HANDLER_IMAGE_MAX_PIXELS) image; NO_MEMORY when a buffer cannot grow. */
+ * too large (> HANDLER_IMAGE_MAX_PIXELS) image; UNSUPPORTED for a 12-bit, lossless or
+ * otherwise undecodable kind of JPEG; NO_MEMORY when a buffer cannot grow. */
 inferd_code handler_image_preprocess(handler_image_ctx *ctx, const void *data, size_t size,
                                      float *tensor, handler_image_info *info,
                                      inferd_status *status);

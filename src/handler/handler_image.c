@@ -49,7 +49,8 @@
  * (JPEG's own limit, applied to PNG too so that one row stays small), and any data
  * libjpeg or libspng reports as corrupt or truncated. libjpeg goes on after "Corrupt
  * JPEG data" warnings and PIL then classifies a half-grey picture; inferd refuses it
- * instead (handler_jpeg.c says which warnings lose nothing and are let through).
+ * instead (handler_jpeg.c says which warnings lose nothing and are let through). A
+ * valid JPEG libjpeg does not decode (12-bit, lossless) is UNSUPPORTED, not corrupt.
  *
  * Row-by-row decoding. No image is held whole but an interlaced PNG: libjpeg hands
  * over a strip of rows at a time, libspng one row (SPNG_DECODE_PROGRESSIVE), and each

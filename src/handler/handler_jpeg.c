@@ -27,7 +27,8 @@
  * for padding only when the skipped bytes are zeros, at most EOI_PADDING_MAX of them,
  * right before the EOI (bytes after it are not read, by PIL either). Every warning is
  * seen, not only the first. libjpeg running out of memory is NO_MEMORY, not a corrupt
- * image.
+ * image, and a valid JPEG of a kind libjpeg does not decode (12-bit or lossless, its
+ * height in a DNL marker, 2 components) is UNSUPPORTED, saying so (400 all the same).
  *
  * Memory. A progressive JPEG (or one whose first scan lacks a component) makes libjpeg
  * keep the DCT coefficients of the whole image until the last scan: 64 coefficients of
@@ -77,6 +78,7 @@ typedef struct jpeg_guard {
   jmp_buf jump;
   const uint8_t *data; /* the image being decoded (for the padding check) */
   int out_of_memory;    /* the decode stopped for libjpeg's lack of memory */
+  int unsupported;      /* the decode stopped at a kind of JPEG libjpeg does not decode */
   char message[JMSG_LENGTH_MAX]; /* why the decode stopped */
 } jpeg_guard;
 
@@ -93,10 +95,27 @@ static _Noreturn void stop(j_common_ptr c) {
   longjmp(g->jump, 1);
 }
 
+/* Errors that mean a valid JPEG of a kind libjpeg (8-bit, as PIL's) does not decode, not
+ * damaged data: 12-bit or lossless ones, a height given by a DNL marker, 2 components. */
+static int unsupported(int code) {
+  switch (code) {
+  case JERR_BAD_PRECISION:
+  case JERR_SOF_UNSUPPORTED:
+  case JERR_NOT_COMPILED:
+  case JERR_EMPTY_IMAGE:
+  case JERR_CONVERSION_NOTIMPL:
+  case JERR_NOTIMPL:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
 static _Noreturn void error_exit(j_common_ptr c) {
   jpeg_guard *g = (jpeg_guard *)c->err;
   c->err->format_message(c, g->message);
   g->out_of_memory = c->err->msg_code == JERR_OUT_OF_MEMORY;
+  g->unsupported = unsupported(c->err->msg_code);
   stop(c);
 }
 
@@ -267,12 +286,18 @@ inferd_code handler__jpeg_crop(handler_image_ctx *ctx, handler__jpeg *j, void **
   if (!j) return core_fail(st, INFERD_NO_MEMORY, "image: out of memory for the JPEG decoder");
   j->guard.data = data;
   j->guard.out_of_memory = 0;
+  j->guard.unsupported = 0;
   j->guard.message[0] = '\0';
   if (setjmp(j->guard.jump)) {
     jpeg_destroy_decompress(&j->d); /* safe whatever libjpeg was doing, even creating it */
     const char *message = j->guard.message;
     if (j->guard.out_of_memory)
       return core_fail(st, INFERD_NO_MEMORY, "image: out of memory decoding the JPEG (%s)", message);
+    if (j->guard.unsupported)
+      return core_fail(st, INFERD_UNSUPPORTED,
+                       "image: a JPEG of a kind inferd does not decode: %s (inferd decodes, as PIL does, 8-bit "
+                       "baseline, progressive and arithmetic-coded JPEGs of 1, 3 or 4 components)",
+                       message);
     static const char corrupt[] = "Corrupt JPEG data: "; /* libjpeg's own prefix, once is enough */
     if (strncmp(message, corrupt, sizeof corrupt - 1) == 0) message += sizeof corrupt - 1;
     return core_fail(st, INFERD_INVALID_ARG, "image: corrupt JPEG data: %s", message);

@@ -7,7 +7,8 @@
  * the decoded size no larger than the stored one, Resize(256)'s shorter side 256, and
  * every one of the 3x224x224 floats one of the 256 values Normalize gives per channel
  * (so finite and in range). On failure the status must carry the code, INVALID_ARG
- * (or NO_MEMORY) with a one-line message starting "image: ". Anything else, or any
+ * (UNSUPPORTED for a JPEG of a kind libjpeg does not decode, or NO_MEMORY) with a
+ * one-line message starting "image: ". Anything else, or any
  * sanitizer report, aborts.
  *
  * PNG chunks carry CRCs, so nearly every mutation of a PNG would stop at the first
@@ -117,7 +118,8 @@ static inferd_code run(int which, const uint8_t *data, size_t size) {
   inferd_status st = {0};
   inferd_code rc = handler_image_preprocess(contexts[which], data, size, tensor, &info, &st);
   if (rc != INFERD_OK) {
-    if (rc != INFERD_INVALID_ARG && rc != INFERD_NO_MEMORY) fail("refused with an unexpected code");
+    if (rc != INFERD_INVALID_ARG && rc != INFERD_UNSUPPORTED && rc != INFERD_NO_MEMORY)
+      fail("refused with an unexpected code");
     if (st.code != rc || strncmp(st.message, "image: ", 7) != 0 || strchr(st.message, '\n'))
       fail("refusal without a one-line 'image: ' message");
     return rc;

@@ -370,15 +370,24 @@ static void test_model_top5(void **state) {
 
 /* ==== error paths ========================================================================= */
 
-static void expect_refused(handler_image_ctx *ctx, const void *data, size_t size, const char *what, const char *needle) {
+/* Refused with `code`: INVALID_ARG for a bad image, UNSUPPORTED for a valid one of a kind
+ * inferd does not decode (both answer 400). */
+static void expect_refused_with(handler_image_ctx *ctx, const void *data, size_t size, inferd_code code,
+                                const char *what, const char *needle) {
   uint8_t rgb[HANDLER_IMAGE_CROP_BYTES];
   inferd_status st = {0};
   inferd_code rc = handler_image_crop(ctx, data, size, rgb, NULL, &st);
   print_message("refused %-26s -> %s: %s\n", what, inferd_code_name(rc), st.message);
-  if (rc != INFERD_INVALID_ARG) fail_msg("%s: got %s (%s), expected INVALID_ARG", what, inferd_code_name(rc), st.message);
+  if (rc != code)
+    fail_msg("%s: got %s (%s), expected %s", what, inferd_code_name(rc), st.message, inferd_code_name(code));
   if (st.code != rc || strncmp(st.message, "image: ", 7) != 0 || strchr(st.message, '\n'))
     fail_msg("%s: message '%s' is not one line starting 'image: '", what, st.message);
   if (needle && !strstr(st.message, needle)) fail_msg("%s: message '%s' does not mention '%s'", what, st.message, needle);
+}
+
+static void expect_refused(handler_image_ctx *ctx, const void *data, size_t size, const char *what,
+                           const char *needle) {
+  expect_refused_with(ctx, data, size, INFERD_INVALID_ARG, what, needle);
 }
 
 static uint32_t crc32_png(const uint8_t *p, size_t n) {
@@ -481,6 +490,18 @@ static void test_errors(void **state) {
   bad.data[sof + 5] = 14000 >> 8, bad.data[sof + 6] = 14000 & 0xFF; /* height */
   bad.data[sof + 7] = 14000 >> 8, bad.data[sof + 8] = 14000 & 0xFF; /* width */
   expect_refused(ctx, bad.data, bad.size, "196-megapixel JPEG header", "196.0 megapixels");
+  /* valid JPEGs that libjpeg (8-bit, as PIL's) does not decode: UNSUPPORTED, saying so,
+   * not "corrupt" (a 12-bit frame, a lossless SOF3 one, a height left to a DNL marker) */
+  memcpy(bad.data, jpg.data, jpg.size);
+  bad.data[sof + 4] = 12;
+  expect_refused_with(ctx, bad.data, bad.size, INFERD_UNSUPPORTED, "12-bit JPEG", "precision 12");
+  expect_refused_with(ctx, bad.data, bad.size, INFERD_UNSUPPORTED, "12-bit JPEG", "of a kind inferd does not decode");
+  memcpy(bad.data, jpg.data, jpg.size);
+  bad.data[sof + 1] = 0xC3;
+  expect_refused_with(ctx, bad.data, bad.size, INFERD_UNSUPPORTED, "lossless JPEG", "of a kind inferd does not decode");
+  memcpy(bad.data, jpg.data, jpg.size);
+  bad.data[sof + 5] = bad.data[sof + 6] = 0;
+  expect_refused_with(ctx, bad.data, bad.size, INFERD_UNSUPPORTED, "JPEG of height 0 (DNL)", "DNL");
   free(bad.data);
 
   /* damage after a harmless warning: sos_zero.jpg warns at its first scan header, and
