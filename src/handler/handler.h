@@ -6,6 +6,9 @@
  * Preprocessing reproduces what TorchServe's image_classifier feeds its model:
  *   PIL Image.open(...).convert("RGB") -> torchvision Resize(256) (bilinear with PIL's
  *   antialiasing) -> CenterCrop(224) -> ToTensor() -> Normalize(ImageNet mean/std).
+ * (TorchServe's handler has no convert("RGB"): it answers RGB images only, and fails
+ * on grayscale, palette, CMYK or alpha ones, whose tensors have 1, 2 or 4 channels;
+ * inferd converts them as PIL's convert("RGB") does, and answers.)
  * PNGs and JPEGs decoded at full size give the same bytes as PIL before ToTensor (the
  * same libjpeg-turbo decoder, PIL's resampling arithmetic), so the tensor is bit-equal
  * to torchvision's. Photos much larger than needed may be decoded with libjpeg's DCT
