@@ -8,6 +8,9 @@
  *   GET  /v2/models/{m}[/versions/{v}]/ready            model readiness
  *   POST /v2/models/{m}[/versions/{v}]/infer            inference
  * Everything but health needs the inference key (checked here, as for /predictions).
+ * Not ready (health or a model) is 503, as KServe's own model server answers it (the
+ * protocol's text says a 4xx and Triton answers 400): balancers and Kubernetes probes
+ * read a 503 as "not now, try another", where a 400 reads as a bad request.
  *
  * Infer, as Triton and KServe clients send it:
  *   {"id": "...", "parameters": {"binary_data_output": false},
