@@ -24,6 +24,7 @@
 #include "archive/archive.h"
 #include "cli/cli_internal.h"
 #include "config/config.h"
+#include "handler/handler.h"
 
 static void archive_usage(FILE *f) {
   fprintf(f,
@@ -143,12 +144,18 @@ int cli_archive(int argc, char **argv) {
   config_model_yaml yaml;
   if (o.write.config_file) rc = config_model_yaml_read_file(o.write.config_file, &yaml, &st);
   if (rc == INFERD_OK) rc = archive_write(&o.write, written, sizeof written, &st);
+  const char *handler = o.write.handler; /* from argv */
   cli__archive_options_free(&o);
   if (rc != INFERD_OK) {
     fprintf(stderr, "inferd archive: %s\n", st.message);
     /* whatever archive_write refuses comes from the command line or its files */
     return rc == INFERD_NO_MEMORY || rc == INFERD_INTERNAL ? 1 : 2;
   }
+  /* torch-model-archiver's archives name any handler; one inferd does not serve is worth
+   * a word before the server refuses it */
+  if (!handler_served(handler))
+    fprintf(stderr, "inferd archive: warning: inferd serves the handlers " HANDLER_SERVED ", not '%s': this archive "
+                    "is for TorchServe, `inferd serve` refuses it\n", handler);
   printf("%s\n", written);
   return 0;
 }

@@ -32,10 +32,24 @@
 #ifndef INFERD_HANDLER_H
 #define INFERD_HANDLER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "inferd/inferd.h"
+
+/* ---- the handlers inferd serves ------------------------------------------------ */
+
+/* What a .mar's manifest may name for inferd to serve it: this module's image classifier,
+ * or "tensor" (KServe v2 infer only, no pre- or postprocessing). TorchServe's other
+ * built-in handlers and custom handler files are not served. */
+#define HANDLER_IMAGE_CLASSIFIER "image_classifier"
+#define HANDLER_TENSOR "tensor"
+#define HANDLER_SERVED HANDLER_IMAGE_CLASSIFIER ", " HANDLER_TENSOR /* for messages */
+static inline bool handler_served(const char *name) {
+  return strcmp(name, HANDLER_IMAGE_CLASSIFIER) == 0 || strcmp(name, HANDLER_TENSOR) == 0;
+}
 
 /* ---- image_classifier preprocessing ------------------------------------------- */
 

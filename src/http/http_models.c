@@ -57,10 +57,8 @@
 
 _Static_assert((int)CONFIG_MAX_WORKERS == (int)SCHED_MAX_WORKERS, "the config's worker range is the scheduler's");
 
-static const char IMAGE_CLASSIFIER[] = "image_classifier";
-/* A model served as tensors only (KServe v2 infer): what a bare .onnx whose input is not
- * an image gets, or what a manifest may name. */
-static const char TENSOR[] = "tensor";
+/* A model served as tensors only (HANDLER_TENSOR, KServe v2 infer) is what a bare .onnx
+ * whose input is not an image gets, or what a manifest may name. */
 #define LABELS_FILE "index_to_name.json" /* the image_classifier's labels, as TorchServe names them */
 
 /* ---- placement ------------------------------------------------------------------------- */
@@ -632,7 +630,7 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
   http__model *m = calloc(1, sizeof *m), *was_default = NULL;
   http__placement *placement = calloc(1, sizeof *placement);
   const char *name = p->name ? p->name : archive_model_name(ar);
-  const char *handler = archive_handler(ar) ? archive_handler(ar) : IMAGE_CLASSIFIER;
+  const char *handler = archive_handler(ar) ? archive_handler(ar) : HANDLER_IMAGE_CLASSIFIER;
   if (!m || !placement) {
     free(placement);
     free(m);
@@ -652,9 +650,9 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
   if (!m->name || !m->version || !m->url || !m->handler) code = core_fail(st, INFERD_NO_MEMORY, "out of memory");
   if (code == INFERD_OK && !config_valid_model_name(m->name))
     code = core_fail(st, INFERD_INVALID_ARG, "'%s' is not a valid model name ([A-Za-z0-9][A-Za-z0-9_.-]*)", m->name);
-  if (code == INFERD_OK && strcmp(handler, IMAGE_CLASSIFIER) != 0 && strcmp(handler, TENSOR) != 0)
-    code = core_fail(st, INFERD_UNSUPPORTED,
-                     "model %s: handler '%s' is not built in (inferd has: image_classifier, tensor)", m->name, handler);
+  if (code == INFERD_OK && !handler_served(handler))
+    code = core_fail(st, INFERD_UNSUPPORTED, "model %s: handler '%s' is not built in (inferd has: " HANDLER_SERVED ")",
+                     m->name, handler);
   if (code == INFERD_OK) {
     bool opened;
     if (find(read_begin(r, &opened), m->name, strlen(m->name), m->version, strlen(m->version)))
@@ -714,9 +712,9 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
   if (code == INFERD_OK && !chosen && !is_image_model(m->engine)) {
     /* a bare .onnx that takes no image: served as tensors (v2 infer) */
     free(m->handler);
-    if (!(m->handler = strdup(TENSOR))) code = core_fail(st, INFERD_NO_MEMORY, "out of memory");
+    if (!(m->handler = strdup(HANDLER_TENSOR))) code = core_fail(st, INFERD_NO_MEMORY, "out of memory");
   }
-  m->image_classifier = code == INFERD_OK && strcmp(m->handler, IMAGE_CLASSIFIER) == 0;
+  m->image_classifier = code == INFERD_OK && strcmp(m->handler, HANDLER_IMAGE_CLASSIFIER) == 0;
   if (code == INFERD_OK && m->image_classifier) code = check_image_model(m->engine, m->name, st);
   if (code == INFERD_OK) code = fit_fixed_batch(m, st);
 

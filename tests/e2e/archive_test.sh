@@ -67,9 +67,20 @@ EOF
 
 # 1. the command from the issue
 "$INFERD" archive --model-name m --serialized-file models/mobilenet_v2_imagenet.onnx --handler image_classifier \
-  --extra-files models/index_to_name.json --export-path "$TMP" >"$TMP/stdout" || fail "inferd archive failed"
+  --extra-files models/index_to_name.json --export-path "$TMP" >"$TMP/stdout" 2>"$TMP/stderr" ||
+  fail "inferd archive failed"
 [ "$(cat "$TMP/stdout")" = "$TMP/m.mar" ] || fail "printed '$(cat "$TMP/stdout")', want $TMP/m.mar"
+[ ! -s "$TMP/stderr" ] || fail "an image_classifier archive got a word on stderr: $(cat "$TMP/stderr")"
 check_mar "$TMP/m.mar" 1.0
+
+# 1b. a handler inferd does not serve (TorchServe's object_detector) is archived, for
+# TorchServe, with one line of warning: the server would refuse the archive
+"$INFERD" archive --model-name od --serialized-file models/mobilenet_v2_imagenet.onnx --handler object_detector \
+  --export-path "$TMP" >"$TMP/stdout" 2>"$TMP/stderr" || fail "an object_detector archive failed"
+[ "$(cat "$TMP/stdout")" = "$TMP/od.mar" ] && [ "$(wc -l <"$TMP/stderr")" = 1 ] &&
+  grep -q "warning: inferd serves the handlers image_classifier, tensor, not 'object_detector'" "$TMP/stderr" ||
+  fail "an object_detector archive: stdout '$(cat "$TMP/stdout")', stderr '$(cat "$TMP/stderr")'"
+rm -f "$TMP/od.mar"
 
 # 2. without --force an existing archive stays as it is
 cp "$TMP/m.mar" "$TMP/m.mar.before"
