@@ -122,6 +122,20 @@ class Server:
                 return None
         return self.proc.returncode
 
+    def stop_checked(self):
+        """stop(), which must give exit status 0."""
+        status = self.stop()
+        check(status == 0, "SIGTERM: exit status %s" % status)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        """Whatever happened: the log's tail when anything failed, and no process left."""
+        if failures:
+            print(self.tail(), file=sys.stderr)
+        self.kill()
+
     def kill(self):
         if self.proc.poll() is None:
             self.proc.kill()
@@ -220,11 +234,10 @@ def batch_histogram(metrics_text):
 
 def part_batching(inferd, src, work):
     images = photos()
-    server = Server(inferd, src, os.path.join(work, "batching"), [
+    with Server(inferd, src, os.path.join(work, "batching"), [
         'models={"mobilenet": {"1.0": {"batchSize": 8, "maxBatchDelay": 50, "responseTimeout": 120}}}',
         "job_queue_size=1000",
-    ])
-    try:
+    ]) as server:
         session = requests.Session()
         expected = []
         for img in images:
@@ -256,21 +269,15 @@ def part_batching(inferd, src, work):
         else:
             print("     inconclusive: /metrics never saw 2 requests queued; batches of 1 are all it owes (%s of %s)"
                   % (le1, count), flush=True)
-        status = server.stop()
-        check(status == 0, "SIGTERM: exit status %s" % status)
-    finally:
-        if failures:
-            print(server.tail(), file=sys.stderr)
-        server.kill()
+        server.stop_checked()
 
 
 def part_overload(inferd, src, work):
     image = photos()[0]
-    server = Server(inferd, src, os.path.join(work, "overload"), [
+    with Server(inferd, src, os.path.join(work, "overload"), [
         "job_queue_size=4", "batch_size=1", "default_workers_per_model=1",
         "cpu_launcher_enable=true", "cpu_launcher_args=--ncores_per_instance 1",
-    ])
-    try:
+    ]) as server:
         base = len(failures)
         for attempt in range(1, 4):
             barrier = threading.Barrier(64, timeout=120)
@@ -304,21 +311,15 @@ def part_overload(inferd, src, work):
         else:
             check(False, "3 bursts: the queue never overflowed, no 503 to check")
         check(requests.get(server.url + "/ping", timeout=30).status_code == 200, "/ping still 200 after the overload")
-        status = server.stop()
-        check(status == 0, "SIGTERM: exit status %s" % status)
-    finally:
-        if failures:
-            print(server.tail(), file=sys.stderr)
-        server.kill()
+        server.stop_checked()
 
 
 def part_drain(inferd, src, work):
     image = photos()[1]
-    server = Server(inferd, src, os.path.join(work, "drain"), [
+    with Server(inferd, src, os.path.join(work, "drain"), [
         "job_queue_size=100", "batch_size=1", "default_workers_per_model=1",
         "cpu_launcher_enable=true", "cpu_launcher_args=--ncores_per_instance 1",
-    ])
-    try:
+    ]) as server:
         results = []
         lock = threading.Lock()
 
@@ -348,10 +349,6 @@ def part_drain(inferd, src, work):
         check(len(results) == 48 and set(codes) <= {200, 503} and codes.count(200) >= pending,
               "drain: queued requests answered 200, late ones 503 (%s)" % sorted(codes, key=str))
         check(status == 0, "drain: exit status %s" % status)
-    finally:
-        if failures:
-            print(server.tail(), file=sys.stderr)
-        server.kill()
 
 
 def huge_jpeg():
@@ -367,10 +364,9 @@ def huge_jpeg():
 
 def part_decode_bound(inferd, src, work):
     huge, small = huge_jpeg(), photos()[0]
-    server = Server(inferd, src, os.path.join(work, "decode"), [
+    with Server(inferd, src, os.path.join(work, "decode"), [
         "job_queue_size=2", "number_of_netty_threads=1", "max_request_size=10000000",
-    ], models="mobilenet=mobilenet_v2_imagenet.onnx,other=mobilenet_v2_imagenet.onnx")
-    try:
+    ], models="mobilenet=mobilenet_v2_imagenet.onnx,other=mobilenet_v2_imagenet.onnx") as server:
         base = len(failures)
         for attempt in range(1, 4):
             refused = threading.Event()
@@ -413,12 +409,7 @@ def part_decode_bound(inferd, src, work):
         session = requests.Session()
         after = [server.predict(session, small).status_code for _ in range(3)]
         check(after == [200, 200, 200], "3 predictions in a row after the burst: %s" % after)
-        status = server.stop()
-        check(status == 0, "SIGTERM: exit status %s" % status)
-    finally:
-        if failures:
-            print(server.tail(), file=sys.stderr)
-        server.kill()
+        server.stop_checked()
 
 
 def main():
