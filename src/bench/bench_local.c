@@ -54,7 +54,9 @@ int bench_job_main(const char *model_path, const char *file, const char *labels_
   handler_labels *labels = NULL;
   const void *data = NULL;
   size_t size = 0;
-  float *input = NULL, *logits = NULL;
+  float *input = NULL;
+  float *outs[8] = {0}; /* one per model output (at most 8: engine_model.c); outs[0] is classified */
+  int n_out = 0;
   char *answer = NULL;
   int rc = 0;
   /* One thread for everything, the load's weight reorders and its plan too: with the
@@ -73,28 +75,37 @@ int bench_job_main(const char *model_path, const char *file, const char *labels_
   if (inferd_model_load(model_path, NULL, &model, &st) != INFERD_OK) goto fail;
   inferd_tensor_info in;
   inferd_model_input(model, 0, &in);
-  if (inferd_model_num_inputs(model) != 1 || in.rank != 4 || in.dims[1] != 3 || in.dims[2] != HANDLER_IMAGE_CROP ||
-      in.dims[3] != HANDLER_IMAGE_CROP) {
-    core_fail(&st, INFERD_UNSUPPORTED, "model '%s': the image classifier wants one [N,3,224,224] input", model_path);
+  if (inferd_model_num_inputs(model) != 1 || in.dtype != INFERD_DTYPE_FLOAT || in.rank != 4 ||
+      in.dims[1] != HANDLER_IMAGE_CHANNELS || in.dims[2] != HANDLER_IMAGE_CROP || in.dims[3] != HANDLER_IMAGE_CROP) {
+    core_fail(&st, INFERD_UNSUPPORTED, "model '%s': the image classifier wants one float [N,3,224,224] input",
+              model_path);
     goto fail;
   }
   inferd_session_params sp = {.threads = 1};
   if (inferd_session_new(model, &sp, &session, &st) != INFERD_OK) goto fail;
-  int rank = 0;
-  int64_t dims[INFERD_MAX_RANK];
-  if (inferd_session_output_shape(session, 1, 0, &rank, dims, &st) != INFERD_OK) goto fail;
-  int64_t classes = core_shape_count(rank, dims);
+  /* a buffer for every output, as the run writes them all; the first is classified, as
+   * the server's image_classifier does */
+  int64_t classes = 0;
+  n_out = inferd_model_num_outputs(model);
+  for (int k = 0; k < n_out && k < (int)(sizeof outs / sizeof outs[0]); k++) {
+    int rank = 0;
+    int64_t dims[INFERD_MAX_RANK];
+    if (inferd_session_output_shape(session, 1, k, &rank, dims, &st) != INFERD_OK) goto fail;
+    if (k == 0) classes = core_shape_count(rank, dims);
+    if (!(outs[k] = malloc((size_t)core_shape_count(rank, dims) * sizeof(float) + 1))) {
+      core_fail(&st, INFERD_NO_MEMORY, "out of memory");
+      goto fail;
+    }
+  }
   image = handler_image_ctx_new(NULL);
   input = malloc(HANDLER_IMAGE_TENSOR_FLOATS * sizeof(float));
-  logits = malloc((size_t)classes * sizeof(float) + 1);
-  if (!image || !input || !logits) {
+  if (!image || !input) {
     core_fail(&st, INFERD_NO_MEMORY, "out of memory");
     goto fail;
   }
   if (core_file_map(file, &data, &size, &st) != INFERD_OK) goto fail;
   if (handler_image_preprocess(image, data, size, input, NULL, &st) != INFERD_OK) goto fail;
   const float *ins[1] = {input};
-  float *outs[1] = {logits};
   if (inferd_session_run(session, 1, ins, outs, &st) != INFERD_OK) goto fail;
   size_t answer_size = handler_classify_json_size(labels, HANDLER_TOPK);
   answer = malloc(answer_size);
@@ -102,7 +113,7 @@ int bench_job_main(const char *model_path, const char *file, const char *labels_
     core_fail(&st, INFERD_NO_MEMORY, "out of memory");
     goto fail;
   }
-  if (handler_classify_json(logits, (int)classes, HANDLER_TOPK, labels, answer, answer_size, NULL, &st) !=
+  if (handler_classify_json(outs[0], (int)classes, HANDLER_TOPK, labels, answer, answer_size, NULL, &st) !=
       INFERD_OK)
     goto fail;
   printf("%s\n", answer);
@@ -113,7 +124,7 @@ fail:
 out:
   free(answer);
   if (data) core_file_unmap(data, size);
-  free(logits);
+  for (int k = 0; k < n_out && k < (int)(sizeof outs / sizeof outs[0]); k++) free(outs[k]);
   free(input);
   handler_image_ctx_free(image);
   inferd_session_free(session);

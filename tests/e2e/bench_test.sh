@@ -281,6 +281,25 @@ timeout 120 "$INFERD" bench --mode local --model "$MODEL" --file "$SRC/README.md
   >"$WORK/local_bad.json" 2>"$WORK/local_bad.err" || fail "bench --mode local on a bad image: exit $?"
 check_json "$WORK/local_bad.json" 'r["exit_status"] == {"2": 2} and r["errors"] == 2' "local mode: failed jobs counted by exit status"
 
+# A model with two outputs (the image_classifier classifies the first, as the server's
+# does): each job gave the run a buffer for the first only and crashed (exit 139).
+"$PY" - "$WORK/two_outputs.onnx" <<'PY' || fail "could not write the two-output model"
+import sys
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+w = numpy_helper.from_array(np.arange(30, dtype=np.float32).reshape(10, 3) / 30, "w")
+nodes = [helper.make_node("GlobalAveragePool", ["input"], ["pooled"]), helper.make_node("Flatten", ["pooled"], ["flat"]),
+         helper.make_node("Gemm", ["flat", "w"], ["logits"], transB=1), helper.make_node("Relu", ["logits"], ["second"])]
+image = helper.make_tensor_value_info("input", TensorProto.FLOAT, ["n", 3, 224, 224])
+outputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, ["n", 10]) for name in ("logits", "second")]
+graph = helper.make_graph(nodes, "two_outputs", [image], outputs, [w])
+open(sys.argv[1], "wb").write(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
+PY
+timeout 120 "$INFERD" bench --mode local --model "$WORK/two_outputs.onnx" --file "$PHOTO" --requests 2 --concurrency 2 \
+  --json >"$WORK/local_two.json" || fail "bench --mode local on a two-output model: exit $?"
+check_json "$WORK/local_two.json" 'r["exit_status"] == {"0": 2} and all(len(j["top5"]) == 5 for j in r["jobs"])' \
+  "local mode: a model with two outputs is classified by its first"
+
 # A job longer than --timeout is killed and counted with exit status 128 + SIGKILL (1 ms:
 # no job loads a model that fast, however fast the machine).
 timeout 120 "$INFERD" bench --mode local --model "$MODEL" --file "$PHOTO" --requests 2 --concurrency 2 --timeout 0.001 \
