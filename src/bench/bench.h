@@ -27,7 +27,8 @@
 #include <stdint.h>
 
 enum {
-  BENCH_STATUS_SLOTS = 600, /* HTTP statuses 0..599 (0 = no answer) or exit statuses 0..255 */
+  BENCH_STATUS_SLOTS = 1000, /* HTTP statuses 0..999 (0 = no answer; libcurl takes any three digits, and a
+                                 server's 999 is an answer) or exit statuses 0..255 */
   BENCH_MAX_HEADERS = 16,
   BENCH_JOB_OUTPUT_MAX = 4096, /* bytes of a local job's stdout kept (its top-5) */
 };

@@ -145,6 +145,8 @@ import http.server, sys
 class H(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         self.rfile.read(int(self.headers["Content-Length"]))
+        if self.path == "/odd":  # an answer all the same
+            self.send_response(999); self.send_header("Content-Length", "0"); self.end_headers(); return
         open(sys.argv[2], "a").write(repr(self.headers.get_all("Content-Type")) + " " +
                                      repr(self.headers.get_all("X-Empty")) + "\n")
         self.send_response(202); self.send_header("Content-Length", "0"); self.end_headers()
@@ -161,6 +163,11 @@ timeout 120 "$INFERD" bench --mode server --url "http://127.0.0.1:$INFERENCE_POR
 [ "$(sort -u "$WORK/types.txt")" = "['image/png'] ['']" ] &&
   echo "ok   --header Content-Type replaces the default; an empty value is sent empty" ||
   fail "Content-Type headers sent: $(cat "$WORK/types.txt")"
+# A status past 599 is the server's answer, not "no answer" (status 0, as it was counted).
+timeout 120 "$INFERD" bench --mode server --url "http://127.0.0.1:$INFERENCE_PORT/odd" --file "$PHOTO" --requests 3 \
+  --concurrency 2 --processes 2 --json >"$WORK/odd.json" || fail "bench against a server answering 999: exit $?"
+check_json "$WORK/odd.json" 'r["status"] == {"999": 3} and r["errors"] == 3' \
+  "a server answering 999: counted as 999, not as no answer"
 # More clients or processes than requests: the report says what ran (3 clients, 3 processes).
 # The server answers 202: a success (any 2xx) in the counts as in the latencies.
 timeout 120 "$INFERD" bench --mode server --url "http://127.0.0.1:$INFERENCE_PORT/x" --file "$PHOTO" --requests 3 \
