@@ -29,6 +29,8 @@
 enum {
   BENCH_STATUS_SLOTS = 1000, /* HTTP statuses 0..999 (0 = no answer; libcurl takes any three digits, and a
                                  server's 999 is an answer) or exit statuses 0..255 */
+  BENCH_NO_ANSWER_SLOTS = 128, /* why a request got no answer: libcurl's CURLcode (CURL_LAST is 99 in 7.88); a
+                                  later code past the table is counted in its last slot */
   BENCH_MAX_HEADERS = 16,
   BENCH_JOB_OUTPUT_MAX = 4096, /* bytes of a local job's stdout kept (its top-5) */
 };
@@ -61,6 +63,8 @@ typedef struct bench_result {
   int64_t done;                          /* requests or jobs finished */
   int64_t status_count[BENCH_STATUS_SLOTS]; /* by HTTP status (0 = connection failure or
                                                timeout), or by exit status in local mode */
+  int64_t no_answer[BENCH_NO_ANSWER_SLOTS]; /* server mode: the requests of status 0 by why (libcurl's
+                                               CURLcode: refused, timed out, reset, ...) */
   double *latency_ms;                    /* [done], owned; freed by bench_result_free. A
                                             failed request's (not 2xx; local: exit not 0)
                                             is stored negated (bench_latency), so that the

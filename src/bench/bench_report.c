@@ -1,8 +1,9 @@
 /*
  * bench_report.c - what `inferd bench` prints: total time, throughput (requests/s and
  * images/s: one image per request), latency p50/p90/p99/max, counts by HTTP status (or
- * job exit status), errors, peak CPU % and memory % of the machine; as text, or as one
- * JSON object built with jansson (--json). Local mode adds each job's top-5; open loop
+ * job exit status) and, for status 0, why there was no answer in libcurl's words
+ * ("Couldn't connect to server"), errors, peak CPU % and memory % of the machine; as
+ * text, or as one JSON object built with jansson (--json). Local mode adds each job's top-5; open loop
  * (--request-rate) adds the rate and the delayed requests. A concurrency sweep prints
  * each level's report and then a table of them all, or one JSON object with an array.
  *
@@ -13,6 +14,7 @@
  * histogram): the sample at ceil(q * n) in sorted order. With no success there is no
  * latency: the text says so (a dash in the sweep's table); the JSON keeps 0 with "ok": 0.
  */
+#include <curl/curl.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdbool.h>
@@ -85,6 +87,14 @@ static json_t *latency_json(const latency_summary *s) {
   return l;
 }
 
+/* Why the requests of status 0 got no answer, as libcurl words it: {"Timeout was reached": 4}. */
+static json_t *no_answer_json(const bench_result *r) {
+  json_t *o = json_object();
+  for (int i = 0; i < BENCH_NO_ANSWER_SLOTS; i++)
+    if (r->no_answer[i]) json_object_set_new(o, curl_easy_strerror((CURLcode)i), json_integer(r->no_answer[i]));
+  return o;
+}
+
 static json_t *report_json(const bench_params *p, const bench_result *r) {
   latency_summary s = summarize(r, false);
   int server = p->mode == BENCH_MODE_SERVER;
@@ -118,6 +128,7 @@ static json_t *report_json(const bench_params *p, const bench_result *r) {
       json_object_set_new(st, key, json_integer(r->status_count[i]));
     }
   json_object_set_new(o, server ? "status" : "exit_status", st);
+  if (server) json_object_set_new(o, "no_answer", no_answer_json(r));
   json_object_set_new(o, "peak_cpu_percent", json_real(r->peak_cpu_percent));
   json_object_set_new(o, "peak_memory_percent", json_real(r->peak_memory_percent));
   if (!server && r->jobs) {
@@ -166,7 +177,17 @@ void bench_report(const bench_params *p, const bench_result *r, int json) {
   printf("%s", server ? "status:     " : "exit status:");
   for (int i = 0; i < BENCH_STATUS_SLOTS; i++)
     if (r->status_count[i]) printf(" %d x %lld", i, (long long)r->status_count[i]);
-  printf("\nerrors:      %lld\n", (long long)(r->done - ok));
+  printf("\n");
+  if (server && r->status_count[0]) { /* status 0: say why */
+    printf("no answer:  ");
+    for (int i = 0, first = 1; i < BENCH_NO_ANSWER_SLOTS; i++)
+      if (r->no_answer[i]) {
+        printf("%s %s x %lld", first ? "" : ";", curl_easy_strerror((CURLcode)i), (long long)r->no_answer[i]);
+        first = 0;
+      }
+    printf("\n");
+  }
+  printf("errors:      %lld\n", (long long)(r->done - ok));
   if (r->done > ok) {
     latency_summary f = summarize(r, true);
     printf("their latency: p50 %.2f ms, p99 %.2f ms, max %.2f ms (not in the latency above)\n", f.p50, f.p99, f.max);

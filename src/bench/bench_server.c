@@ -7,7 +7,8 @@
  * the next request, so it reuses its connection from the multi handle's cache (HTTP
  * keep-alive) and nothing is allocated per request beyond what libcurl does. The loop
  * waits in curl_multi_poll. Every request has a timeout (--timeout), so a dead server
- * gives errors with status 0, never a hang.
+ * gives errors with status 0, never a hang; a request of status 0 is also counted by
+ * libcurl's reason (refused, timed out, reset, a partial answer: bench_result.no_answer).
  *
  * Closed loop (the default): every client sends its next request as soon as its last
  * one is answered. Open loop (--request-rate R): request k is due at start + k/R and is
@@ -49,6 +50,7 @@
 /* What a child process pipes back before its samples. */
 typedef struct worker_record {
   int64_t status_count[BENCH_STATUS_SLOTS];
+  int64_t no_answer[BENCH_NO_ANSWER_SLOTS];
   int64_t samples; /* doubles that follow: latencies in ms */
   int64_t connections;
   int64_t delayed;
@@ -117,6 +119,7 @@ static int read_whole_file(const char *path, char **data, size_t *size, char *er
 /* What run_clients counts, besides the latencies. */
 typedef struct client_counts {
   int64_t *status_count; /* [BENCH_STATUS_SLOTS] */
+  int64_t *no_answer;    /* [BENCH_NO_ANSWER_SLOTS] */
   int64_t done, connections, delayed;
 } client_counts;
 
@@ -238,6 +241,10 @@ static int run_clients(const bench_params *p, schedule *sc, const start_gate *ga
       curl_easy_getinfo(e, CURLINFO_NUM_CONNECTS, &new_connections);
       out->connections += new_connections;
       if (status < 0 || status >= BENCH_STATUS_SLOTS) status = 0;
+      if (status == 0) { /* why: a refused connection, a timeout and a reset are different problems */
+        int why = (int)result;
+        out->no_answer[why > 0 && why < BENCH_NO_ANSWER_SLOTS ? why : BENCH_NO_ANSWER_SLOTS - 1]++;
+      }
       now = bench__now();
       out->status_count[status]++;
       latency_ms[out->done++] = bench_latency((now - c->started) * 1000.0, status >= 200 && status < 300);
@@ -326,7 +333,7 @@ int bench_server_run(const bench_params *p, bench_result *r, char *err, size_t e
   schedule sc = {.rate = p->request_rate, .first = 0, .stride = 1};
   if (processes == 1) {
     bench__sampler *sampler = bench__sampler_start(progress, p->requests);
-    client_counts counts = {.status_count = r->status_count};
+    client_counts counts = {.status_count = r->status_count, .no_answer = r->no_answer};
     rc = run_clients(p, &sc, NULL, body, body_size, p->requests, concurrency, &counts, r->latency_ms, progress, err,
                      err_size);
     r->done = counts.done, r->connections = counts.connections, r->delayed = counts.delayed;
@@ -365,7 +372,7 @@ int bench_server_run(const bench_params *p, bench_result *r, char *err, size_t e
         for (int k = 0; k < forked; k++) close(fds[k]);
         static worker_record record;
         double *samples = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
-        client_counts counts = {.status_count = record.status_count};
+        client_counts counts = {.status_count = record.status_count, .no_answer = record.no_answer};
         schedule mine = {.rate = p->request_rate, .first = i, .stride = processes};
         start_gate gate = {.ready_fd = pipefd[1], .go_fd = go[0], .shared = shared};
         char child_err[256];
@@ -402,6 +409,7 @@ int bench_server_run(const bench_params *p, bench_result *r, char *err, size_t e
         failed = 1;
       } else {
         for (int s = 0; s < BENCH_STATUS_SLOTS; s++) r->status_count[s] += record.status_count[s];
+        for (int s = 0; s < BENCH_NO_ANSWER_SLOTS; s++) r->no_answer[s] += record.no_answer[s];
         r->done += record.samples;
         r->connections += record.connections;
         r->delayed += record.delayed;

@@ -87,11 +87,17 @@ timeout 120 "$INFERD" bench --mode server --url "http://127.0.0.1:$METRICS_PORT/
   --requests 10 --concurrency 2 --timeout 5 --json >"$WORK/refused.json" || fail "bench against a closed port: exit $?"
 check_json "$WORK/refused.json" 'r["completed"] == 10 and r["errors"] == 10 and r["status"] == {"0": 10}' \
   "refused connections counted as status 0"
+# ... and said why, in libcurl's words (status 0 alone does not tell a refused
+# connection from a timeout or a reset)
+check_json "$WORK/refused.json" 'list(r["no_answer"].values()) == [10] and "connect" in list(r["no_answer"])[0]' \
+  "refused connections: no answer because the connection was refused"
 # With no success there is no latency: the text says so rather than "p50 0.00 ms".
 timeout 120 "$INFERD" bench --mode server --url "http://127.0.0.1:$METRICS_PORT/predictions/x" --file "$PHOTO" \
   --requests 4 --concurrency 2 --timeout 5 >"$WORK/refused.txt" || fail "bench against a closed port (text): exit $?"
 grep -q '^latency: *none: no request succeeded$' "$WORK/refused.txt" && echo "ok   no success: no latency printed as 0.00 ms" ||
   fail "no success: latency line: $(grep '^latency' "$WORK/refused.txt")"
+grep -Eq "^no answer: +Couldn't connect to server x 4$" "$WORK/refused.txt" && echo "ok   text: why there was no answer" ||
+  fail "no answer line: $(cat "$WORK/refused.txt")"
 
 # wait_file FILE: until a helper server has written FILE (it listens), at most 120 s.
 wait_file() {
@@ -121,6 +127,8 @@ timeout 120 "$INFERD" bench --mode server --url "http://127.0.0.1:$INFERENCE_POR
   --requests 4 --concurrency 4 --timeout 1 --json >"$WORK/silent.json" || fail "bench against a silent server: exit $?"
 check_json "$WORK/silent.json" 'r["status"] == {"0": 4} and r["failed_latency_ms"]["p50"] >= 990' \
   "a silent server: requests time out (after 1 s) as status 0"
+check_json "$WORK/silent.json" 'list(r["no_answer"].values()) == [4] and "Timeout" in list(r["no_answer"])[0]' \
+  "a silent server: no answer because of the timeout"
 # Open loop against it: 8 requests due within 80 ms, 2 clients each busy for the 1 s
 # timeout. The 6 that find both busy are delayed; the last pair is sent after two
 # rounds of timeouts, so its latency, counted from when it was due, is about 3 s (a
@@ -166,7 +174,7 @@ timeout 120 "$INFERD" bench --mode server --url "http://127.0.0.1:$INFERENCE_POR
 # A status past 599 is the server's answer, not "no answer" (status 0, as it was counted).
 timeout 120 "$INFERD" bench --mode server --url "http://127.0.0.1:$INFERENCE_PORT/odd" --file "$PHOTO" --requests 3 \
   --concurrency 2 --processes 2 --json >"$WORK/odd.json" || fail "bench against a server answering 999: exit $?"
-check_json "$WORK/odd.json" 'r["status"] == {"999": 3} and r["errors"] == 3' \
+check_json "$WORK/odd.json" 'r["status"] == {"999": 3} and r["errors"] == 3 and r["no_answer"] == {}' \
   "a server answering 999: counted as 999, not as no answer"
 # More clients or processes than requests: the report says what ran (3 clients, 3 processes).
 # The server answers 202: a success (any 2xx) in the counts as in the latencies.
