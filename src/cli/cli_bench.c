@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -215,6 +216,10 @@ inferd_code cli__bench_parse(int argc, char **argv, cli__bench_options *o, infer
     case OPT_HEADER:
       if (p->header_count == BENCH_MAX_HEADERS) return refuse(st, "too many --header (at most 16)", NULL);
       if (!header_line(optarg)) return refuse(st, "--header wants 'Name: value' (a token name, one line)", optarg);
+      /* libcurl sends a given Content-Length as it is, with the whole --file after it: the
+       * server reads another body than was sent, and the rest as the next request */
+      if (strncasecmp(optarg, "content-length:", 15) == 0)
+        return refuse(st, "--header Content-Length: the length is the --file's, bench sets it", optarg);
       p->headers[p->header_count++] = optarg;
       break;
     case OPT_TIMEOUT:

@@ -65,6 +65,8 @@ bad_flags "range and rate" --mode server --url http://127.0.0.1:1/ --file "$PHOT
 bad_flags "rate in local mode" --mode local --model "$MODEL" --file "$PHOTO" --requests 1 --concurrency 1 --request-rate 5
 bad_flags "a rate that lasts past a day" --mode server --url http://127.0.0.1:1/ --file "$PHOTO" --requests 3 --concurrency 1 --request-rate 0.00001
 bad_flags "malformed url" --mode server --url 'http://[bad' --file "$PHOTO" --requests 1 --concurrency 1
+bad_flags "a Content-Length header" --mode server --url http://127.0.0.1:1/ --file "$PHOTO" --requests 1 --concurrency 1 \
+  --header "content-length: 5"
 bad_flags "not http" --mode server --url ftp://127.0.0.1/x --file "$PHOTO" --requests 1 --concurrency 1
 bad_flags "a directory as --file" --mode server --url http://127.0.0.1:1/ --file "$SRC/models" --requests 1 --concurrency 1
 bad_flags "a directory as --model" --mode local --model "$SRC/models" --file "$PHOTO" --requests 1 --concurrency 1
