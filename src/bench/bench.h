@@ -75,7 +75,9 @@ typedef struct bench_result {
   int64_t delayed;                       /* open loop: requests due while all C clients
                                             were busy, sent late (their wait is in their
                                             latency) */
-  double seconds;                        /* wall time of the whole run */
+  int interrupted;                       /* the signal that stopped the run early (bench_request_stop), or 0:
+                                            then `done` may be below the requests asked for */
+  double seconds;                        /* wall time of the whole run (to the stop, when interrupted) */
   double peak_cpu_percent, peak_memory_percent; /* of the machine */
 } bench_result;
 
@@ -85,6 +87,14 @@ typedef struct bench_result {
 int bench_server_run(const bench_params *params, bench_result *result, char *err, size_t err_size);
 int bench_local_run(const bench_params *params, bench_result *result, char *err, size_t err_size);
 void bench_result_free(bench_result *result);
+
+/* Stops the run in progress early, as Ctrl-C stops perf_analyzer, wrk or hey with a report:
+ * no more requests or jobs start, the ones in flight are dropped (local mode: its running
+ * jobs are killed), and the run returns 0 with what finished and result->interrupted =
+ * signo. --processes children are told (SIGTERM) and send back what they finished. Every
+ * later run in this process stops at once. Async-signal-safe (it stores signo in a flag):
+ * the CLI calls it from its SIGINT and SIGTERM handlers. */
+void bench_request_stop(int signo);
 
 /* The hidden `inferd bench --mode job`: classify `file` with `model` on one thread and
  * print the top-5 JSON on stdout. Returns the exit status (0, 2 bad input, 1 other). */
@@ -107,6 +117,7 @@ bench__sampler *bench__sampler_start(const volatile int64_t *progress, int64_t t
 void bench__sampler_stop(bench__sampler *sampler, double *peak_cpu, double *peak_memory);
 
 double bench__now(void); /* seconds, CLOCK_MONOTONIC */
+int bench__stop_signal(void); /* the signal given to bench_request_stop, or 0 */
 
 /* The sampler's readings of /proc texts (pure functions; tests/fuzz/fuzz_proc.c).
  * /proc/stat: its first line, "cpu" then user nice system idle iowait irq softirq steal

@@ -12,7 +12,9 @@
  * every 2 ms; a job's stdout comes back through a pipe (read as it arrives, at most
  * BENCH_JOB_OUTPUT_MAX bytes kept); a job still running after --timeout is killed and
  * counted with its exit status 128 + SIGKILL. Jobs get SIGKILL when the parent dies
- * (PR_SET_PDEATHSIG), so none outlives a stopped run.
+ * (PR_SET_PDEATHSIG), so none outlives a stopped run; a run asked to stop
+ * (bench_request_stop: Ctrl-C) kills its running jobs and counts only those that ended
+ * before.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -236,7 +238,7 @@ int bench_local_run(const bench_params *p, bench_result *r, char *err, size_t er
   double start = bench__now();
   bench__sampler *sampler = bench__sampler_start(&progress, p->requests);
   int rc = 0;
-  while (r->done < p->requests) {
+  while (r->done < p->requests && !bench__stop_signal()) {
     while (active < concurrency && started < p->requests) {
       running_job *j = &running[active];
       memset(j, 0, sizeof *j);
@@ -257,6 +259,11 @@ int bench_local_run(const bench_params *p, bench_result *r, char *err, size_t er
       for (int i = 0; i < active; i++) {
         running_job *j = &running[i];
         if (j->pid != pid) continue;
+        if (bench__stop_signal()) { /* it may have died of the same Ctrl-C: not a result */
+          if (j->out_fd >= 0) close(j->out_fd);
+          running[i] = running[--active];
+          break;
+        }
         bench_job *job = &r->jobs[j->index];
         drain(j, job); /* the job exited: what it wrote is all in the pipe */
         if (j->out_fd >= 0) close(j->out_fd);
@@ -281,10 +288,18 @@ int bench_local_run(const bench_params *p, bench_result *r, char *err, size_t er
     nanosleep(&tick, NULL);
   }
 stop:
-  for (int i = 0; i < active; i++) { /* only after a failure to start a job */
+  for (int i = 0; i < active; i++) { /* after a failure to start a job, or a stop (bench_request_stop) */
     kill(running[i].pid, SIGKILL);
-    waitpid(running[i].pid, NULL, 0);
+    while (waitpid(running[i].pid, NULL, 0) < 0 && errno == EINTR) {} /* a second signal: still reap it */
     if (running[i].out_fd >= 0) close(running[i].out_fd);
+  }
+  if (rc == 0 && r->done < p->requests) {
+    r->interrupted = bench__stop_signal();
+    /* jobs[] is in start order, and the report reads its first `done`: keep the jobs that
+     * ended (their ms is set; a job killed by the stop never had it) */
+    int64_t kept = 0;
+    for (int64_t i = 0; i < started; i++)
+      if (r->jobs[i].ms > 0) r->jobs[kept++] = r->jobs[i];
   }
   r->seconds = bench__now() - start;
   bench__sampler_stop(sampler, &r->peak_cpu_percent, &r->peak_memory_percent);

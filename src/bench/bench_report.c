@@ -17,6 +17,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 #include <math.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,6 +111,7 @@ static json_t *report_json(const bench_params *p, const bench_result *r) {
   }
   if (server) json_object_set_new(o, "connections", json_integer(r->connections));
   json_object_set_new(o, "completed", json_integer(r->done));
+  json_object_set_new(o, "interrupted", json_boolean(r->interrupted != 0));
   json_object_set_new(o, "ok", json_integer(ok));
   json_object_set_new(o, "errors", json_integer(r->done - ok));
   json_object_set_new(o, "total_seconds", json_real(r->seconds));
@@ -170,7 +172,13 @@ void bench_report(const bench_params *p, const bench_result *r, int json) {
          server ? "requests" : "jobs", p->concurrency);
   if (server) printf(", %d process%s", p->processes, p->processes == 1 ? "" : "es");
   if (server && p->request_rate > 0) printf(", open loop at %.2f requests/s", p->request_rate);
-  printf("\ntotal time:  %.3f s\n", r->seconds);
+  printf("\n");
+  if (r->interrupted) {
+    const char *by = r->interrupted == SIGINT ? "SIGINT" : r->interrupted == SIGTERM ? "SIGTERM" : "a signal";
+    printf("interrupted: by %s after %lld of %lld %s (those in flight were dropped: not counted)\n", by,
+           (long long)r->done, (long long)p->requests, server ? "requests" : "jobs");
+  }
+  printf("total time:  %.3f s\n", r->seconds);
   printf("throughput:  %.2f requests/s, %.2f images/s\n", per_second(r->done, r), per_second(ok, r));
   if (ok > 0) printf("latency:     p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms\n", s.p50, s.p90, s.p99, s.max);
   else printf("latency:     none: no %s succeeded\n", server ? "request" : "job"); /* not 0.00 ms */

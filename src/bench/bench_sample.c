@@ -10,13 +10,15 @@
  * one interval reports its whole span instead. Stopping wakes the thread at once (a
  * condition variable, not a sleep), so no interval reaches past the run.
  *
- * Invariants: one sampler per run, started and stopped by the benchmark's thread. The
+ * Invariants: one sampler per run, started and stopped by the benchmark's thread, which
+ * alone takes SIGINT and SIGTERM (the sampler blocks them). The
  * progress counter may be written by other threads or processes (shared mapping); it
  * is only read here, atomically.
  */
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +41,12 @@ struct bench__sampler {
   double peak_cpu, peak_memory;
   unsigned long long last_busy, last_total;
 };
+
+static volatile sig_atomic_t stop_signal; /* bench_request_stop's, read by the runs' loops */
+
+void bench_request_stop(int signo) { stop_signal = signo > 0 ? signo : SIGTERM; }
+
+int bench__stop_signal(void) { return stop_signal; }
 
 double bench__now(void) {
   struct timespec ts;
@@ -207,7 +215,16 @@ bench__sampler *bench__sampler_start(const volatile int64_t *progress, int64_t t
     return NULL;
   }
   pthread_mutex_init(&s->lock, NULL);
-  if (pthread_create(&s->thread, NULL, sampler_thread, s) != 0) {
+  /* the thread blocks SIGINT and SIGTERM: their handler must interrupt the benchmark's
+   * thread (its poll, read or sleep), not this one */
+  sigset_t stops, old;
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGINT);
+  sigaddset(&stops, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stops, &old);
+  int created = pthread_create(&s->thread, NULL, sampler_thread, s);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (created != 0) {
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->lock);
     free(s);

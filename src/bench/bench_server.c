@@ -32,6 +32,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +56,7 @@ typedef struct worker_record {
   int64_t connections;
   int64_t delayed;
   int32_t failed;  /* nonzero: the worker could not run (curl init failed) */
+  int32_t interrupted; /* the signal that stopped it early, or 0 */
 } worker_record;
 
 /* Shared between the parent and its children (an anonymous shared mapping). */
@@ -211,6 +213,7 @@ static int run_clients(const bench_params *p, schedule *sc, const start_gate *ga
   int64_t started = 0;
   double freed_at = 0; /* open loop: when the last time all clients were busy ended */
   while (out->done < requests) {
+    if (bench__stop_signal()) break; /* the requests in flight are dropped, uncounted */
     /* send every request that is due, while a client is free */
     double now = bench__now();
     while (started < requests && n_idle > 0) {
@@ -296,9 +299,46 @@ static int write_all(int fd, const void *data, size_t size) {
   return 0;
 }
 
-static int read_all(int fd, void *data, size_t size) {
+/* The parent's children, told to stop (SIGTERM) once the parent is asked to. */
+typedef struct children {
+  const pid_t *pids;
+  int count;
+  bool told;
+} children;
+
+static void tell_children(children *ch) {
+  if (ch->told || !bench__stop_signal()) return;
+  for (int i = 0; i < ch->count; i++) kill(ch->pids[i], SIGTERM);
+  ch->told = true;
+}
+
+/* A child: SIGINT and SIGTERM (the parent's, or Ctrl-C's to the whole group) stop its run
+ * and it sends back what it finished. Unlike the parent's handler, this one stays: the
+ * parent tells it after Ctrl-C may already have. A signal the parent ignored stays
+ * ignored (a script's background job ignores SIGINT). */
+static void child_stop(int signo) { bench_request_stop(signo); }
+
+static void catch_stop_signals(void) {
+  static const int signals[] = {SIGINT, SIGTERM};
+  for (size_t i = 0; i < sizeof signals / sizeof signals[0]; i++) {
+    struct sigaction old, sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = child_stop;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(signals[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(signals[i], &sa, NULL);
+  }
+}
+
+/* Reads `size` bytes; -1 at EOF or on an error. With `ch` (the parent), it wakes every
+ * 100 ms to pass a stop on to the children. */
+static int read_all(int fd, void *data, size_t size, children *ch) {
   char *p = data;
   while (size) {
+    if (ch) {
+      tell_children(ch);
+      struct pollfd ready = {.fd = fd, .events = POLLIN};
+      if (poll(&ready, 1, 100) <= 0) continue;
+    }
     ssize_t n = read(fd, p, size);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return -1;
@@ -337,6 +377,7 @@ int bench_server_run(const bench_params *p, bench_result *r, char *err, size_t e
     rc = run_clients(p, &sc, NULL, body, body_size, p->requests, concurrency, &counts, r->latency_ms, progress, err,
                      err_size);
     r->done = counts.done, r->connections = counts.connections, r->delayed = counts.delayed;
+    r->interrupted = counts.done < p->requests ? bench__stop_signal() : 0;
     r->seconds = bench__now() - sc.start;
     bench__sampler_stop(sampler, &r->peak_cpu_percent, &r->peak_memory_percent);
   } else {
@@ -367,6 +408,7 @@ int bench_server_run(const bench_params *p, bench_result *r, char *err, size_t e
       if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL); /* clients stop with the run */
         if (getppid() != parent) _exit(1);
+        catch_stop_signals();
         close(pipefd[0]);
         close(go[1]);
         for (int k = 0; k < forked; k++) close(fds[k]);
@@ -380,6 +422,7 @@ int bench_server_run(const bench_params *p, bench_result *r, char *err, size_t e
         record.failed = !samples || run_clients(p, &mine, &gate, body, body_size, n, c, &counts, samples, progress,
                                                 child_err, sizeof child_err) != 0;
         record.samples = counts.done;
+        record.interrupted = counts.done < n ? bench__stop_signal() : 0;
         record.connections = counts.connections;
         record.delayed = counts.delayed;
         int bad = write_all(pipefd[1], &record, sizeof record) ||
@@ -391,11 +434,12 @@ int bench_server_run(const bench_params *p, bench_result *r, char *err, size_t e
       fds[forked++] = pipefd[0];
     }
     close(go[0]);
+    children ch = {.pids = pids, .count = forked};
     /* the gate: every child has made its clients (or died: then its pipe is at EOF) */
     int failed = forked < processes;
     for (int i = 0; i < forked; i++) {
       char ready;
-      if (read_all(fds[i], &ready, 1) != 0) failed = 1;
+      if (read_all(fds[i], &ready, 1, &ch) != 0) failed = 1;
     }
     bench__sampler *sampler = bench__sampler_start(progress, p->requests);
     double start = bench__now();
@@ -403,9 +447,9 @@ int bench_server_run(const bench_params *p, bench_result *r, char *err, size_t e
     close(go[1]);
     for (int i = 0; i < forked; i++) {
       static worker_record record;
-      if (read_all(fds[i], &record, sizeof record) != 0 || record.samples < 0 ||
+      if (read_all(fds[i], &record, sizeof record, &ch) != 0 || record.samples < 0 ||
           r->done + record.samples > p->requests ||
-          read_all(fds[i], r->latency_ms + r->done, (size_t)record.samples * sizeof(double)) != 0) {
+          read_all(fds[i], r->latency_ms + r->done, (size_t)record.samples * sizeof(double), &ch) != 0) {
         failed = 1;
       } else {
         for (int s = 0; s < BENCH_STATUS_SLOTS; s++) r->status_count[s] += record.status_count[s];
@@ -413,11 +457,14 @@ int bench_server_run(const bench_params *p, bench_result *r, char *err, size_t e
         r->done += record.samples;
         r->connections += record.connections;
         r->delayed += record.delayed;
+        if (record.interrupted) r->interrupted = record.interrupted;
         failed |= record.failed;
       }
       close(fds[i]);
     }
-    for (int i = 0; i < forked; i++) waitpid(pids[i], NULL, 0);
+    for (int i = 0; i < forked; i++) /* EINTR: a SIGTERM after a Ctrl-C; reap it all the same */
+      while (waitpid(pids[i], NULL, 0) < 0 && errno == EINTR) {}
+    if (bench__stop_signal() && r->done < p->requests) r->interrupted = bench__stop_signal(); /* ours, if told */
     r->seconds = bench__now() - start;
     bench__sampler_stop(sampler, &r->peak_cpu_percent, &r->peak_memory_percent);
     if (failed) {

@@ -15,9 +15,13 @@
  *
  * Exit status: 0 when the run finished (failed requests are counted and reported, not
  * fatal), 2 for bad flags (one line on stderr), 1 when the run could not start.
+ * SIGINT (Ctrl-C) or SIGTERM stops the run early, as perf_analyzer, wrk and hey do: what
+ * finished is reported (marked interrupted; a sweep reports the levels run so far) and
+ * the exit status is 128 + the signal. A second one ends the process at once.
  * `--mode job` is the hidden per-job entry point that local mode re-executes.
  */
 #include <ctype.h>
+#include <signal.h>
 #include <curl/curl.h>
 #include <getopt.h>
 #include <stdbool.h>
@@ -139,6 +143,24 @@ static int parse_count(const char *s, long long lo, long long hi, long long *out
   return 0;
 }
 
+/* Ctrl-C or SIGTERM: the run stops and reports (bench_request_stop). SA_RESETHAND: a
+ * second one takes the default action, for a run that does not stop. No SA_RESTART: a
+ * blocking call returns EINTR and the run looks at the flag. A signal ignored when bench
+ * started stays ignored (a script's background job ignores SIGINT). */
+static void on_stop_signal(int signo) { bench_request_stop(signo); }
+
+static void catch_stop_signals(void) {
+  static const int signals[] = {SIGINT, SIGTERM};
+  for (size_t i = 0; i < sizeof signals / sizeof signals[0]; i++) {
+    struct sigaction old, sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(signals[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(signals[i], &sa, NULL);
+  }
+}
+
 /* --concurrency-range: one closed-loop run per level, one after another. */
 static int run_sweep(const bench_params *base, const int range[3], int json) {
   int n = (range[1] - range[0]) / range[2] + 1;
@@ -161,8 +183,13 @@ static int run_sweep(const bench_params *base, const int range[3], int json) {
       break;
     }
     if (!json) bench_report(&ps[done], &rs[done], 0);
+    if (rs[done].interrupted) { /* the levels so far, this one marked */
+      rc = 128 + rs[done].interrupted;
+      done++;
+      break;
+    }
   }
-  if (rc == 0) bench_report_sweep(ps, rs, n, json);
+  if (rc != 1) bench_report_sweep(ps, rs, done, json);
   for (int i = 0; i < done && rs; i++) bench_result_free(&rs[i]);
   free(ps);
   free(rs);
@@ -306,6 +333,7 @@ int cli_bench(int argc, char **argv) {
   if (raise_fd_limit(2L * (range[0] ? range[1] : p.concurrency) + 64) != 0)
     return bad("--concurrency needs more open files than this process may have (ulimit -n)", NULL);
 
+  catch_stop_signals();
   if (range[0]) return run_sweep(&p, range, json);
   bench_result r;
   char err[512] = "";
@@ -317,5 +345,5 @@ int cli_bench(int argc, char **argv) {
   }
   bench_report(&p, &r, json);
   bench_result_free(&r);
-  return 0;
+  return r.interrupted ? 128 + r.interrupted : 0;
 }

@@ -13,7 +13,9 @@
 #   latency is of the requests answered with success, failures' apart. Open loop (--request-rate):
 #   every request sent, none before its due time, and a request that waited for a busy
 #   client has the wait in its latency and is counted as delayed; --concurrency-range runs
-#   each level and reports them together. The server is stopped in every path.
+#   each level and reports them together. Ctrl-C or SIGTERM mid-run (server, processes,
+#   sweep, local) reports what finished, exit 128 + signal, no process left.
+#   The server is stopped in every path.
 # Nothing waits a fixed time or asserts an upper bound on one: helper servers say when
 # they listen, and durations are checked from below (a timeout does not end a request
 # early, a request due later is not sent sooner); `timeout` bounds are only for hangs.
@@ -267,6 +269,89 @@ timeout 120 "$INFERD" bench --mode server --url "$URL" --file "$PHOTO" --request
 grep -q '401 x 8' "$WORK/noauth.txt" && echo "ok   errors by status: 401 x 8 without the token" ||
   fail "no token: expected '401 x 8': $(cat "$WORK/noauth.txt")"
 
+# Ctrl-C (SIGINT to the whole process group) or SIGTERM stops a run early and reports what
+# finished, marked interrupted, with exit status 128 + the signal, as perf_analyzer, wrk
+# and hey report on Ctrl-C (it died without a word); --processes children send back
+# theirs and none is left. interrupt_check MODE ARGS... runs `inferd bench ARGS` in a
+# session of its own, waits until it runs (its sockets, children or jobs exist), signals
+# it and checks the report. 100000 requests cannot finish before that.
+interrupt_check() {
+  "$PY" - "$INFERD" "$@" <<'PY'
+import json, os, signal, subprocess, sys, time
+
+inferd, how, *args = sys.argv[1:]
+
+
+def procs():
+    """pid -> (ppid, pgid, cmdline) of every process."""
+    out = {}
+    for name in os.listdir("/proc"):
+        try:
+            fields = open("/proc/%s/stat" % name).read().rsplit(")", 1)[1].split()
+            out[int(name)] = (int(fields[1]), int(fields[2]), open("/proc/%s/cmdline" % name, "rb").read())
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
+def running(pid):
+    """The run has begun: clients' sockets open, or its children (processes, jobs) forked."""
+    try:
+        if any(os.readlink("/proc/%d/fd/%s" % (pid, fd)).startswith("socket:") for fd in os.listdir("/proc/%d/fd" % pid)):
+            return True
+    except OSError:
+        pass
+    return sum(1 for ppid, _, cmd in procs().values() if ppid == pid) >= 2
+
+
+# SIGINT as a terminal sends it (SIG_DFL: a background job of this script would ignore it)
+run = subprocess.Popen([inferd, "bench"] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+end = time.monotonic() + 120
+while not running(run.pid) and run.poll() is None and time.monotonic() < end:
+    time.sleep(0.01)
+signo = signal.SIGTERM if how == "term" else signal.SIGINT
+if how == "term":
+    os.kill(run.pid, signo)  # the parent alone: it tells its children
+else:
+    os.killpg(run.pid, signo)  # Ctrl-C: the whole group
+try:
+    out, err = run.communicate(timeout=120)
+except subprocess.TimeoutExpired:
+    os.killpg(run.pid, signal.SIGKILL)
+    sys.exit("still running 120 s after the signal")
+left = [pid for pid, (_, pgid, _) in procs().items() if pgid == run.pid]
+if run.returncode != 128 + signo or left:
+    sys.exit("exit status %s (want %d), processes left %s, stderr %r" % (run.returncode, 128 + signo, left, err[-300:]))
+text = out.decode()
+if "--json" not in args:
+    name = signal.Signals(signo).name
+    if "interrupted: by %s after " % name not in text:
+        sys.exit("no 'interrupted: by %s' line: %r" % (name, text[:600]))
+    sys.exit(0)
+r = json.loads(text)
+runs = r.get("sweep", [r])
+last = runs[-1]
+if not (last["interrupted"] and last["completed"] < last["requests"] and all(not x["interrupted"] for x in runs[:-1])):
+    sys.exit("not marked interrupted: %r" % text[:600])
+codes = last.get("status", last.get("exit_status"))
+if set(codes) - {"200", "0"} or sum(codes.values()) != last["completed"]:
+    sys.exit("what finished is not all successes (a job killed by the Ctrl-C counted?): %r" % codes)
+if "jobs" in last and (len(last["jobs"]) != last["completed"] or not all(j["top5"] for j in last["jobs"])):
+    sys.exit("jobs reported are not the ones that finished: %r" % last["jobs"][:3])
+PY
+}
+BIG=(--file "$PHOTO" --requests 100000 --header "Authorization: Bearer $INFERENCE_KEY")
+interrupt_check int --mode server --url "$URL" "${BIG[@]}" --concurrency 4 --processes 2 --json &&
+  echo "ok   Ctrl-C over 2 processes: what finished is reported, exit 130, no process left" ||
+  fail "Ctrl-C over 2 processes"
+interrupt_check term --mode server --url "$URL" "${BIG[@]}" --concurrency 4 --processes 2 --json &&
+  echo "ok   SIGTERM to the parent of 2 processes: it tells them, reports, exit 143" || fail "SIGTERM over 2 processes"
+interrupt_check term --mode server --url "$URL" "${BIG[@]}" --concurrency 2 &&
+  echo "ok   SIGTERM, one process: 'interrupted: by SIGTERM' in the text" || fail "SIGTERM, one process (text)"
+interrupt_check int --mode server --url "$URL" "${BIG[@]}" --concurrency-range 1:3 --json &&
+  echo "ok   Ctrl-C in a sweep: the levels so far, the last marked" || fail "Ctrl-C in a sweep"
+
 serve_stop
 [ "$SERVER_STATUS" = 0 ] || fail "server exit status $SERVER_STATUS after SIGTERM"
 
@@ -292,6 +377,10 @@ if [ "$strace_ok" = 1 ]; then
 else
   fail "local mode: a job starts no thread: not checked, strace cannot trace here"
 fi
+
+# Ctrl-C in local mode: the running jobs are killed and not counted (not as 130 either)
+interrupt_check int --mode local --model "$MODEL" --file "$PHOTO" --requests 100000 --concurrency 2 --json &&
+  echo "ok   Ctrl-C in local mode: the jobs that ended are reported, exit 130" || fail "Ctrl-C in local mode"
 
 # A job that fails (not an image) is counted by its exit status, 2.
 timeout 120 "$INFERD" bench --mode local --model "$MODEL" --file "$SRC/README.md" --requests 2 --concurrency 2 --json \
