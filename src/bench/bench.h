@@ -33,6 +33,7 @@ enum {
                                   later code past the table is counted in its last slot */
   BENCH_MAX_HEADERS = 16,
   BENCH_JOB_OUTPUT_MAX = 4096, /* bytes of a local job's stdout kept (its top-5) */
+  BENCH_JOB_ERROR_MAX = 512,   /* bytes of a local job's stderr kept (its reason to fail) */
 };
 
 typedef enum bench_mode { BENCH_MODE_SERVER, BENCH_MODE_LOCAL } bench_mode;
@@ -57,6 +58,8 @@ typedef struct bench_job {
   int exit_status; /* 0 success; 128 + signal when killed */
   double ms;       /* wall time from fork to exit, milliseconds */
   char output[BENCH_JOB_OUTPUT_MAX]; /* its stdout, NUL-terminated (truncated if longer) */
+  char error[BENCH_JOB_ERROR_MAX];   /* a failed job's reason: the last line of its stderr (cut to
+                                        fit), or why the run killed it; "" for a success */
 } bench_job;
 
 typedef struct bench_result {

@@ -10,8 +10,10 @@
  *
  * Design: the parent forks + execs jobs until C run, then polls with waitpid(WNOHANG)
  * every 2 ms; a job's stdout comes back through a pipe (read as it arrives, at most
- * BENCH_JOB_OUTPUT_MAX bytes kept); a job still running after --timeout is killed and
- * counted with its exit status 128 + SIGKILL. Jobs get SIGKILL when the parent dies
+ * BENCH_JOB_OUTPUT_MAX bytes kept), and its stderr through another, whose last line is
+ * the job's reason to fail in the report (not printed as it comes: N jobs would print
+ * the same line N times, into the progress bar); a job still running after --timeout
+ * is killed and counted with its exit status 128 + SIGKILL. Jobs get SIGKILL when the parent dies
  * (PR_SET_PDEATHSIG), so none outlives a stopped run; a run asked to stop
  * (bench_request_stop: Ctrl-C) kills its running jobs and counts only those that ended
  * before.
@@ -139,22 +141,31 @@ out:
 
 typedef struct running_job {
   pid_t pid;
-  int out_fd;      /* read end of the job's stdout; -1 at EOF */
+  int out_fd, err_fd; /* read ends of the job's stdout and stderr; -1 at EOF */
   int64_t index;   /* into result->jobs */
-  size_t out_len;
+  size_t out_len, err_len;
   double started;  /* seconds */
   int killed;
 } running_job;
 
-static pid_t spawn_job(const bench_params *p, int *out_fd) {
-  int pipefd[2];
+/* Its stdout and stderr come back through two pipes (*out_fd, *err_fd: the read ends,
+ * non-blocking, the caller's to close). */
+static pid_t spawn_job(const bench_params *p, int *out_fd, int *err_fd) {
+  int pipefd[2], errfd[2];
   if (pipe(pipefd) != 0) return -1;
+  if (pipe(errfd) != 0) {
+    close(pipefd[0]);
+    close(pipefd[1]);
+    return -1;
+  }
   fflush(NULL);
   pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
     close(pipefd[0]);
     close(pipefd[1]);
+    close(errfd[0]);
+    close(errfd[1]);
     return -1;
   }
   if (pid == 0) {
@@ -163,8 +174,11 @@ static pid_t spawn_job(const bench_params *p, int *out_fd) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);
     dup2(pipefd[1], STDOUT_FILENO);
+    dup2(errfd[1], STDERR_FILENO);
     close(pipefd[0]);
     close(pipefd[1]);
+    close(errfd[0]);
+    close(errfd[1]);
     const char *argv[12];
     int n = 0;
     argv[n++] = p->self_exe;
@@ -184,32 +198,86 @@ static pid_t spawn_job(const bench_params *p, int *out_fd) {
     _exit(127);
   }
   close(pipefd[1]);
+  close(errfd[1]);
   fcntl(pipefd[0], F_SETFL, O_NONBLOCK);
   fcntl(pipefd[0], F_SETFD, FD_CLOEXEC);
+  fcntl(errfd[0], F_SETFL, O_NONBLOCK);
+  fcntl(errfd[0], F_SETFD, FD_CLOEXEC);
   *out_fd = pipefd[0];
+  *err_fd = errfd[0];
   return pid;
 }
 
-/* Reads what the job has written so far; closes the pipe at EOF. */
-static void drain(running_job *j, bench_job *job) {
-  while (j->out_fd >= 0) {
+/* Reads what a job has written so far on one pipe into buf (the first size - 1 bytes
+ * are kept, the rest read and dropped); closes the pipe at EOF. */
+static void drain_pipe(int *fd, char *buf, size_t size, size_t *len) {
+  while (*fd >= 0) {
     char scratch[1024];
     char *dst = scratch;
     size_t room = sizeof scratch;
-    if (j->out_len < BENCH_JOB_OUTPUT_MAX - 1) {
-      dst = job->output + j->out_len;
-      room = BENCH_JOB_OUTPUT_MAX - 1 - j->out_len;
+    if (*len < size - 1) {
+      dst = buf + *len;
+      room = size - 1 - *len;
     }
-    ssize_t n = read(j->out_fd, dst, room);
+    ssize_t n = read(*fd, dst, room);
     if (n > 0) {
-      if (dst != scratch) j->out_len += (size_t)n;
+      if (dst != scratch) *len += (size_t)n;
       continue;
     }
     if (n < 0 && (errno == EINTR)) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    close(j->out_fd);
-    j->out_fd = -1;
+    close(*fd);
+    *fd = -1;
   }
+}
+
+/* The same, keeping the last size - 1 bytes instead: a failing job's reason is the last
+ * thing it writes, after any warnings. */
+static void drain_pipe_tail(int *fd, char *buf, size_t size, size_t *len) {
+  while (*fd >= 0) {
+    char scratch[1024];
+    ssize_t n = read(*fd, scratch, sizeof scratch);
+    if (n > 0) {
+      size_t add = (size_t)n, room = size - 1;
+      const char *from = scratch;
+      if (add > room) from += add - room, add = room;
+      if (*len + add > room) { /* drop the oldest */
+        memmove(buf, buf + (*len + add - room), *len - (*len + add - room));
+        *len = room - add;
+      }
+      memcpy(buf + *len, from, add);
+      *len += add;
+      continue;
+    }
+    if (n < 0 && (errno == EINTR)) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    close(*fd);
+    *fd = -1;
+  }
+}
+
+static void drain(running_job *j, bench_job *job) {
+  drain_pipe(&j->out_fd, job->output, sizeof job->output, &j->out_len);
+  drain_pipe_tail(&j->err_fd, job->error, sizeof job->error, &j->err_len);
+}
+
+static void close_pipes(running_job *j) {
+  if (j->out_fd >= 0) close(j->out_fd);
+  if (j->err_fd >= 0) close(j->err_fd);
+  j->out_fd = j->err_fd = -1;
+}
+
+/* job->error: the last line the job wrote on stderr (a failing job's last words are its
+ * reason), or why the run killed it. Of the failed jobs only. */
+static void job_error(bench_job *job, size_t len, int killed, double timeout_seconds) {
+  job->error[len] = '\0';
+  if (killed) {
+    snprintf(job->error, sizeof job->error, "killed: still running after --timeout %g s", timeout_seconds);
+    return;
+  }
+  while (len > 0 && (job->error[len - 1] == '\n' || job->error[len - 1] == '\r')) job->error[--len] = '\0';
+  char *last = strrchr(job->error, '\n');
+  if (last) memmove(job->error, last + 1, strlen(last + 1) + 1);
 }
 
 int bench_local_run(const bench_params *p, bench_result *r, char *err, size_t err_size) {
@@ -243,7 +311,8 @@ int bench_local_run(const bench_params *p, bench_result *r, char *err, size_t er
       running_job *j = &running[active];
       memset(j, 0, sizeof *j);
       j->started = bench__now();
-      j->pid = spawn_job(p, &j->out_fd);
+      j->out_fd = j->err_fd = -1;
+      j->pid = spawn_job(p, &j->out_fd, &j->err_fd);
       if (j->pid < 0) {
         snprintf(err, err_size, "cannot start a job: %s", strerror(errno));
         rc = -1;
@@ -260,15 +329,17 @@ int bench_local_run(const bench_params *p, bench_result *r, char *err, size_t er
         running_job *j = &running[i];
         if (j->pid != pid) continue;
         if (bench__stop_signal()) { /* it may have died of the same Ctrl-C: not a result */
-          if (j->out_fd >= 0) close(j->out_fd);
+          close_pipes(j);
           running[i] = running[--active];
           break;
         }
         bench_job *job = &r->jobs[j->index];
-        drain(j, job); /* the job exited: what it wrote is all in the pipe */
-        if (j->out_fd >= 0) close(j->out_fd);
+        drain(j, job); /* the job exited: what it wrote is all in the pipes */
+        close_pipes(j);
         job->output[j->out_len] = '\0';
         job->exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        job_error(job, j->err_len, j->killed, p->timeout_seconds);
+        if (job->exit_status == 0) job->error[0] = '\0'; /* warnings, not a reason */
         job->ms = (bench__now() - j->started) * 1000.0;
         r->latency_ms[r->done++] = bench_latency(job->ms, job->exit_status == 0);
         r->status_count[job->exit_status]++;
@@ -291,7 +362,7 @@ stop:
   for (int i = 0; i < active; i++) { /* after a failure to start a job, or a stop (bench_request_stop) */
     kill(running[i].pid, SIGKILL);
     while (waitpid(running[i].pid, NULL, 0) < 0 && errno == EINTR) {} /* a second signal: still reap it */
-    if (running[i].out_fd >= 0) close(running[i].out_fd);
+    close_pipes(&running[i]);
   }
   if (rc == 0 && r->done < p->requests) {
     r->interrupted = bench__stop_signal();

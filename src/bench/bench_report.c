@@ -96,6 +96,21 @@ static json_t *no_answer_json(const bench_result *r) {
   return o;
 }
 
+/* A JSON string of text from outside (a job's stderr, which may quote a file name in any
+ * encoding): json_string refuses text that is not UTF-8, so each byte past ASCII becomes
+ * '?' then, rather than the string being lost. */
+static json_t *outside_text(const char *text) {
+  json_t *s = json_string(text);
+  if (s) return s;
+  char *copy = strdup(text);
+  if (!copy) return json_null();
+  for (char *c = copy; *c; c++)
+    if ((unsigned char)*c >= 0x80) *c = '?';
+  s = json_string(copy);
+  free(copy);
+  return s ? s : json_null();
+}
+
 static json_t *report_json(const bench_params *p, const bench_result *r) {
   latency_summary s = summarize(r, false);
   int server = p->mode == BENCH_MODE_SERVER;
@@ -141,6 +156,7 @@ static json_t *report_json(const bench_params *p, const bench_result *r) {
       json_object_set_new(j, "ms", json_real(r->jobs[i].ms));
       json_t *top = json_loads(r->jobs[i].output, 0, NULL);
       json_object_set_new(j, "top5", top ? top : json_null());
+      if (r->jobs[i].error[0]) json_object_set_new(j, "error", outside_text(r->jobs[i].error));
       json_array_append_new(jobs, j);
     }
     json_object_set_new(o, "jobs", jobs);
@@ -166,8 +182,8 @@ void bench_report(const bench_params *p, const bench_result *r, int json) {
   int64_t ok = successes(p, r);
   if (!server && r->jobs)
     for (int64_t i = 0; i < r->done; i++)
-      printf("job %lld: exit %d, %.1f ms\n%s", (long long)(i + 1), r->jobs[i].exit_status, r->jobs[i].ms,
-             r->jobs[i].output);
+      printf("job %lld: exit %d, %.1f ms%s%s\n%s", (long long)(i + 1), r->jobs[i].exit_status, r->jobs[i].ms,
+             r->jobs[i].error[0] ? ": " : "", r->jobs[i].error, r->jobs[i].output);
   printf("mode:        %s, %lld %s, concurrency %d", server ? "server" : "local", (long long)p->requests,
          server ? "requests" : "jobs", p->concurrency);
   if (server) printf(", %d process%s", p->processes, p->processes == 1 ? "" : "es");

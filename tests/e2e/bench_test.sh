@@ -386,6 +386,18 @@ interrupt_check int --mode local --model "$MODEL" --file "$PHOTO" --requests 100
 timeout 120 "$INFERD" bench --mode local --model "$MODEL" --file "$SRC/README.md" --requests 2 --concurrency 2 --json \
   >"$WORK/local_bad.json" 2>"$WORK/local_bad.err" || fail "bench --mode local on a bad image: exit $?"
 check_json "$WORK/local_bad.json" 'r["exit_status"] == {"2": 2} and r["errors"] == 2' "local mode: failed jobs counted by exit status"
+# ... each with its reason in the report (it was only on stderr, once per job, into the
+# progress bar, and --json had no word of it)
+check_json "$WORK/local_bad.json" 'all("not a JPEG or PNG" in j["error"] for j in r["jobs"])' \
+  "local mode: a failed job's reason is in the report"
+# a reason that quotes a file name that is not UTF-8 is kept too (its odd bytes as '?')
+head -c 1000 /dev/urandom >"$WORK/not-a-model"$'\xff'".onnx"
+timeout 120 "$INFERD" bench --mode local --model "$WORK/not-a-model"$'\xff'".onnx" --file "$PHOTO" --requests 1 \
+  --concurrency 1 --json >"$WORK/local_badname.json" || fail "bench --mode local on a corrupt model: exit $?"
+check_json "$WORK/local_badname.json" '"not-a-model?.onnx: not a valid ONNX model" in r["jobs"][0]["error"]' \
+  "local mode: a reason naming a file that is not UTF-8"
+[ ! -s "$WORK/local_bad.err" ] && echo "ok   local mode: the jobs' errors are not printed once each on stderr" ||
+  fail "local mode: stderr has $(wc -l <"$WORK/local_bad.err") lines: $(head -2 "$WORK/local_bad.err")"
 
 # A model with two outputs (the image_classifier classifies the first, as the server's
 # does): each job gave the run a buffer for the first only and crashed (exit 139).
@@ -410,7 +422,8 @@ check_json "$WORK/local_two.json" 'r["exit_status"] == {"0": 2} and all(len(j["t
 # no job loads a model that fast, however fast the machine).
 timeout 120 "$INFERD" bench --mode local --model "$MODEL" --file "$PHOTO" --requests 2 --concurrency 2 --timeout 0.001 \
   --json >"$WORK/local_timeout.json" || fail "bench --mode local --timeout: exit $?"
-check_json "$WORK/local_timeout.json" 'r["exit_status"] == {"137": 2}' "local mode: jobs past --timeout are killed (137)"
+check_json "$WORK/local_timeout.json" 'r["exit_status"] == {"137": 2} and all("--timeout" in j["error"] for j in r["jobs"])' \
+  "local mode: jobs past --timeout are killed (137), and the report says so"
 
 # Jobs die with the run: SIGKILL to `inferd bench --mode local` while its jobs run leaves
 # none behind (they would go on loading the model and classifying). The jobs are frozen
