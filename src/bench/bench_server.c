@@ -57,6 +57,7 @@ typedef struct worker_record {
   int64_t delayed;
   int32_t failed;  /* nonzero: the worker could not run (curl init failed) */
   int32_t interrupted; /* the signal that stopped it early, or 0 */
+  char error[256];     /* why, when failed */
 } worker_record;
 
 /* Shared between the parent and its children (an anonymous shared mapping). */
@@ -299,17 +300,30 @@ static int write_all(int fd, const void *data, size_t size) {
   return 0;
 }
 
-/* The parent's children, told to stop (SIGTERM) once the parent is asked to. */
+/* The parent's children, watched while it waits for them. */
 typedef struct children {
   const pid_t *pids;
   int count;
-  bool told;
+  bool told;  /* to stop (SIGTERM), once the parent was asked to */
+  int failed; /* the first found dead (a signal or an exit status not 0), or -1 */
 } children;
 
-static void tell_children(children *ch) {
-  if (ch->told || !bench__stop_signal()) return;
-  for (int i = 0; i < ch->count; i++) kill(ch->pids[i], SIGTERM);
-  ch->told = true;
+/* Passes a stop on to the children, and stops them all when one of them died: a run
+ * without its results is no run, and the others would go on for nothing. A child peeked
+ * at (WNOWAIT) stays to be reaped. */
+static void watch_children(children *ch) {
+  if (!ch->told && bench__stop_signal()) {
+    for (int i = 0; i < ch->count; i++) kill(ch->pids[i], SIGTERM);
+    ch->told = true;
+  }
+  for (int i = 0; i < ch->count && ch->failed < 0; i++) {
+    siginfo_t info;
+    memset(&info, 0, sizeof info);
+    if (waitid(P_PID, (id_t)ch->pids[i], &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) continue;
+    if (info.si_code == CLD_EXITED && info.si_status == 0) continue;
+    ch->failed = i;
+    for (int k = 0; k < ch->count; k++) kill(ch->pids[k], SIGKILL);
+  }
 }
 
 /* A child: SIGINT and SIGTERM (the parent's, or Ctrl-C's to the whole group) stop its run
@@ -330,12 +344,12 @@ static void catch_stop_signals(void) {
 }
 
 /* Reads `size` bytes; -1 at EOF or on an error. With `ch` (the parent), it wakes every
- * 100 ms to pass a stop on to the children. */
+ * 100 ms to watch the children (watch_children). */
 static int read_all(int fd, void *data, size_t size, children *ch) {
   char *p = data;
   while (size) {
     if (ch) {
-      tell_children(ch);
+      watch_children(ch);
       struct pollfd ready = {.fd = fd, .events = POLLIN};
       if (poll(&ready, 1, 100) <= 0) continue;
     }
@@ -383,7 +397,7 @@ int bench_server_run(const bench_params *p, bench_result *r, char *err, size_t e
   } else {
     pid_t pids[processes];
     int fds[processes];
-    int forked = 0;
+    int forked = 0, fork_errno = 0;
     int go[2];
     if (pipe(go) != 0) {
       snprintf(err, err_size, "pipe: %s", strerror(errno));
@@ -398,9 +412,13 @@ int bench_server_run(const bench_params *p, bench_result *r, char *err, size_t e
       int64_t n = p->requests / processes + (i < p->requests % processes);
       int c = concurrency / processes + (i < concurrency % processes);
       int pipefd[2];
-      if (pipe(pipefd) != 0) break;
+      if (pipe(pipefd) != 0) {
+        fork_errno = errno;
+        break;
+      }
       pid_t pid = fork();
       if (pid < 0) {
+        fork_errno = errno;
         close(pipefd[0]);
         close(pipefd[1]);
         break;
@@ -417,10 +435,10 @@ int bench_server_run(const bench_params *p, bench_result *r, char *err, size_t e
         client_counts counts = {.status_count = record.status_count, .no_answer = record.no_answer};
         schedule mine = {.rate = p->request_rate, .first = i, .stride = processes};
         start_gate gate = {.ready_fd = pipefd[1], .go_fd = go[0], .shared = shared};
-        char child_err[256];
+        snprintf(record.error, sizeof record.error, "out of memory");
         if (!samples) pass_gate(&gate);
         record.failed = !samples || run_clients(p, &mine, &gate, body, body_size, n, c, &counts, samples, progress,
-                                                child_err, sizeof child_err) != 0;
+                                                record.error, sizeof record.error) != 0;
         record.samples = counts.done;
         record.interrupted = counts.done < n ? bench__stop_signal() : 0;
         record.connections = counts.connections;
@@ -434,23 +452,32 @@ int bench_server_run(const bench_params *p, bench_result *r, char *err, size_t e
       fds[forked++] = pipefd[0];
     }
     close(go[0]);
-    children ch = {.pids = pids, .count = forked};
+    children ch = {.pids = pids, .count = forked, .failed = -1};
     /* the gate: every child has made its clients (or died: then its pipe is at EOF) */
     int failed = forked < processes;
+    char why[320] = ""; /* the first failure */
+    if (failed)
+      snprintf(why, sizeof why, "cannot start client process %d of %d: %s", forked + 1, processes,
+               strerror(fork_errno));
+    int lost = -1; /* the first child that died, or whose results did not come */
     for (int i = 0; i < forked; i++) {
       char ready;
-      if (read_all(fds[i], &ready, 1, &ch) != 0) failed = 1;
+      if (read_all(fds[i], &ready, 1, &ch) != 0 && lost < 0) lost = i;
     }
+    bool no_start = failed || lost >= 0;
+    if (no_start) /* no run without all its clients: the others are not left to run it for nothing */
+      for (int i = 0; i < forked; i++) kill(pids[i], SIGKILL);
     bench__sampler *sampler = bench__sampler_start(progress, p->requests);
     double start = bench__now();
     __atomic_store(&shared->start, &start, __ATOMIC_RELEASE);
     close(go[1]);
-    for (int i = 0; i < forked; i++) {
+    for (int i = 0; i < forked && !no_start; i++) {
       static worker_record record;
       if (read_all(fds[i], &record, sizeof record, &ch) != 0 || record.samples < 0 ||
           r->done + record.samples > p->requests ||
           read_all(fds[i], r->latency_ms + r->done, (size_t)record.samples * sizeof(double), &ch) != 0) {
         failed = 1;
+        if (lost < 0) lost = i;
       } else {
         for (int s = 0; s < BENCH_STATUS_SLOTS; s++) r->status_count[s] += record.status_count[s];
         for (int s = 0; s < BENCH_NO_ANSWER_SLOTS; s++) r->no_answer[s] += record.no_answer[s];
@@ -458,17 +485,33 @@ int bench_server_run(const bench_params *p, bench_result *r, char *err, size_t e
         r->connections += record.connections;
         r->delayed += record.delayed;
         if (record.interrupted) r->interrupted = record.interrupted;
+        if (record.failed && !why[0])
+          snprintf(why, sizeof why, "client process %d of %d: %.256s", i + 1, processes, record.error);
         failed |= record.failed;
       }
-      close(fds[i]);
     }
-    for (int i = 0; i < forked; i++) /* EINTR: a SIGTERM after a Ctrl-C; reap it all the same */
-      while (waitpid(pids[i], NULL, 0) < 0 && errno == EINTR) {}
+    for (int i = 0; i < forked; i++) close(fds[i]);
+    failed |= no_start;
+    if (ch.failed >= 0) { /* the one that died, not one that watch_children killed */
+      failed = 1;
+      lost = ch.failed;
+    }
+    for (int i = 0; i < forked; i++) { /* EINTR: a SIGTERM after a Ctrl-C; reap it all the same */
+      int status = 0;
+      while (waitpid(pids[i], &status, 0) < 0 && errno == EINTR) {}
+      if (i != lost || why[0]) continue;
+      if (WIFSIGNALED(status))
+        snprintf(why, sizeof why, "client process %d of %d (pid %d) was killed by signal %d (%s) before it sent its "
+                 "results", i + 1, processes, (int)pids[i], WTERMSIG(status), strsignal(WTERMSIG(status)));
+      else
+        snprintf(why, sizeof why, "client process %d of %d (pid %d) exited with status %d before it sent its results",
+                 i + 1, processes, (int)pids[i], WEXITSTATUS(status));
+    }
     if (bench__stop_signal() && r->done < p->requests) r->interrupted = bench__stop_signal(); /* ours, if told */
     r->seconds = bench__now() - start;
     bench__sampler_stop(sampler, &r->peak_cpu_percent, &r->peak_memory_percent);
     if (failed) {
-      snprintf(err, err_size, "a client process failed (%d of %d ran)", forked, processes);
+      snprintf(err, err_size, "%s", why[0] ? why : "a client process failed");
       rc = -1;
     }
   }

@@ -349,6 +349,31 @@ interrupt_check term --mode server --url "$URL" "${BIG[@]}" --concurrency 4 --pr
   echo "ok   SIGTERM to the parent of 2 processes: it tells them, reports, exit 143" || fail "SIGTERM over 2 processes"
 interrupt_check term --mode server --url "$URL" "${BIG[@]}" --concurrency 2 &&
   echo "ok   SIGTERM, one process: 'interrupted: by SIGTERM' in the text" || fail "SIGTERM, one process (text)"
+# A client process that dies mid-run (here SIGKILL): the run stops at once, exit 1, and
+# the one line says which and how (it said 'a client process failed (2 of 2 ran)', after
+# the other process had run all its requests for nothing).
+"$PY" - "$INFERD" "$URL" "$PHOTO" "$INFERENCE_KEY" <<'PY' && echo "ok   a client process killed mid-run: the run stops, and says which and how" ||
+import os, signal, subprocess, sys, time
+inferd, url, photo, key = sys.argv[1:]
+run = subprocess.Popen([inferd, "bench", "--mode", "server", "--url", url, "--file", photo, "--requests", "100000",
+                        "--concurrency", "4", "--processes", "2", "--header", "Authorization: Bearer " + key],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+end = time.monotonic() + 120
+kids = []
+while len(kids) < 2 and run.poll() is None and time.monotonic() < end:
+    kids = [int(d) for d in os.listdir("/proc") if d.isdigit() and os.path.exists("/proc/%s/stat" % d)
+            and open("/proc/%s/stat" % d).read().rsplit(")", 1)[1].split()[1] == str(run.pid)]
+    time.sleep(0.01)
+os.kill(max(kids), signal.SIGKILL)
+try:
+    err = run.communicate(timeout=60)[1].decode()
+except subprocess.TimeoutExpired:
+    run.kill()
+    sys.exit("still running 60 s after one of its client processes was killed")
+if run.returncode != 1 or "was killed by signal 9" not in err or err.count("\n") != 1:
+    sys.exit("exit %s, stderr %r" % (run.returncode, err))
+PY
+  fail "a client process killed mid-run"
 interrupt_check int --mode server --url "$URL" "${BIG[@]}" --concurrency-range 1:3 --json &&
   echo "ok   Ctrl-C in a sweep: the levels so far, the last marked" || fail "Ctrl-C in a sweep"
 
