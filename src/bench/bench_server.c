@@ -223,12 +223,17 @@ static int run_clients(const bench_params *p, schedule *sc, const start_gate *ga
       if (due < freed_at) out->delayed++;
       client *c = idle[--n_idle];
       c->started = due;
-      curl_multi_add_handle(multi, c->easy);
+      CURLMcode added = curl_multi_add_handle(multi, c->easy);
+      if (added != CURLM_OK) { /* never answered, the loop would wait for it forever */
+        snprintf(err, err_size, "curl_multi_add_handle: %s", curl_multi_strerror(added));
+        goto out;
+      }
       started++;
     }
     int running = 0;
-    if (curl_multi_perform(multi, &running) != CURLM_OK) {
-      snprintf(err, err_size, "curl_multi_perform failed");
+    CURLMcode performed = curl_multi_perform(multi, &running);
+    if (performed != CURLM_OK) {
+      snprintf(err, err_size, "curl_multi_perform: %s", curl_multi_strerror(performed));
       goto out;
     }
     CURLMsg *msg;
