@@ -346,7 +346,8 @@ int cli_serve(int argc, char **argv) {
                       : !S_ISDIR(store.st_mode)          ? "not a directory"
                                                          : NULL;
     if (why) {
-      core_fail(&st, INFERD_INVALID_ARG, "model_store '%s': %s", cfg.model_store, why); /* one line, whatever the name */
+      /* core_fail keeps it one line, whatever the name */
+      core_fail(&st, INFERD_INVALID_ARG, "model_store '%s': %s", cfg.model_store, why);
       fprintf(stderr, "inferd serve: %s\n", st.message);
       config_free(&cfg);
       return cli_exit_status(INFERD_INVALID_ARG);

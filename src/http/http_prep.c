@@ -19,8 +19,9 @@
  * atomic count: the loop adds one before the push, this thread takes it off when the
  * decode is over). So what decoding holds (the body, its copy, the 602 KB input slot)
  * stays bounded as the scheduler's queue bounds the rest, and one model's burst of
- * large images does not get another model's predictions refused. Jobs count in the server's in_flight from the
- * moment they are queued, and wait with their deadline and dispose hook on the loop
+ * large images does not get another model's predictions refused. Jobs count in the
+ * server's in_flight from the moment they are queued, and wait with their deadline and
+ * dispose hook on the loop
  * (http__job_wait) as queued jobs do: a client that leaves or times out while its
  * image waits or decodes cancels the job, which this thread then hands back without
  * decoding it or, seen after the decode, without submitting it; a cancel in the
