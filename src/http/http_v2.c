@@ -19,7 +19,8 @@
  *    "outputs": [{"name": "output", "parameters": {"binary_data": true}}]}
  * With the binary tensor data extension the header Inference-Header-Content-Length: L
  * says that the body's first L bytes are that JSON and the rest is raw tensor data
- * (little-endian FP32, S bytes for the input that names binary_data_size). The answer
+ * (little-endian FP32, S bytes for the input that names binary_data_size). As in Triton,
+ * L = 0 means the whole body is JSON. The answer
  * is {"model_name", "model_version", "id", "outputs": [{"name", "datatype": "FP32",
  * "shape": [n, ...], "data": [...]}, ...]}: the outputs "outputs" names, in its order,
  * else all of the model's, in the model's order. Each is inline as JSON numbers, or as
@@ -251,7 +252,8 @@ static inferd_code parse_input(v2_parse *p, const json_t *input, const char *bin
   if (is_binary) {
     if (data) return bad(p->st, "input '%s': both \"data\" and binary_data_size given", p->input);
     if (!binary)
-      return bad(p->st, "input '%s': binary_data_size without an Inference-Header-Content-Length header", p->input);
+      return bad(p->st, "input '%s': binary_data_size without an Inference-Header-Content-Length header giving the "
+                        "JSON's length", p->input);
     if ((unsigned long long)binary_bytes != elems * sizeof(float))
       return bad(p->st, "input '%s': binary_data_size %lld does not match shape (%zu FP32 values = %zu bytes)",
                  p->input, binary_bytes, elems, elems * sizeof(float));
@@ -382,6 +384,8 @@ inferd_code http_v2_parse(const char *body, size_t size, const char *header, siz
   const char *binary = NULL;
   size_t binary_size = 0;
   if (header) {
+    /* a field value ends before its trailing blanks (RFC 9110's OWS), which h2o keeps */
+    while (header_len > 0 && (header[header_len - 1] == ' ' || header[header_len - 1] == '\t')) header_len--;
     unsigned long long value = 0;
     bool ok = header_len > 0 && header_len <= 18;
     for (size_t i = 0; ok && i < header_len; i++) {
@@ -393,9 +397,11 @@ inferd_code http_v2_parse(const char *body, size_t size, const char *header, siz
                  header);
     if (value > size)
       return bad(st, "Inference-Header-Content-Length %llu is more than the body's %zu bytes", value, size);
-    json_len = (size_t)value;
-    binary = body + json_len;
-    binary_size = size - json_len;
+    if (value > 0) { /* 0: the whole body is JSON, as without the header (Triton reads it so) */
+      json_len = (size_t)value;
+      binary = body + json_len;
+      binary_size = size - json_len;
+    }
   }
   if (json_len == 0) return bad(st, "the request has no JSON (empty body)");
   /* The tree comes from this thread's JSON arena and is gone at http__json_arena_end:
@@ -406,8 +412,9 @@ inferd_code http_v2_parse(const char *body, size_t size, const char *header, siz
   inferd_code code;
   if (!root)
     code = bad(st, "malformed JSON at line %d, column %d: %s%s", error.line, error.column, error.text,
-               !header && json_error_code(&error) == json_error_end_of_input_expected
-                   ? " (binary tensor data after the JSON needs an Inference-Header-Content-Length header)"
+               !binary && json_error_code(&error) == json_error_end_of_input_expected
+                   ? " (binary tensor data after the JSON needs an Inference-Header-Content-Length header giving the "
+                     "JSON's length)"
                    : "");
   else
     code = parse_root(&p, root, binary, binary_size, out);

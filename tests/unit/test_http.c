@@ -420,6 +420,62 @@ static void test_v2_fp32_range(void **state) {
   }
 }
 
+/* The Inference-Header-Content-Length value as Triton reads it: 0 means the whole body
+ * is JSON (as without the header), trailing blanks end the value rather than make it
+ * "not a byte count"; a negative or signed value, or one past the body, is refused. */
+static void test_v2_header_length(void **state) {
+  (void)state;
+  static const int64_t dims[1] = {2};
+  static const char *const names[1] = {"y"};
+  const http_v2_spec spec = {.model_name = "m", .input_name = "x", .item_rank = 1, .item_dims = dims,
+                             .output_names = names, .output_count = 1, .max_rows = 1};
+  static const char json[] = "{\"inputs\": [{\"name\": \"x\", \"shape\": [1, 2], \"datatype\": \"FP32\", \"data\": [1, 2]}]}";
+  static const char binary_json[] =
+      "{\"inputs\": [{\"name\": \"x\", \"shape\": [1, 2], \"datatype\": \"FP32\", "
+      "\"parameters\": {\"binary_data_size\": 8}}]}";
+  char binary_length[16], binary_length_blank[16];
+  snprintf(binary_length, sizeof binary_length, "%zu", sizeof binary_json - 1);
+  snprintf(binary_length_blank, sizeof binary_length_blank, "%zu \t", sizeof binary_json - 1);
+  static const float two[2] = {1, 2};
+  char binary_body[sizeof binary_json - 1 + sizeof two];
+  memcpy(binary_body, binary_json, sizeof binary_json - 1);
+  memcpy(binary_body + sizeof binary_json - 1, two, sizeof two); /* (little-endian here) */
+  const struct {
+    const char *body;
+    size_t size;
+    const char *header;
+    const char *want; /* "ok", or what the error says */
+  } cases[] = {
+      {json, sizeof json - 1, "0", "ok"},
+      {json, sizeof json - 1, "0 ", "ok"},
+      {binary_body, sizeof binary_body, binary_length, "ok"},
+      {binary_body, sizeof binary_body, binary_length_blank, "ok"},
+      {binary_body, sizeof binary_body, "0", "error: malformed JSON"},
+      {json, sizeof json - 1, "-5", "error: Inference-Header-Content-Length '-5' is not a byte count"},
+      {json, sizeof json - 1, "+5", "error: Inference-Header-Content-Length '+5' is not a byte count"},
+      {json, sizeof json - 1, "", "error: Inference-Header-Content-Length '' is not a byte count"},
+      {json, sizeof json - 1, "1000", "error: Inference-Header-Content-Length 1000 is more than the body's"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    h2o_mem_pool_t pool;
+    h2o_mem_init_pool(&pool);
+    http_v2_request r;
+    inferd_status st = {0};
+    char got[INFERD_STATUS_MESSAGE_MAX + 16] = "ok";
+    if (http_v2_parse(cases[i].body, cases[i].size, cases[i].header, strlen(cases[i].header), &spec,
+                      (http_v2_alloc_fn)h2o_mem_alloc_pool, &pool, &r, &st) == INFERD_OK) {
+      float x[2];
+      http_v2_copy_row(&r, 0, x);
+      if (x[0] != 1 || x[1] != 2) snprintf(got, sizeof got, "row is %g %g", (double)x[0], (double)x[1]);
+    } else {
+      snprintf(got, sizeof got, "error: %s", st.message);
+    }
+    h2o_mem_clear_pool(&pool);
+    if (strncmp(got, cases[i].want, strlen(cases[i].want)) != 0)
+      fail_msg("case %zu, header '%s': got <<%s>>, want <<%s>>", i, cases[i].header, got, cases[i].want);
+  }
+}
+
 /* ==== the JSON arena of the v2 infer parse ================================================== */
 
 /* A [1,3,224,224] FP32 request as a client sends it: 150,528 numbers in "data". */
@@ -1707,6 +1763,7 @@ int main(void) {
       cmocka_unit_test(test_v2_outputs),
       cmocka_unit_test(test_v2_nested_data),
       cmocka_unit_test(test_v2_fp32_range),
+      cmocka_unit_test(test_v2_header_length),
       cmocka_unit_test(test_v2_data_alloc),
       cmocka_unit_test(test_json_arena_steady_state),
       cmocka_unit_test(test_json_arena_keep_limit),
