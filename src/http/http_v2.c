@@ -20,7 +20,10 @@
  * With the binary tensor data extension the header Inference-Header-Content-Length: L
  * says that the body's first L bytes are that JSON and the rest is raw tensor data
  * (little-endian FP32, S bytes for the input that names binary_data_size). As in Triton,
- * L = 0 means the whole body is JSON. The answer
+ * L = 0 means the whole body is JSON. Binary input must be finite, as JSON numbers are:
+ * a NaN or an infinity is a 400 naming the element (Triton passes them on, but oneDNN's
+ * kernels do not carry them through as PyTorch does, and the answer would look valid).
+ * The answer
  * is {"model_name", "model_version", "id", "outputs": [{"name", "datatype": "FP32",
  * "shape": [n, ...], "data": [...]}, ...]}: the outputs "outputs" names, in its order,
  * else all of the model's, in the model's order. Each is inline as JSON numbers, or as
@@ -263,6 +266,16 @@ static inferd_code parse_input(v2_parse *p, const json_t *input, const char *bin
     if ((unsigned long long)binary_bytes < binary_size)
       return bad(p->st, "%zu bytes of binary data after the JSON, but input '%s' takes %lld", binary_size, p->input,
                  binary_bytes);
+    /* NaN and infinities, which JSON "data" cannot carry, are refused here too: oneDNN's
+     * kernels do not carry them through as PyTorch does (Relu gave 0 for NaN), so the
+     * answer would look valid and be wrong. (Triton passes them to its backend.) */
+    for (size_t i = 0; i < elems; i++) {
+      const unsigned char *b = (const unsigned char *)binary + i * 4;
+      uint32_t bits = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+      if ((bits & 0x7f800000u) == 0x7f800000u)
+        return bad(p->st, "input '%s': binary element %zu is %s: FP32 input must be finite", p->input, i,
+                   bits & 0x007fffffu ? "NaN" : bits >> 31 ? "-infinity" : "infinity");
+    }
     out->binary = (const unsigned char *)binary;
     return INFERD_OK;
   }

@@ -19,6 +19,7 @@
  * sanitizer build's leak check stays meaningful for inferd's own code.
  */
 #include <float.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -473,6 +474,46 @@ static void test_v2_header_length(void **state) {
     h2o_mem_clear_pool(&pool);
     if (strncmp(got, cases[i].want, strlen(cases[i].want)) != 0)
       fail_msg("case %zu, header '%s': got <<%s>>, want <<%s>>", i, cases[i].header, got, cases[i].want);
+  }
+}
+
+/* Binary FP32 input must be finite, as JSON "data" is: a NaN or an infinity is a 400
+ * naming the element, never run (oneDNN's Relu turned a NaN into 0: a valid-looking
+ * answer). The largest finite values and -0 pass. */
+static void test_v2_binary_not_finite(void **state) {
+  (void)state;
+  static const int64_t dims[1] = {3};
+  static const char *const names[1] = {"y"};
+  const http_v2_spec spec = {.model_name = "m", .input_name = "x", .item_rank = 1, .item_dims = dims,
+                             .output_names = names, .output_count = 1, .max_rows = 1};
+  static const char json[] = "{\"inputs\": [{\"name\": \"x\", \"shape\": [1, 3], \"datatype\": \"FP32\", "
+                             "\"parameters\": {\"binary_data_size\": 12}}]}";
+  const struct {
+    float values[3];
+    const char *want;
+  } cases[] = {
+      {{FLT_MAX, -FLT_MAX, -0.0f}, "ok"},
+      {{1, NAN, 2}, "error: input 'x': binary element 1 is NaN: FP32 input must be finite"},
+      {{INFINITY, 1, 2}, "error: input 'x': binary element 0 is infinity"},
+      {{1, 2, -INFINITY}, "error: input 'x': binary element 2 is -infinity"},
+  };
+  char length[16];
+  snprintf(length, sizeof length, "%zu", sizeof json - 1);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char body[sizeof json - 1 + 3 * sizeof(float)];
+    memcpy(body, json, sizeof json - 1);
+    memcpy(body + sizeof json - 1, cases[i].values, sizeof cases[i].values);
+    h2o_mem_pool_t pool;
+    h2o_mem_init_pool(&pool);
+    http_v2_request r;
+    inferd_status st = {0};
+    char got[INFERD_STATUS_MESSAGE_MAX + 16] = "ok";
+    if (http_v2_parse(body, sizeof body, length, strlen(length), &spec, (http_v2_alloc_fn)h2o_mem_alloc_pool, &pool,
+                      &r, &st) != INFERD_OK)
+      snprintf(got, sizeof got, "error: %s", st.message);
+    h2o_mem_clear_pool(&pool);
+    if (strncmp(got, cases[i].want, strlen(cases[i].want)) != 0)
+      fail_msg("case %zu: got <<%s>>, want <<%s>>", i, got, cases[i].want);
   }
 }
 
@@ -1764,6 +1805,7 @@ int main(void) {
       cmocka_unit_test(test_v2_nested_data),
       cmocka_unit_test(test_v2_fp32_range),
       cmocka_unit_test(test_v2_header_length),
+      cmocka_unit_test(test_v2_binary_not_finite),
       cmocka_unit_test(test_v2_data_alloc),
       cmocka_unit_test(test_json_arena_steady_state),
       cmocka_unit_test(test_json_arena_keep_limit),
