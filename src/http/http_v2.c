@@ -20,10 +20,10 @@
  * With the binary tensor data extension the header Inference-Header-Content-Length: L
  * says that the body's first L bytes are that JSON and the rest is raw tensor data
  * (little-endian FP32, S bytes for the input that names binary_data_size). As in Triton,
- * L = 0 means the whole body is JSON. Binary input must be finite, as JSON numbers are:
- * a NaN or an infinity is a 400 naming the element (Triton passes them on, but oneDNN's
- * kernels do not carry them through as PyTorch does, and the answer would look valid).
- * The answer
+ * L = 0 means the whole body is JSON; the header given twice with different values is a
+ * 400. Binary input must be finite, as JSON numbers are: a NaN or an infinity is a 400
+ * naming the element (Triton passes them on, but oneDNN's kernels do not carry them
+ * through as PyTorch does, and the answer would look valid). The answer
  * is {"model_name", "model_version", "id", "outputs": [{"name", "datatype": "FP32",
  * "shape": [n, ...], "data": [...]}, ...]}: the outputs "outputs" names, in its order,
  * else all of the model's, in the model's order. Each is inline as JSON numbers, or as
@@ -756,6 +756,21 @@ static int submit_rows(http__loop *loop, http__job *first, int n, inferd_status 
   return queued;
 }
 
+/* Whether every Inference-Header-Content-Length after the one at index `first` says what
+ * it says (trailing blanks aside): two lengths are two ways to split the body, and a
+ * proxy may have read the other one, so a second value is refused rather than ignored. */
+static bool header_given_once(const h2o_req_t *req, ssize_t first) {
+  h2o_iovec_t a = req->headers.entries[first].value;
+  while (a.len > 0 && (a.base[a.len - 1] == ' ' || a.base[a.len - 1] == '\t')) a.len--;
+  for (ssize_t at = first; (at = h2o_find_header_by_str(&req->headers, H2O_STRLIT("inference-header-content-length"),
+                                                        at)) >= 0;) {
+    h2o_iovec_t b = req->headers.entries[at].value;
+    while (b.len > 0 && (b.base[b.len - 1] == ' ' || b.base[b.len - 1] == '\t')) b.len--;
+    if (b.len != a.len || (a.len && memcmp(a.base, b.base, a.len) != 0)) return false;
+  }
+  return true;
+}
+
 static void infer(http_server *s, h2o_req_t *req, h2o_iovec_t name, h2o_iovec_t version) {
   http__loop *loop = http__loop_of(req);
   if (!http__method_is(req, "POST")) {
@@ -778,6 +793,12 @@ static void infer(http_server *s, h2o_req_t *req, h2o_iovec_t name, h2o_iovec_t 
   }
   ssize_t h = h2o_find_header_by_str(&req->headers, H2O_STRLIT("inference-header-content-length"), -1);
   h2o_iovec_t header = h >= 0 ? req->headers.entries[h].value : h2o_iovec_init(NULL, 0);
+  if (h >= 0 && !header_given_once(req, h)) {
+    http__send_error(req, HTTP__E_BAD_REQUEST, "Inference-Header-Content-Length is given twice, with different values");
+    metrics_model_response(m->metrics, 400);
+    http__model_release(m);
+    return;
+  }
   v2_call *call = h2o_mem_alloc_pool(&req->pool, sizeof *call);
   const char *body = req->entity.base ? req->entity.base : "";
   inferd_code code = http_v2_parse(body, req->entity.len, h >= 0 ? (header.base ? header.base : "") : NULL,

@@ -207,6 +207,42 @@ raw = small.tobytes()
 js = json.dumps({"inputs": [{"name": "input", "shape": [1, 3, 224, 224], "datatype": "FP32",
                              "parameters": {"binary_data_size": len(raw)}}]}).encode()
 expect_error("binary_data_size without the header", 400, post(None, data=js + raw), ["Inference-Header-Content-Length"])
+
+
+class Answer:
+    """What expect_error reads of a requests.Response, for an answer read with http.client."""
+
+    def __init__(self, status, body, url):
+        self.status_code, self.content, self.url = status, body, url
+        self.text = body.decode("utf-8", "replace")
+
+    def json(self):
+        return json.loads(self.text)
+
+
+def post_headers(header_list, data):
+    """POST to URL with these (name, value) headers in this order, a name twice if listed
+    twice (requests takes a dict)."""
+    import http.client
+    u = urlparse(URL)
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+    c.putrequest("POST", u.path)
+    for name, value in list(AUTH.items()) + [("Content-Length", str(len(data)))] + header_list:
+        c.putheader(name, value)
+    c.endheaders(data)
+    r = c.getresponse()
+    answer = Answer(r.status, r.read(), URL)
+    c.close()
+    return answer
+
+
+data, headers = binary_body(small)
+length = headers["Inference-Header-Content-Length"]
+r = post_headers([("Inference-Header-Content-Length", length)] * 2, data)
+check(r.status_code == 200, "Inference-Header-Content-Length twice, the same value", "HTTP %d %s" % (r.status_code, r.text[:200]))
+r = post_headers([("Inference-Header-Content-Length", length), ("Inference-Header-Content-Length", str(int(length) + 4))],
+                 data)
+expect_error("Inference-Header-Content-Length twice, two values", 400, r, ["Inference-Header-Content-Length", "twice"])
 expect_error("unknown model", 404, post(request(small), url=BASE + "/v2/models/nosuch/infer"))
 expect_error("unknown version", 404, post(request(small), url=BASE + "/v2/models/small/versions/9/infer"))
 r = requests.post(URL, data=json.dumps(request(small)), timeout=60)
