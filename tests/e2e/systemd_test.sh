@@ -3,6 +3,10 @@
 # and a work directory:
 #   - `systemd-analyze verify` accepts it without a word (an unknown key or a missing
 #     binary is reported there);
+#   - its WorkingDirectory, where key_file.json goes, is its StateDirectory: systemd
+#     makes it before the start, owned by User= and writable under ProtectSystem=strict
+#     (a ReadWritePaths= or WorkingDirectory= that does not exist fails the start, and
+#     one made by root is not the user's to write);
 #   - its ExecStart command line, run in its WorkingDirectory, serves: /ping 200 and a
 #     prediction of the photo, key_file.json written there, private;
 #   - its KillSignal (what `systemctl stop` sends) drains and exits 0 well within
@@ -29,6 +33,13 @@ else
 fi
 
 key() { sed -n "s/^$1=//p" "$unit"; }
+shipped() { sed -n "s/^$1=//p" "$SRC/deploy/systemd/inferd.service"; }
+state=$(shipped StateDirectory) workdir=$(shipped WorkingDirectory)
+if [ -n "$state" ] && [ "$workdir" = "/var/lib/$state" ] && [ "$(shipped ProtectSystem)" = strict ]; then
+  echo "ok   WorkingDirectory $workdir is the StateDirectory: made by systemd for User=$(shipped User)"
+else
+  fail "WorkingDirectory '$workdir' is not the unit's StateDirectory ('$state'): nothing makes it for User="
+fi
 serve_ports
 serve_config "$WORK/config.properties" "model_store=$SRC/models" \
   "load_models=mobilenet=mobilenet_v2_imagenet.onnx" "default_workers_per_model=1"
