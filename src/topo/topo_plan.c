@@ -198,6 +198,8 @@ static inferd_code validate(const topo *t, const topo_plan_params *p, inferd_sta
     return core_fail(st, INFERD_INVALID_ARG, "node_id %d: no such NUMA node (nodes: %s)", p->node_id,
                      topo_cpu_list(ids, n, list, sizeof list));
   }
+  if (t->nodes[which].core_count == 0) /* memory without CPUs: HBM, CXL, a GPU's memory */
+    return core_fail(st, INFERD_INVALID_ARG, "node_id %d: that NUMA node has memory but no CPU of its own", p->node_id);
   if (t->nodes[which].usable_core_count == 0)
     return core_fail(st, INFERD_INVALID_ARG, "node_id %d: this process may use none of that NUMA node's CPUs", p->node_id);
   return INFERD_OK;

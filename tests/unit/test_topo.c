@@ -645,6 +645,18 @@ static void test_node_id(void **state) {
   topo_plan_free(plan);
   topo_free(t);
 
+  /* A node of memory alone (HBM or CXL beside each package's DDR) has no CPU: that is
+   * not the affinity mask's doing, and the message says which it is. */
+  t = make_topo(&(topo_params){.synthetic = "pack:2 [numa] [numa] core:2 pu:2"});
+  assert_int_equal(topo_get_machine(t)->nodes[1].core_count, 0);
+  p = TOPO_PLAN_PARAMS_DEFAULT;
+  p.node_id = 1;
+  inferd_status st = {0};
+  assert_int_equal(topo_plan_new(t, &p, &plan, &st), INFERD_INVALID_ARG);
+  assert_null(plan);
+  assert_string_equal(st.message, "node_id 1: that NUMA node has memory but no CPU of its own");
+  topo_free(t);
+
   /* Zero-initialised params mean node 0, not any node: TOPO_PLAN_PARAMS_DEFAULT is -1. */
   assert_int_equal(TOPO_PLAN_PARAMS_DEFAULT.node_id, TOPO_NODE_ANY);
 }
