@@ -10,9 +10,12 @@
  *
  * Usable PUs = the affinity mask (hwloc_get_cpubind of the whole process: the union of
  * its threads' masks, so a process whose workers are already pinned still sees its
- * whole set) intersected with hwloc's allowed cpuset (the cpuset cgroup). A synthetic or
- * XML topology has no process: every PU is usable unless params.allowed_cpus says
- * otherwise. The CPU quota is read separately (topo_quota.c) and only caps the plan.
+ * whole set) intersected with hwloc's allowed cpuset (the cpuset cgroup; an export's
+ * allowed_cpuset). hwloc is asked to keep what the cgroup leaves out
+ * (HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED), so the machine is the whole machine and a
+ * cpuset's cut shows as CPUs that are not usable, as taskset's does. A synthetic or
+ * XML topology has no process: every PU is usable unless params.allowed_cpus (or an
+ * export's allowed set) says otherwise. The CPU quota is read separately (topo_quota.c) and only caps the plan.
  *
  * A core's NUMA node is the first node (OS order) whose cpuset contains the core's;
  * nodes that cover no core (CPU-less memory, HBM beside DDR) get no workers. Machines
@@ -196,6 +199,9 @@ static inferd_code load_hwloc(topo *t, const topo_params *p, inferd_status *st) 
     t->machine.source = t->source = dup_printf("%s", "this machine");
   }
   if (!t->source) return core_fail(st, INFERD_NO_MEMORY, "topology: out of memory");
+  /* keep the CPUs and NUMA nodes a cpuset cgroup (or an export's allowed sets) leaves
+   * out, so that the machine is the whole machine and `usable` says what was cut */
+  hwloc_topology_set_flags(t->hw, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
   if (hwloc_topology_load(t->hw))
     return core_fail(st, odd_machine(t), "topology: hwloc cannot load %s: %s", t->source, strerror(errno));
   t->this_system = hwloc_topology_is_thissystem(t->hw);
@@ -303,8 +309,9 @@ static inferd_code fill_nodes(topo *t, inferd_status *st) {
 }
 
 /* The node (index into t->nodes) whose cpuset holds the core's, else the first that has
- * part of it (a core split across nodes), else the first node (a core whose node was
- * taken away: hwloc leaves out the NUMA nodes a cgroup's cpuset.mems does not allow). */
+ * part of it (a core split across nodes), else the first node (a core no node covers).
+ * A node whose memory the cgroup's cpuset.mems does not allow is kept: its cores are
+ * still its own, and binding memory there fails softly (topo_bind.c). */
 static int node_of(const topo *t, hwloc_const_cpuset_t cpus) {
   for (int i = 0; i < t->node_count; i++)
     if (t->node_sets[i] && !hwloc_bitmap_iszero(t->node_sets[i]) && hwloc_bitmap_isincluded(cpus, t->node_sets[i]))

@@ -328,6 +328,53 @@ static void test_xml_export(void **state) {
   assert_non_null(strstr(st.message, ": a NUL byte"));
 }
 
+/* An export of a machine whose cpuset cgroup (the Machine's allowed sets) cuts it, as
+ * lstopo writes one inside a container: the whole machine stays, and `usable` is what
+ * the sets allow, so that `inferd topo` shows what was cut. hwloc's default drops what
+ * they leave out: the machine had 4 CPUs, "4 of 4 usable", and a cpuset cut was never
+ * seen (taskset's showed, as "of 8"). Here the second PU of each core is not allowed,
+ * then package 0's CPUs and node 1's memory. */
+static void test_xml_disallowed(void **state) {
+  (void)state;
+  static const char full_cpus[] = "allowed_cpuset=\"0x000000ff\"", full_nodes[] = "allowed_nodeset=\"0x00000003\"";
+  char *text = strdup(XML_2x2x2);
+  assert_non_null(text);
+  memcpy(strstr(text, full_cpus), "allowed_cpuset=\"0x0000000f\"", sizeof full_cpus - 1);
+  topo *t = make_topo(&(topo_params){.xml_buffer = text, .xml_size = strlen(text)});
+  const topo_machine *m = topo_get_machine(t);
+  assert_int_equal(m->pu_count, 8);
+  assert_int_equal(m->usable_pu_count, 4);
+  assert_int_equal(m->usable_core_count, 4);
+  assert_string_equal(m->usable_cpus, "0-3");
+  assert_int_equal(m->cores[3].pu_count, 2);
+  assert_int_equal(m->cores[3].usable_pu_count, 1);
+  topo_plan_params p = TOPO_PLAN_PARAMS_DEFAULT;
+  p.use_logical_core = true;
+  topo_plan *plan = make_plan(t, p);
+  check_plan(t, plan);
+  assert_int_equal(plan->slots_available, 4);
+  topo_plan_free(plan);
+  topo_free(t);
+
+  memcpy(strstr(text, "allowed_cpuset="), "allowed_cpuset=\"0x000000cc\"", sizeof full_cpus - 1);
+  memcpy(strstr(text, full_nodes), "allowed_nodeset=\"0x00000001\"", sizeof full_nodes - 1);
+  t = make_topo(&(topo_params){.xml_buffer = text, .xml_size = strlen(text)});
+  m = topo_get_machine(t);
+  assert_int_equal(m->node_count, 2);
+  assert_int_equal(m->core_count, 4);
+  assert_int_equal(m->nodes[0].usable_core_count, 0);
+  assert_int_equal(m->nodes[1].usable_core_count, 2);
+  assert_string_equal(m->usable_cpus, "2-3,6-7");
+  plan = make_plan(t, TOPO_PLAN_PARAMS_DEFAULT);
+  check_plan(t, plan);
+  assert_int_equal(plan->worker_count, 1);
+  assert_int_equal(plan->workers[0].node, 1); /* its cores' node, whose memory it cannot bind */
+  assert_cpus(&plan->workers[0], "2-3");
+  topo_plan_free(plan);
+  topo_free(t);
+  free(text);
+}
+
 /* What hwloc 2.9 crashes on, or takes to mean another machine, is refused with the line
  * it is on (tests/fuzz/corpus/topo_xml/regress-* are the fuzzer's). */
 static void test_xml_refusals(void **state) {
@@ -1199,6 +1246,7 @@ int main(void) {
       cmocka_unit_test(test_bad_params),
       cmocka_unit_test(test_xml_export),
       cmocka_unit_test(test_xml_refusals),
+      cmocka_unit_test(test_xml_disallowed),
       cmocka_unit_test(test_default_plan_one_worker_per_node),
       cmocka_unit_test(test_workers_times_threads_limits),
       cmocka_unit_test(test_use_logical_core),
