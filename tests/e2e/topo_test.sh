@@ -8,7 +8,8 @@
 #     worker is reported as oversubscribed, never silently);
 #   - in a cgroup of its own with a CPU quota of 1.5 CPUs (cgroup v1 cpu controller or
 #     v2 cpu.max, when this user may create one; skipped otherwise, but for root: see
-#     skip() below);
+#     skip() below), and in a cpuset cgroup of CPU 0 (the machine stays whole, CPU 0
+#     alone usable);
 #   - on an hwloc synthetic machine of 2 packages x 4 cores x 2 hyperthreads, where the
 #     exact plans are known: default, workers x threads, use_logical_core, node_id, quota;
 #   - on an hwloc XML export of a 2-core machine (--xml), and the same with a core that
@@ -143,6 +144,31 @@ else
     skip cgroup_quota "cannot make a cgroup with a CPU quota here"
 fi
 [ -n "$cgroup" ] && rmdir "$cgroup" 2>/dev/null
+
+# ---- this machine in a cpuset cgroup of CPU 0 alone --------------------------------------
+# The machine stays whole and the cut shows in `usable`, as taskset's does (hwloc drops
+# what a cpuset leaves out unless asked to keep it: "usable: 1 of 1" hid the cut).
+
+cpuset= cpuset_ok=
+total_pus=$(awk '/^  [0-9]+ packages?,/ { print $(NF - 2) }' "$work/machine.out")
+if [ "${total_pus:-1}" -gt 1 ] && [ -w /sys/fs/cgroup/cpuset/cpuset.cpus ] 2>/dev/null; then
+    cpuset=/sys/fs/cgroup/cpuset/inferd_topo_test_$$
+    mkdir "$cpuset" 2>/dev/null && echo 0 >"$cpuset/cpuset.cpus" 2>/dev/null &&
+        cat /sys/fs/cgroup/cpuset/cpuset.mems >"$cpuset/cpuset.mems" 2>/dev/null && cpuset_ok=1
+elif [ "${total_pus:-1}" -gt 1 ] && grep -qw cpuset /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+    cpuset=/sys/fs/cgroup/inferd_topo_test_cpuset_$$
+    mkdir "$cpuset" 2>/dev/null && echo 0 >"$cpuset/cpuset.cpus" 2>/dev/null && cpuset_ok=1
+fi
+if [ -n "$cpuset_ok" ]; then
+    begin cgroup_cpuset_cpu0 0 sh -c 'echo $$ >"$1/cgroup.procs" && exec "$2" topo' sh "$cpuset" "$inferd"
+    out_has "^  [0-9]+ packages?, [0-9]+ NUMA nodes?, [0-9]+ physical cores?, $total_pus logical CPUs$"
+    out_has "^usable: 1 of [0-9]+ physical cores?, 1 of $total_pus logical CPUs \\(cpus 0\\)$"
+    out_has '^  worker 0: NUMA node [0-9]+, 1 thread, cpus 0 \(cores 0\)$'
+    end
+else
+    skip cgroup_cpuset_cpu0 "cannot make a cpuset cgroup here, or this machine has one CPU"
+fi
+[ -n "$cpuset" ] && rmdir "$cpuset" 2>/dev/null
 
 # ---- a synthetic machine: 2 packages x (1 NUMA node, 4 cores x 2 PUs) -------------------
 
