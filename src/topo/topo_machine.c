@@ -15,7 +15,8 @@
  * (HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED), so the machine is the whole machine and a
  * cpuset's cut shows as CPUs that are not usable, as taskset's does. A synthetic or
  * XML topology has no process: every PU is usable unless params.allowed_cpus (or an
- * export's allowed set) says otherwise. The CPU quota is read separately (topo_quota.c) and only caps the plan.
+ * export's allowed set) says otherwise. The CPU quota is read separately (topo_quota.c)
+ * and only caps the plan.
  *
  * A core's NUMA node is the first node (OS order) whose cpuset contains the core's;
  * nodes that cover no core (CPU-less memory, HBM beside DDR) get no workers. Machines
