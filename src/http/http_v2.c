@@ -388,6 +388,12 @@ static inferd_code parse_root(v2_parse *p, const json_t *root, const char *binar
   return parse_outputs(p, json_object_get(root, "outputs"), binary_output, out);
 }
 
+/* A header field's value ends before its trailing blanks (RFC 9110's OWS), which h2o keeps. */
+static size_t without_trailing_blanks(const char *value, size_t len) {
+  while (len > 0 && (value[len - 1] == ' ' || value[len - 1] == '\t')) len--;
+  return len;
+}
+
 inferd_code http_v2_parse(const char *body, size_t size, const char *header, size_t header_len,
                           const http_v2_spec *spec, http_v2_alloc_fn alloc, void *alloc_ctx, http_v2_request *out,
                           inferd_status *st) {
@@ -397,8 +403,7 @@ inferd_code http_v2_parse(const char *body, size_t size, const char *header, siz
   const char *binary = NULL;
   size_t binary_size = 0;
   if (header) {
-    /* a field value ends before its trailing blanks (RFC 9110's OWS), which h2o keeps */
-    while (header_len > 0 && (header[header_len - 1] == ' ' || header[header_len - 1] == '\t')) header_len--;
+    header_len = without_trailing_blanks(header, header_len);
     unsigned long long value = 0;
     bool ok = header_len > 0 && header_len <= 18;
     for (size_t i = 0; ok && i < header_len; i++) {
@@ -761,11 +766,11 @@ static int submit_rows(http__loop *loop, http__job *first, int n, inferd_status 
  * proxy may have read the other one, so a second value is refused rather than ignored. */
 static bool header_given_once(const h2o_req_t *req, ssize_t first) {
   h2o_iovec_t a = req->headers.entries[first].value;
-  while (a.len > 0 && (a.base[a.len - 1] == ' ' || a.base[a.len - 1] == '\t')) a.len--;
+  a.len = without_trailing_blanks(a.base, a.len);
   for (ssize_t at = first; (at = h2o_find_header_by_str(&req->headers, H2O_STRLIT("inference-header-content-length"),
                                                         at)) >= 0;) {
     h2o_iovec_t b = req->headers.entries[at].value;
-    while (b.len > 0 && (b.base[b.len - 1] == ' ' || b.base[b.len - 1] == '\t')) b.len--;
+    b.len = without_trailing_blanks(b.base, b.len);
     if (b.len != a.len || (a.len && memcmp(a.base, b.base, a.len) != 0)) return false;
   }
   return true;

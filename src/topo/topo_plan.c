@@ -304,8 +304,8 @@ inferd_code topo_plan_new(const topo *t, const topo_plan_params *params, topo_pl
       if (p.node_id == TOPO_NODE_ANY || t->nodes[i].os_index == p.node_id) logical += t->nodes[i].usable_pu_count;
     if (cap > 0) logical = CORE_MIN(logical, cap);
     int more = p.use_logical_core ? 0 : logical - available;
-    warn(plan, "%d workers on %d usable %s: workers share cores (oversubscribed); use at most %d workers%s", p.workers,
-         available, unit, available, more > 0 ? " or use_logical_core" : "");
+    warn(plan, "%d workers on %d usable %s: workers share cores (oversubscribed); use at most %d worker%s%s", p.workers,
+         available, unit, available, available == 1 ? "" : "s", more > 0 ? " or use_logical_core" : "");
     for (int w = 0; w < p.workers; w++) {
       int flat = w % available, i = 0;
       while (flat >= nodes[i].cap) flat -= nodes[i++].cap;

@@ -775,7 +775,7 @@ static void test_quota_caps_the_plan(void **state) {
   assert_true(plan->oversubscribed);
   /* logical CPUs would not help: the quota caps them too */
   assert_true(has_warning(plan, "2 workers on 1 usable physical cores: workers share cores (oversubscribed); "
-                                "use at most 1 workers"));
+                                "use at most 1 worker"));
   assert_false(has_warning(plan, "use_logical_core"));
   topo_plan_free(plan);
   topo_free(t);
