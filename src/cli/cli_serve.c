@@ -395,9 +395,11 @@ int cli_serve(int argc, char **argv) {
     machine = NULL;
   } else {
     const topo_machine *tm = topo_get_machine(machine);
+    char quota[320] = "none";
+    if (tm->quota_cap) snprintf(quota, sizeof quota, "%.2f CPUs (%s)", tm->cpu_quota, tm->quota_source);
     core_log(CORE_LOG_INFO, "machine: %d package%s, %d NUMA node%s, %d usable physical cores (CPUs %s), quota %s",
              tm->package_count, tm->package_count == 1 ? "" : "s", tm->node_count, tm->node_count == 1 ? "" : "s",
-             tm->usable_core_count, tm->usable_cpus, tm->quota_cap ? tm->quota_source : "none");
+             tm->usable_core_count, tm->usable_cpus, quota);
   }
 
   /* key_file.json in the working directory, by its absolute name for the signal thread */
