@@ -41,6 +41,7 @@ typedef enum bench_mode { BENCH_MODE_SERVER, BENCH_MODE_LOCAL } bench_mode;
 typedef struct bench_params {
   bench_mode mode;
   const char *url;                          /* server mode */
+  const char *cacert;                       /* server mode, https: the CA (PEM) to trust; NULL: the system's */
   const char *file;                         /* the image sent or classified */
   const char *model, *labels;               /* local mode; labels may be NULL */
   const char *headers[BENCH_MAX_HEADERS];   /* extra request headers, "Name: value" */

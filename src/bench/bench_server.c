@@ -196,6 +196,8 @@ static int run_clients(const bench_params *p, schedule *sc, const start_gate *ga
     }
     clients[i].easy = e;
     curl_easy_setopt(e, CURLOPT_URL, p->url);
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1); /* https too: a connection per client */
+    if (p->cacert) curl_easy_setopt(e, CURLOPT_CAINFO, p->cacert);
     curl_easy_setopt(e, CURLOPT_POST, 1L);
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, body); /* borrowed, not copied */
     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_size);

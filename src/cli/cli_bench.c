@@ -4,11 +4,15 @@
  *
  *   inferd bench --mode server --url URL --file IMAGE --requests N --concurrency C
  *                [--request-rate R] [--processes P] [--header 'Name: value']...
- *                [--timeout S] [--json]
+ *                [--cacert FILE] [--timeout S] [--json]
  *   inferd bench --mode server ... --requests N --concurrency-range START:END[:STEP] ...
  *   inferd bench --mode local --model FILE --file IMAGE --requests N --concurrency C
  *                [--labels index_to_name.json] [--timeout S] [--json]
  *
+ * An https URL is checked against the system's CAs, or against --cacert's (a server's
+ * self-signed certificate), and is spoken as HTTP/1.1 as a cleartext one is, one
+ * connection per client (libcurl would otherwise put every client on one HTTP/2
+ * connection); there is no way to skip the check.
  * --request-rate R runs open loop (requests due at a fixed rate, at most C in flight);
  * --concurrency-range runs the closed-loop measurement once per concurrency level, as
  * Triton's perf_analyzer does, and ends with a table of the levels.
@@ -39,7 +43,8 @@
 static void bench_usage(FILE *f) {
   fprintf(f,
           "usage: inferd bench --mode server --url URL --file IMAGE --requests N --concurrency C\n"
-          "                    [--request-rate R] [--processes P] [--header 'Name: value']... [--timeout S] [--json]\n"
+          "                    [--request-rate R] [--processes P] [--header 'Name: value']... [--cacert FILE]\n"
+          "                    [--timeout S] [--json]\n"
           "       inferd bench --mode server ... --requests N --concurrency-range START:END[:STEP] ...\n"
           "       inferd bench --mode local --model FILE.onnx --file IMAGE --requests N --concurrency C\n"
           "                    [--labels index_to_name.json] [--timeout S] [--json]\n"
@@ -47,6 +52,7 @@ static void bench_usage(FILE *f) {
           "        open loop: a request every 1/R s, at most C in flight, latency counted from when it was due;\n"
           "        --concurrency-range: N requests at each concurrency START, START+STEP, ..., END, then a table;\n"
           "local: N jobs, at most C at once, each a process that loads the model and classifies IMAGE.\n"
+          "--cacert: the certificate (PEM) an https server is checked against, as curl's.\n"
           "--timeout: seconds per request or job (default 60).\n");
 }
 
@@ -199,7 +205,7 @@ static int run_sweep(const bench_params *base, const int range[3], int json) {
 inferd_code cli__bench_parse(int argc, char **argv, cli__bench_options *o, inferd_status *st) {
   enum {
     OPT_MODE = CLI__LONG_ONLY, OPT_URL, OPT_FILE, OPT_MODEL, OPT_LABELS, OPT_REQUESTS, OPT_CONCURRENCY,
-    OPT_PROCESSES, OPT_HEADER, OPT_TIMEOUT, OPT_RATE, OPT_RANGE, OPT_JSON,
+    OPT_PROCESSES, OPT_HEADER, OPT_TIMEOUT, OPT_RATE, OPT_RANGE, OPT_JSON, OPT_CACERT,
   };
   static const char shorts[] = ":h";
   static const struct option longs[] = {
@@ -210,6 +216,7 @@ inferd_code cli__bench_parse(int argc, char **argv, cli__bench_options *o, infer
       {"header", required_argument, 0, OPT_HEADER},     {"timeout", required_argument, 0, OPT_TIMEOUT},
       {"request-rate", required_argument, 0, OPT_RATE}, {"concurrency-range", required_argument, 0, OPT_RANGE},
       {"json", no_argument, 0, OPT_JSON},               {"help", no_argument, 0, 'h'},
+      {"cacert", required_argument, 0, OPT_CACERT},
       {0, 0, 0, 0},
   };
   *o = (cli__bench_options){.params = {.processes = 1, .timeout_seconds = 60, .self_exe = "/proc/self/exe"}};
@@ -225,6 +232,7 @@ inferd_code cli__bench_parse(int argc, char **argv, cli__bench_options *o, infer
     switch (ch) {
     case OPT_MODE: mode = optarg; break;
     case OPT_URL: p->url = optarg; break;
+    case OPT_CACERT: p->cacert = optarg; break;
     case OPT_FILE: p->file = optarg; break;
     case OPT_MODEL: p->model = optarg; break;
     case OPT_LABELS: p->labels = optarg; break;
@@ -287,8 +295,10 @@ inferd_code cli__bench_parse(int argc, char **argv, cli__bench_options *o, infer
   } else if (strcmp(mode, "local") == 0) {
     p->mode = BENCH_MODE_LOCAL;
     if (!p->model) return refuse(st, "--mode local wants --model", NULL);
-    if (p->url || p->header_count || p->processes != 1 || p->request_rate > 0 || range[0])
-      return refuse(st, "--url, --header, --processes, --request-rate and --concurrency-range are for --mode server",
+    if (p->url || p->header_count || p->processes != 1 || p->request_rate > 0 || range[0] || p->cacert)
+      return refuse(st,
+                    "--url, --header, --processes, --request-rate, --concurrency-range and --cacert are for --mode "
+                    "server",
                     NULL);
     /* each job's output is kept for the report (BENCH_JOB_OUTPUT_MAX bytes): 100000 is
      * 400 MB of it, and days of processes that each load the model */
@@ -330,6 +340,7 @@ int cli_bench(int argc, char **argv) {
   if (!readable_file(p.file)) return bad("--file is not a readable regular file", p.file);
   if (p.model && !readable_file(p.model)) return bad("--model is not a readable regular file", p.model);
   if (p.labels && !readable_file(p.labels)) return bad("--labels is not a readable regular file", p.labels);
+  if (p.cacert && !readable_file(p.cacert)) return bad("--cacert is not a readable regular file", p.cacert);
   if (raise_fd_limit(2L * (range[0] ? range[1] : p.concurrency) + 64) != 0)
     return bad("--concurrency needs more open files than this process may have (ulimit -n)", NULL);
 
