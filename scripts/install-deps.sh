@@ -16,7 +16,7 @@ packages=(
   libzip-dev libcurl4-openssl-dev zlib1g-dev libssl-dev libuv1-dev libyaml-dev
   # tests
   libcmocka-dev python3-torch python3-torchvision python3-onnx python3-numpy
-  python3-pil python3-skimage python3-requests curl strace zip haproxy systemd
+  python3-pil python3-skimage python3-requests curl strace zip haproxy systemd openssl
   # benchmarks
   time bc wrk nginx-light gnuplot-nox
 )

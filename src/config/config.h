@@ -116,6 +116,8 @@ typedef struct config_server {
   char *cors_allowed_origin;         /* NULL: no Access-Control-Allow-Origin header */
   char *cors_allowed_methods;        /* NULL: no Access-Control-Allow-Methods header */
   char *cors_allowed_headers;        /* NULL: no Access-Control-Allow-Headers header */
+  char *certificate_file;            /* PEM certificate (chain) of the https addresses; NULL: none */
+  char *private_key_file;            /* PEM private key of that certificate; NULL: none */
 
   /* command line only */
   char *ts_config; /* --ts-config: the file that was read; NULL when none */

@@ -89,6 +89,10 @@ static const config__option options[] = {
      "preflight (OPTIONS with Origin and Access-Control-Request-Method) is then answered 200"},
     {"cors_allowed_methods", NULL, NULL, CONFIG_T_STRING, 0, AT(cors_allowed_methods), 0, 0, NULL,
      "Access-Control-Allow-Methods of every response (e.g. GET, POST, PUT, OPTIONS)"},
+    {"certificate_file", NULL, NULL, CONFIG_T_STRING, 0, AT(certificate_file), 0, 0, NULL,
+     "PEM certificate (with its chain) that the https addresses present, as TorchServe's"},
+    {"private_key_file", NULL, NULL, CONFIG_T_STRING, 0, AT(private_key_file), 0, 0, NULL,
+     "PEM private key of certificate_file (not encrypted), as TorchServe's"},
     {"cors_allowed_headers", NULL, NULL, CONFIG_T_STRING, 0, AT(cors_allowed_headers), 0, 0, NULL,
      "Access-Control-Allow-Headers of every response (list Authorization when token auth is on)"},
 
@@ -134,11 +138,9 @@ static const config__option options[] = {
     IGNORED("ipex_enable", "no PyTorch: the engine compiles the ONNX graph to oneDNN itself"),
     IGNORED("use_env_allowed_urls", "models are registered from model_store only"),
     IGNORED("limit_max_image_pixels", "images above 179 megapixels (PIL's limit; an interlaced PNG above 64) are always refused"),
-    IGNORED("keystore", "no TLS: https addresses are refused (put TLS in front)"),
-    IGNORED("keystore_pass", "no TLS: https addresses are refused (put TLS in front)"),
-    IGNORED("keystore_type", "no TLS: https addresses are refused (put TLS in front)"),
-    IGNORED("certificate_file", "no TLS: https addresses are refused (put TLS in front)"),
-    IGNORED("private_key_file", "no TLS: https addresses are refused (put TLS in front)"),
+    IGNORED("keystore", "a Java KeyStore: give https addresses certificate_file and private_key_file (PEM)"),
+    IGNORED("keystore_pass", "a Java KeyStore: give https addresses certificate_file and private_key_file (PEM)"),
+    IGNORED("keystore_type", "a Java KeyStore: give https addresses certificate_file and private_key_file (PEM)"),
     IGNORED("service_envelope", "no envelopes: the KServe v2 API is served natively at /v2"),
 
     /* `torchserve` flags that have no meaning here (its quick start passes --ncs) */

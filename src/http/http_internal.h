@@ -25,6 +25,7 @@
 #define H2O_USE_EPOLL 1
 #include <h2o.h>
 #include <openssl/evp.h>
+#include <openssl/ssl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -155,6 +156,7 @@ typedef struct http__listener {
   ino_t socket_ino;        /* that is not this one is someone else's and is left alone */
   h2o_hostconf_t *hostconf;
   h2o_hostconf_t *hosts[2]; /* NULL-terminated, for h2o_accept_ctx_t */
+  SSL_CTX *ssl_ctx;          /* https: the server's (http_tls.c); NULL: cleartext */
   struct http__handler *handler;
 } http__listener;
 
@@ -235,7 +237,15 @@ struct http_server {
   const topo *topo;       /* borrowed; NULL: workers are not pinned */
   struct http__registry *registry;
   struct http__management *management;
+  SSL_CTX *ssl_ctx;       /* of the https listeners; NULL when there is none */
 };
+
+/* ---- TLS (http_tls.c) ------------------------------------------------------------------- */
+
+/* The TLS context of the https addresses, from cfg's certificate_file and private_key_file
+ * (PEM, checked against each other); INVALID_ARG naming the file and the reason. Freed
+ * with SSL_CTX_free. */
+inferd_code http__tls_new(const config_server *cfg, SSL_CTX **out, inferd_status *st);
 
 static inline http__loop *http__loop_of(h2o_req_t *req) { return (http__loop *)req->conn->ctx; }
 

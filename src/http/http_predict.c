@@ -65,6 +65,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -210,12 +211,19 @@ void http__request_disposed(h2o_logger_t *self, h2o_req_t *req) {
  * reading an HTTP/1 connection while a request on it is processed, so it cannot see the
  * close and never disposes the request: peek at the socket instead. End of stream or a
  * reset means the client left (a client that only shut down its sending side is taken as
- * gone too, as nginx does). HTTP/2 keeps reading: a reset stream disposes the request. */
+ * gone too, as nginx does). Over TLS a closing client sends its close_notify record
+ * before the end of stream, so the peek finds bytes: there the end of stream itself is
+ * asked for (POLLRDHUP), whatever was sent before it. HTTP/2 keeps reading: a reset
+ * stream disposes the request. */
 static bool client_left(h2o_req_t *req) {
   if (req->version >= 0x200 || !req->conn->callbacks->get_socket) return false;
   h2o_socket_t *sock = req->conn->callbacks->get_socket(req->conn);
   int fd = sock ? h2o_socket_get_fd(sock) : -1;
   if (fd < 0) return false;
+  if (h2o_socket_get_ssl_protocol_version(sock)) {
+    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+    return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+  }
   char byte;
   ssize_t n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);

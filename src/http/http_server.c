@@ -159,7 +159,7 @@ static void *loop_main(void *arg) {
   loop->accept_warned = -1e9;
   for (int i = 0; i < s->listener_count; i++) {
     http__listener *l = &s->listeners[i];
-    loop->accept_ctx[i] = (h2o_accept_ctx_t){.ctx = &loop->ctx, .hosts = l->hosts};
+    loop->accept_ctx[i] = (h2o_accept_ctx_t){.ctx = &loop->ctx, .hosts = l->hosts, .ssl_ctx = l->ssl_ctx};
     loop->sockets[i] = h2o_evloop_socket_create(loop->evloop, l->fds[loop->index], H2O_SOCKET_FLAG_DONT_READ);
     l->fds[loop->index] = -1; /* the socket owns it now */
     loop->sockets[i]->data = &loop->accept_ctx[i];
@@ -220,6 +220,13 @@ static bool same_address(const config_address *a, const config_address *b) {
   bool unix_socket = strcmp(a->scheme, "unix") == 0;
   return strcmp(a->scheme, b->scheme) == 0 && strcmp(a->host, b->host) == 0 && a->port == b->port &&
          (a->port != 0 || unix_socket);
+}
+
+/* http and https on one host and port: two listeners would share the port
+ * (SO_REUSEPORT) and the kernel would deal connections to either at random. */
+static bool same_port_other_scheme(const config_address *a, const config_address *b) {
+  return strcmp(a->scheme, "unix") != 0 && strcmp(b->scheme, "unix") != 0 && strcmp(a->scheme, b->scheme) != 0 &&
+         strcmp(a->host, b->host) == 0 && a->port == b->port && a->port != 0;
 }
 
 /* v6only: [::] takes IPv6 clients only (see bind_tcp). */
@@ -415,18 +422,22 @@ inferd_code http_server_new(const http_server_params *params, http_server **out,
   s->globalconf.max_request_entity_size = cfg->max_request_size > 0 ? (size_t)cfg->max_request_size : SIZE_MAX;
   inferd_code code = INFERD_OK;
   for (int api = 0; api < HTTP_API_COUNT && code == INFERD_OK; api++) {
-    if (strcmp(addresses[api]->scheme, "https") == 0) {
-      code = core_fail(st, INFERD_UNSUPPORTED, "%s_address: https is not supported yet (use http, or TLS in front)",
-                       api_names[api]);
-      break;
-    }
+    bool https = strcmp(addresses[api]->scheme, "https") == 0;
+    if (https && !s->ssl_ctx && (code = http__tls_new(cfg, &s->ssl_ctx, st)) != INFERD_OK) break;
     int found = -1;
-    for (int i = 0; i < s->listener_count; i++)
+    for (int i = 0; i < s->listener_count; i++) {
       if (same_address(s->listeners[i].address, addresses[api])) found = i;
+      else if (same_port_other_scheme(s->listeners[i].address, addresses[api]))
+        code = core_fail(st, INFERD_INVALID_ARG, "%s_address %s://%s:%d: that port is another API's with %s",
+                         api_names[api], addresses[api]->scheme, addresses[api]->host, addresses[api]->port,
+                         s->listeners[i].address->scheme);
+    }
+    if (code != INFERD_OK) break;
     if (found < 0) {
       found = s->listener_count++;
       http__listener *l = &s->listeners[found];
       l->address = addresses[api];
+      l->ssl_ctx = https ? s->ssl_ctx : NULL;
       l->fds = malloc((size_t)s->thread_count * sizeof *l->fds);
       if (!l->fds) {
         code = core_fail(st, INFERD_NO_MEMORY, "http: out of memory");
@@ -570,6 +581,7 @@ void http_server_free(http_server *s) {
   metrics_registry_free(s->metrics);
   h2o_config_dispose(&s->globalconf);
   http__auth_free(s->auth);
+  if (s->ssl_ctx) SSL_CTX_free(s->ssl_ctx);
   pthread_mutex_destroy(&s->start_lock);
   pthread_cond_destroy(&s->start_cond);
   free(s->loops);

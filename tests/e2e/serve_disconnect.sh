@@ -25,6 +25,8 @@ PY=${INFERD_PYTHON:-/usr/bin/python3}
 N=60
 
 serve_jpeg chelsea "$WORK/cat.jpg"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=127.0.0.1 \
+  -addext subjectAltName=IP:127.0.0.1 -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
 serve_resnet152_mar "$FIX" "$WORK/model_store"
 
 # metric PREFIX [LABEL]: the value of the resnet-152 series that starts with PREFIX (and
@@ -37,32 +39,38 @@ metric() {
 ran() { metric 'inferd_inference_latency_milliseconds_count{'; }
 answered_499() { metric 'inferd_requests_total{' 'code="499"'; }
 
-run_case() { # run_case TIMEOUT_S CURL_PROTOCOL_FLAG
-  local timeout=$1 protocol=$2 i
+run_case() { # run_case TIMEOUT_S CURL_PROTOCOL_FLAG [https]
+  local timeout=$1 protocol=$2 scheme=${3:-http} i tls=()
   serve_ports
+  if [ "$scheme" = https ]; then # the inference API over TLS, with a certificate made here
+    tls=(--cacert "$WORK/cert.pem")
+    protocol="$protocol over TLS"
+  fi
   serve_config "$WORK/config.properties" \
     "model_store=model_store" \
     "load_models=resnet-152.mar" \
     "models={\"resnet-152\": {\"1.0\": {\"marName\": \"resnet-152.mar\", \"batchSize\": 1, \"responseTimeout\": $timeout}}}" \
     "default_workers_per_model=1" \
     "job_queue_size=100" \
-    "max_request_size=67108864"
+    "max_request_size=67108864" \
+    "inference_address=$scheme://127.0.0.1:$INFERENCE_PORT" \
+    "certificate_file=$WORK/cert.pem" "private_key_file=$WORK/key.pem"
   serve_start "$WORK" --ts-config "$WORK/config.properties" --foreground --disable-token-auth
-  serve_wait_ready 180
-  local url="http://127.0.0.1:$INFERENCE_PORT/predictions/resnet-152"
-  call "$protocol: warm-up request" 200 'len(r) == 5' -X POST --data-binary "@$WORK/cat.jpg" "$url"
+  INFERENCE_SCHEME=$scheme serve_wait_ready 180 "${tls[@]}"
+  local url="$scheme://127.0.0.1:$INFERENCE_PORT/predictions/resnet-152"
+  call "$protocol: warm-up request" 200 'len(r) == 5' "${tls[@]}" -X POST --data-binary "@$WORK/cat.jpg" "$url"
 
   local ran0 gone0 pids=()
   ran0=$(ran)
   gone0=$(answered_499)
   for i in $(seq 1 "$N"); do
-    curl -s "$protocol" --max-time 0.5 -o /dev/null -w '%{http_code}\n' -X POST --data-binary "@$WORK/cat.jpg" "$url" \
-      >"$WORK/client.$i" 2>/dev/null &
+    curl -s "${protocol%% *}" "${tls[@]}" --max-time 0.5 -o /dev/null -w '%{http_code}\n' -X POST \
+      --data-binary "@$WORK/cat.jpg" "$url" >"$WORK/client.$i" 2>/dev/null &
     pids+=($!)
   done
   for i in "${pids[@]}"; do wait "$i" || true; done
   call "$protocol: a request after the $N clients left" 200 'len(r) == 5' \
-    -X POST --data-binary "@$WORK/cat.jpg" "$url"
+    "${tls[@]}" -X POST --data-binary "@$WORK/cat.jpg" "$url"
 
   local answered ran_n gone_n
   answered=$(cat "$WORK"/client.* | grep -c '^200$' || true)
@@ -89,6 +97,9 @@ run_case 120 --http1.1
 # HTTP/2 (cleartext, prior knowledge): a client that leaves resets its streams, h2o
 # disposes their requests, and the dispose hook cancels them and counts the 499
 run_case 120 --http2-prior-knowledge
+# HTTP/1.1 over TLS: a closing client's close_notify record comes before its end of
+# stream, so the server asks the socket for the end of stream itself (POLLRDHUP)
+run_case 120 --http1.1 https
 
 if [ "$failures" != 0 ]; then
   echo "$failures failure(s); server log:" >&2

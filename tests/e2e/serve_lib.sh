@@ -7,7 +7,8 @@
 #                                ports, then each LINE (key=value)
 #   serve_start WORK ARGS...     starts `inferd serve ARGS` in WORK (cwd: key_file.json
 #                                lands there), log in WORK/server.log; sets SERVER_PID
-#   serve_wait_ready [SECONDS]   polls /ping until 200 (default 120 s) or the server dies;
+#   serve_wait_ready [SECONDS [CURL_ARGS...]]  polls /ping until 200 (over
+#                                $INFERENCE_SCHEME, http unless set; CURL_ARGS: --cacert) (default 120 s) or the server dies;
 #                                every earlier answer must be 503 Unhealthy
 #   serve_stop [SECONDS]         SIGTERM, waits (default 60 s), SIGKILL after; sets SERVER_STATUS
 #   serve_wait_exit SECONDS WHAT the same wait, after a signal or --stop sent elsewhere
@@ -70,13 +71,15 @@ serve_start() {
 # be 503 {"status": "Unhealthy"}; SAW_UNHEALTHY=1 when one was seen.
 serve_wait_ready() {
   local limit=${1:-120} i code
+  shift || true # the rest: curl's arguments for /ping (an https server's --cacert)
   SAW_UNHEALTHY=0
   for i in $(seq 1 $((limit * 20))); do
     if ! kill -0 "$SERVER_PID" 2>/dev/null; then
       echo "FAIL: the server exited before it was ready" >&2
       return 1
     fi
-    code=$(curl -s --max-time 5 -o "$PING_BODY" -w '%{http_code}' "http://127.0.0.1:$INFERENCE_PORT/ping") || code=000
+    code=$(curl -s --max-time 5 -o "$PING_BODY" -w '%{http_code}' "$@" \
+      "${INFERENCE_SCHEME:-http}://127.0.0.1:$INFERENCE_PORT/ping") || code=000
     case $code in
     200) return 0 ;;
     503)

@@ -254,17 +254,20 @@ static void escapes_and_unicode(void **state) {
 
 /* ==== warnings ================================================================================ */
 
-/* TorchServe's TLS keys (configuration.md, "Enable SSL") and the KServe envelope are
- * TorchServe keys, warned about with the reason, not "unknown key". */
+/* TorchServe's TLS keys (configuration.md, "Enable SSL"): the PEM pair is read, the Java
+ * KeyStore and the KServe envelope are TorchServe keys, warned about with the reason, not
+ * "unknown key". */
 static void torchserve_tls_keys_say_why(void **state) {
   config_server cfg = parse_ok("certificate_file=/etc/ts/cert.pem\n"
                                "private_key_file=/etc/ts/key.pem\n"
+                               "keystore=keystore.p12\n"
                                "service_envelope=kservev2\n");
   print_warnings(&cfg);
-  assert_true(has_warning(&cfg, "'certificate_file' is a TorchServe key inferd does not use", "https addresses"));
-  assert_true(has_warning(&cfg, "'private_key_file' is a TorchServe key inferd does not use", "https addresses"));
+  assert_string_equal(cfg.certificate_file, "/etc/ts/cert.pem");
+  assert_string_equal(cfg.private_key_file, "/etc/ts/key.pem");
+  assert_true(has_warning(&cfg, "'keystore' is a TorchServe key inferd does not use", "certificate_file"));
   assert_true(has_warning(&cfg, "'service_envelope' is a TorchServe key inferd does not use", "/v2"));
-  assert_int_equal(cfg.warning_count, 3);
+  assert_int_equal(cfg.warning_count, 2);
   config_free(&cfg);
   /* so are the metrics, plugin and IPEX keys of later TorchServe releases */
   cfg = parse_ok("disable_system_metrics=true\nsystem_metrics_cmd=x\nmetrics_config=m.yaml\nplugins_path=/p\n"
