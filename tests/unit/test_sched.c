@@ -95,6 +95,7 @@ struct harness {
   int expired, cancelled, run;
   bool bad_stats;
   bool bad_done; /* done got a request other than its own */
+  test_req *cancel_in_stats; /* the stats hook cancels it: after its batch ran, before its done */
   /* bind */
   int bind_fail_id; /* worker id whose bind fails; -1: none; -2: all */
   int plan_workers; /* > 0: a fake placement plan of this many workers on PLAN_CORES
@@ -208,6 +209,7 @@ static void on_batch(void *ctx, const sched_batch_stats *s) {
   for (int k = 0; k < s->batch_size; k++)
     if (s->queue_seconds[k] < 0 || s->queue_seconds[k] > WAIT_SECONDS) h->bad_stats = true;
   if (strcmp(s->model, "mobilenet") != 0) h->bad_stats = true;
+  if (h->cancel_in_stats) sched_request_cancel(&h->cancel_in_stats->req);
   pthread_mutex_unlock(&h->lock);
 }
 
@@ -709,6 +711,37 @@ static void test_cancelled_before_submit(void **state) {
   assert_true(wait_completed(&h, 2));
   sched_model_free(m);
   expect_skipped(&h, gone, kept, 1);
+  harness_free(&h);
+  (void)state;
+}
+
+/* Cancelled while its batch ran (here: from the stats hook, which runs after the engine
+ * and before the done calls): done(TIMEOUT) saying so, as sched.h promises; the caller
+ * has answered already. The request beside it in the batch is answered as usual. */
+static void test_cancelled_while_running(void **state) {
+  harness h;
+  harness_init(&h);
+  sched_model_params p = base_params(&h);
+  sched_model *m = start_model(&p);
+  gate_close(&h);
+  hold_one_worker(&h, m, 0);
+  test_req *gone = new_req(&h, 1, false), *kept = new_req(&h, 2, false);
+  assert_int_equal(submit(m, gone), INFERD_OK);
+  assert_int_equal(submit(m, kept), INFERD_OK);
+  pthread_mutex_lock(&h.lock);
+  h.cancel_in_stats = gone;
+  pthread_mutex_unlock(&h.lock);
+  gate_open(&h);
+  assert_true(wait_completed(&h, 3));
+  sched_model_free(m);
+  check_all(&h);
+  assert_int_equal(atomic_load(&gone->done_calls), 1);
+  assert_int_equal(gone->code, INFERD_TIMEOUT);
+  if (!strstr(gone->req.status.message, "cancelled while running"))
+    fail_msg("status of the request cancelled while running: '%s'", gone->req.status.message);
+  assert_int_equal(kept->code, INFERD_OK);
+  assert_int_equal(h.cancelled, 0); /* not skipped: it ran */
+  assert_int_equal(h.run, 3);
   harness_free(&h);
   (void)state;
 }
@@ -1473,8 +1506,10 @@ static void test_invalid_arguments(void **state) {
       {{.max_batch_delay_ms = -5}, "max_batch_delay"},
       {{.response_timeout_ms = -1}, "response_timeout"},
       {{.job_queue_size = -1}, "job_queue_size"},
+      {{.job_queue_size = SCHED_MAX_QUEUE + 1}, "job_queue_size"},
       {{.workers = SCHED_MAX_WORKERS + 1}, "workers"},
       {{.worker = {.threads = -2}}, "threads"},
+      {{.worker = {.threads = 4097}}, "threads"},
   };
   for (size_t i = 0; i < CORE_ARRAY_LEN(bad); i++) {
     sched_model *m = (sched_model *)&h; /* must be reset to NULL */
@@ -1507,6 +1542,24 @@ static void test_invalid_arguments(void **state) {
   assert_int_equal(sched_model_scale(m, SCHED_MAX_WORKERS + 1, &st), INFERD_INVALID_ARG);
   sched_model_free(m);
   assert_int_equal(atomic_load(&t->done_calls), 0);
+
+  /* The largest values are allowed: batch_size SCHED_MAX_BATCH, 4096 threads per worker
+   * (no worker starts here), and SCHED_MAX_WORKERS workers, each refused by its bind
+   * callback at once so that none builds a session. */
+  sched_model_params edge = {.batch_size = SCHED_MAX_BATCH, .worker = {.threads = 4096}};
+  assert_int_equal(sched_model_new(g_model, &edge, &m, &st), INFERD_OK);
+  sched_model_describe(m, &info, NULL, 0);
+  assert_int_equal(info.batch_size, SCHED_MAX_BATCH);
+  sched_model_free(m);
+  h.bind_fail_id = -2;
+  edge = (sched_model_params){.worker = {.threads = 1, .bind = on_bind, .bind_ctx = &h}};
+  assert_int_equal(sched_model_new(g_model, &edge, &m, &st), INFERD_OK);
+  if (sched_model_scale(m, SCHED_MAX_WORKERS, &st) != INFERD_OK)
+    fail_msg("scale to %d: %s", SCHED_MAX_WORKERS, st.message);
+  sched_model_free(m);
+  edge.workers = SCHED_MAX_WORKERS;
+  if (sched_model_new(g_model, &edge, &m, &st) != INFERD_OK) fail_msg("%d workers: %s", SCHED_MAX_WORKERS, st.message);
+  sched_model_free(m);
   harness_free(&h);
   (void)state;
 }
@@ -1586,6 +1639,7 @@ int main(void) {
       cmocka_unit_test(test_deadline_expires_in_queue),
       cmocka_unit_test(test_cancelled_is_skipped),
       cmocka_unit_test(test_cancelled_before_submit),
+      cmocka_unit_test(test_cancelled_while_running),
       cmocka_unit_test(test_submit_many),
       cmocka_unit_test(test_drain_answers_queued_then_refuses),
       cmocka_unit_test(test_scale_under_load),
