@@ -261,6 +261,9 @@ static void test_histogram_init_rejects_bad_bounds(void **state) {
   static const uint64_t descending[] = {5, 3};
   assert_int_equal(metrics_histogram_init(&h, descending, 2, &st), INFERD_INVALID_ARG);
   assert_non_null(strstr(st.message, "bound 1 (3) is not above bound 0 (5)"));
+  static const uint64_t repeated[] = {1, 4, 4}; /* a bucket that could never hold anything */
+  assert_int_equal(metrics_histogram_init(&h, repeated, 3, &st), INFERD_INVALID_ARG);
+  assert_non_null(strstr(st.message, "bound 2 (4) is not above bound 1 (4)"));
   assert_int_equal(metrics_histogram_init(&h, descending, 0, &st), INFERD_INVALID_ARG);
   assert_int_equal(metrics_histogram_init(&h, descending, METRICS_MAX_BUCKETS + 1, &st), INFERD_INVALID_ARG);
   static const uint64_t ok[] = {1, 10};
@@ -529,6 +532,8 @@ static void test_exposition_of_known_state(void **state) {
   assert_int_equal(metrics_render(r, NULL, 0, &b, &st), INFERD_OK);
   assert_valid_exposition(b.data);
   assert_null(strstr(b.data, "model_name"));
+  assert_null(strstr(b.data, "ts_inference")); /* not even the families' HELP and TYPE lines */
+  assert_null(strstr(b.data, "inferd_"));
   assert_non_null(strstr(b.data, "Requests2XX{Level=\"Host\",Hostname=\"box-1\"} 2\n"));
   metrics_buffer_free(&b);
   metrics_registry_free(r);
@@ -594,6 +599,79 @@ static void test_large_batch_bounds(void **state) {
   assert_null(strstr(b.data, "le=\"65\""));
   metrics_buffer_free(&b);
   metrics_registry_free(r);
+
+  /* METRICS_MAX_BUCKETS is the largest size with a bucket per batch size; a power of two
+   * above it is the last bound once, not twice. */
+  static const struct {
+    int max_batch_size;
+    const char *has, *lacks;
+  } edges[] = {
+      {METRICS_MAX_BUCKETS, "le=\"63\"", "le=\"65\""},
+      {2 * METRICS_MAX_BUCKETS, "le=\"128\"", "le=\"127\""},
+  };
+  for (size_t i = 0; i < sizeof edges / sizeof *edges; i++) {
+    r = metrics_registry_new(NULL);
+    metrics_model_params params = {.name = "big", .max_batch_size = edges[i].max_batch_size};
+    inferd_code rc = metrics_model_register(r, &params, &m, &st);
+    if (rc != INFERD_OK) fail_msg("max_batch_size %d: %s", edges[i].max_batch_size, st.message);
+    assert_int_equal(metrics_render(r, NULL, 0, &b, &st), INFERD_OK);
+    assert_valid_exposition(b.data);
+    if (!strstr(b.data, edges[i].has) || strstr(b.data, edges[i].lacks))
+      fail_msg("max_batch_size %d: want %s and no %s in:\n%s", edges[i].max_batch_size, edges[i].has, edges[i].lacks,
+               b.data);
+    metrics_buffer_free(&b);
+    metrics_registry_free(r);
+  }
+}
+
+/* The host counters take 200..299, 400..499 and 500..599 and nothing else; a model's
+ * code series has a slot for each of 100..599 and "other" outside. */
+static void test_status_code_edges(void **state) {
+  (void)state;
+  metrics_registry *r = metrics_registry_new(&(metrics_registry_params){.hostname = "h"});
+  inferd_status st = {0};
+  metrics_model *m = NULL;
+  assert_int_equal(metrics_model_register(r, &(metrics_model_params){.name = "m"}, &m, &st), INFERD_OK);
+  static const int statuses[] = {199, 200, 299, 300, 399, 400, 499, 500, 599, 600};
+  for (size_t i = 0; i < sizeof statuses / sizeof *statuses; i++) metrics_response(r, statuses[i]);
+  static const int model_statuses[] = {99, 100, 599, 600};
+  for (size_t i = 0; i < sizeof model_statuses / sizeof *model_statuses; i++)
+    metrics_model_response(m, model_statuses[i]);
+  metrics_buffer b = {0};
+  assert_int_equal(metrics_render(r, NULL, 0, &b, &st), INFERD_OK);
+  assert_valid_exposition(b.data);
+  static const char *const expected[] = {
+      "Requests2XX{Level=\"Host\",Hostname=\"h\"} 2",
+      "Requests4XX{Level=\"Host\",Hostname=\"h\"} 2",
+      "Requests5XX{Level=\"Host\",Hostname=\"h\"} 2",
+      "inferd_requests_total{model_name=\"m\",model_version=\"default\",code=\"100\"} 1",
+      "inferd_requests_total{model_name=\"m\",model_version=\"default\",code=\"599\"} 1",
+      "inferd_requests_total{model_name=\"m\",model_version=\"default\",code=\"other\"} 2",
+  };
+  for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++)
+    if (!has_line(b.data, expected[i])) fail_msg("missing line:\n  %s\nin:\n%s", expected[i], b.data);
+  metrics_buffer_free(&b);
+  metrics_registry_free(r);
+}
+
+/* A label value with overlong UTF-8 (a 3-byte NUL, a 4-byte U+FFFF): each invalid byte
+ * becomes U+FFFD, as any other invalid byte does. */
+static void test_overlong_utf8_label(void **state) {
+  (void)state;
+  metrics_registry *r = metrics_registry_new(&(metrics_registry_params){.hostname = "h"});
+  inferd_status st = {0};
+  metrics_model *m = NULL;
+  assert_int_equal(metrics_model_register(r, &(metrics_model_params){.name = "a\xE0\x80\x80" "b\xF0\x8F\xBF\xBF"}, &m,
+                                          &st), INFERD_OK);
+  metrics_buffer b = {0};
+  assert_int_equal(metrics_render(r, NULL, 0, &b, &st), INFERD_OK);
+  assert_valid_exposition(b.data);
+#define R "\xEF\xBF\xBD"
+  const char *want = "inferd_workers{model_name=\"a" R R R "b" R R R R "\",model_version=\"default\"} 0";
+#undef R
+  if (!has_line(b.data, want)) fail_msg("missing line:\n  %s\nin:\n%s", want, b.data);
+  metrics_buffer_free(&b);
+  metrics_registry_free(r);
 }
 
 /* GET /metrics?name[]=...: only the families named, by their own name or, for a
@@ -641,6 +719,8 @@ int main(void) {
       cmocka_unit_test(test_exposition_of_known_state),
       cmocka_unit_test(test_large_batch_bounds),
       cmocka_unit_test(test_render_filter),
+      cmocka_unit_test(test_status_code_edges),
+      cmocka_unit_test(test_overlong_utf8_label),
       cmocka_unit_test(test_queue_depth_source),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
