@@ -732,7 +732,13 @@ static void test_classify_edges(void **state) {
   /* a tiny probability in Python's exponent form */
   const float tiny[2] = {0.0f, -20.0f};
   assert_int_equal(handler_classify_json(tiny, 2, 5, NULL, buf, sizeof buf, NULL, &st), INFERD_OK);
-  assert_non_null(strstr(buf, "e-09"));
+  assert_string_equal(buf, "{\n  \"0\": 1.0,\n  \"1\": 2.06115369216775e-09\n}"); /* repr of the float32 as a double */
+  /* a tie at rank k: the lower index is kept, as among the top k */
+  const float tie[4] = {0.0f, 2.0f, 1.0f, 1.0f};
+  handler_class top[2];
+  assert_int_equal(handler_classify_topk(tie, 4, 2, top), 2);
+  assert_int_equal(top[0].index, 1);
+  assert_int_equal(top[1].index, 2);
   /* NaN from the model: INTERNAL, not invalid JSON */
   const float bad[3] = {0.0f, NAN, 1.0f};
   assert_int_equal(handler_classify_json(bad, 3, 5, NULL, buf, sizeof buf, NULL, &st), INFERD_INTERNAL);
@@ -797,6 +803,13 @@ static void test_labels(void **state) {
   assert_null(handler_labels_name(labels, -1));
   assert_null(handler_labels_name(labels, 0));
   assert_null(handler_labels_name(NULL, 3));
+  handler_labels_free(labels);
+
+  /* the largest class index a key may name is INT32_MAX */
+  json = "{\"2147483647\": \"last\", \"2147483648\": \"no\"}";
+  assert_int_equal(handler_labels_parse(json, strlen(json), NULL, &labels, &st), INFERD_OK);
+  assert_string_equal(handler_labels_name(labels, INT32_MAX), "last");
+  assert_null(handler_labels_name(labels, (int64_t)INT32_MAX + 1));
   handler_labels_free(labels);
 
   snprintf(path, sizeof path, "%s/models/index_to_name.json", INFERD_SOURCE_DIR);
