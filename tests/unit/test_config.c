@@ -339,6 +339,8 @@ static void bad_values_name_key_and_line(void **state) {
   parse_fails("cpu_launcher_args=--node_id\n", INFERD_INVALID_ARG, "cpu_launcher_args", "--node_id");
   parse_fails("cpu_launcher_args=--node_id=-1\n", INFERD_INVALID_ARG, "cpu_launcher_args", "0..4095");
   parse_fails("cpu_launcher_args=--use_logical_core=1\n", INFERD_INVALID_ARG, "cpu_launcher_args", "no value");
+  parse_fails("cpu_launcher_args=--ninstances 0\n", INFERD_INVALID_ARG, "cpu_launcher_args", "1..4096");
+  parse_fails("cpu_launcher_enable=\n", INFERD_INVALID_ARG, "cpu_launcher_enable", "true or false");
   const char *bad_minutes[] = {"0", "-5", "abc", "", "30min", "NaN", "Infinity", "0x10", "1e400", "525601"};
   for (size_t i = 0; i < sizeof bad_minutes / sizeof *bad_minutes; i++) {
     char text[64];
@@ -430,6 +432,11 @@ static void models_errors(void **state) {
   parse_fails("models={\"m\": {\"1/0\": {}}}\n", INFERD_INVALID_ARG, "models", "not a valid version");
   parse_fails("models={\"m\": {\"1.0\": 3}}\n", INFERD_INVALID_ARG, "models", "expected an object");
   parse_fails("models={\"m\": {\"1.0\": {\"batchSize\": 0}}}\n", INFERD_INVALID_ARG, "batchSize", "1..1024");
+  parse_fails("models={\"m\": {\"1.0\": {\"batchSize\": 1025}}}\n", INFERD_INVALID_ARG, "batchSize", "1..1024");
+  config_server edge = parse_ok("models={\"m\": {\"1.0\": {\"batchSize\": 1024, \"maxBatchDelay\": 600000}}}\n");
+  assert_int_equal(edge.models.items[0].batch_size, 1024);
+  assert_int_equal(edge.models.items[0].max_batch_delay_ms, 600000);
+  config_free(&edge);
   parse_fails("models={\"m\": {\"1.0\": {\"batchSize\": 2.5}}}\n", INFERD_INVALID_ARG, "batchSize", NULL);
   parse_fails("models={\"m\": {\"1.0\": {\"batchSize\": \"8x\"}}}\n", INFERD_INVALID_ARG, "batchSize", NULL);
   parse_fails("models={\"m\": {\"1.0\": {\"responseTimeout\": true}}}\n", INFERD_INVALID_ARG, "responseTimeout", NULL);
@@ -493,6 +500,13 @@ static void addresses(void **state) {
   assert_int_equal(cfg.management_address.port, 8444);
   assert_int_equal(cfg.metrics_address.port, 8445);
   config_free(&cfg);
+  char path[160]; /* sun_path holds 107 bytes and the NUL */
+  snprintf(path, sizeof path, "metrics_address=unix:/%0107d\n", 0);
+  parse_fails(path, INFERD_INVALID_ARG, "metrics_address", "1..107 bytes, got 108");
+  snprintf(path, sizeof path, "metrics_address=unix:/%0106d\n", 0);
+  cfg = parse_ok(path);
+  assert_int_equal(strlen(cfg.metrics_address.host), 107);
+  config_free(&cfg);
 }
 
 static void load_models_forms(void **state) {
@@ -550,6 +564,12 @@ static void model_names(void **state) {
   assert_false(config_valid_model_name("a/b"));
   assert_false(config_valid_model_name(".."));
   assert_false(config_valid_model_name("a b"));
+  char name[258];
+  memset(name, 'a', 256);
+  name[256] = '\0';
+  assert_false(config_valid_model_name(name)); /* 256 bytes */
+  name[255] = '\0';
+  assert_true(config_valid_model_name(name));
 }
 
 /* ==== command line and config_load ============================================================ */
