@@ -517,6 +517,67 @@ static void test_v2_binary_not_finite(void **state) {
   }
 }
 
+/* The input's checks, each at its edge: the datatype is "FP32" exactly (Triton's names
+ * are upper case), the batch is 1..max_rows, every other dimension is the model's, and
+ * binary data is exactly binary_data_size bytes, which is the shape's size. An
+ * Inference-Header-Content-Length of the whole body is JSON with no binary data. */
+static void test_v2_input_checks(void **state) {
+  (void)state;
+  static const int64_t dims[1] = {2};
+  static const char *const names[1] = {"y"};
+  const http_v2_spec spec = {.model_name = "m", .input_name = "x", .item_rank = 1, .item_dims = dims,
+                             .output_names = names, .output_count = 1, .max_rows = 4};
+  static const char binary[] = "\0\0\x80\x3f\0\0\0\x40\0\0\x40\x40"; /* 1, 2, 3 as FP32 */
+  static const struct {
+    const char *shape, *datatype, *data; /* data: "binary:N" for binary_data_size N and N bytes of `binary` */
+    int extra;                           /* binary bytes beyond N */
+    const char *want;                    /* "ok", or what the error says */
+  } cases[] = {
+      {"[1, 2]", "FP32", "[1, 2]", 0, "ok"},
+      {"[4, 2]", "FP32", "[1, 2, 3, 4, 5, 6, 7, 8]", 0, "ok"},
+      {"[1, 2]", "fp32", "[1, 2]", 0, "error: input 'x': datatype"},
+      {"[0, 2]", "FP32", "[]", 0, "error: input 'x': batch 0 out of range"},
+      {"[5, 2]", "FP32", "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]", 0, "error: input 'x': batch 5 out of range"},
+      {"[1, 3]", "FP32", "[1, 2, 3]", 0, "error: input 'x': shape[1] is 3"},
+      {"[1, 1]", "FP32", "[1]", 0, "error: input 'x': shape[1] is 1"},
+      {"[1, 2]", "FP32", "binary:8", 0, "ok"},
+      {"[1, 2]", "FP32", "binary:12", 0, "error: input 'x': binary_data_size 12 does not match shape"},
+      {"[1, 2]", "FP32", "binary:8", 4, "error: 12 bytes of binary data after the JSON, but input 'x' takes 8"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char body[512];
+    int binary_bytes = -1;
+    sscanf(cases[i].data, "binary:%d", &binary_bytes);
+    int len;
+    if (binary_bytes < 0)
+      len = snprintf(body, sizeof body,
+                     "{\"inputs\": [{\"name\": \"x\", \"shape\": %s, \"datatype\": \"%s\", \"data\": %s}]}",
+                     cases[i].shape, cases[i].datatype, cases[i].data);
+    else
+      len = snprintf(body, sizeof body, "{\"inputs\": [{\"name\": \"x\", \"shape\": %s, \"datatype\": \"%s\", "
+                     "\"parameters\": {\"binary_data_size\": %d}}]}", cases[i].shape, cases[i].datatype, binary_bytes);
+    char header[16];
+    int header_len = snprintf(header, sizeof header, "%d", len);
+    if (binary_bytes >= 0) {
+      memcpy(body + len, binary, (size_t)(binary_bytes + cases[i].extra));
+      len += binary_bytes + cases[i].extra;
+    }
+    h2o_mem_pool_t pool;
+    h2o_mem_init_pool(&pool);
+    http_v2_request r;
+    inferd_status st = {0};
+    char got[INFERD_STATUS_MESSAGE_MAX + 16] = "ok";
+    /* the header is sent with every request: for JSON alone, it is the whole body */
+    if (http_v2_parse(body, (size_t)len, header, (size_t)header_len, &spec, (http_v2_alloc_fn)h2o_mem_alloc_pool, &pool,
+                      &r, &st) != INFERD_OK)
+      snprintf(got, sizeof got, "error: %s", st.message);
+    h2o_mem_clear_pool(&pool);
+    if (strncmp(got, cases[i].want, strlen(cases[i].want)) != 0)
+      fail_msg("shape %s, datatype %s, data %s (+%d): got <<%s>>, want <<%s>>", cases[i].shape, cases[i].datatype,
+               cases[i].data, cases[i].extra, got, cases[i].want);
+  }
+}
+
 /* ==== the JSON arena of the v2 infer parse ================================================== */
 
 /* A [1,3,224,224] FP32 request as a client sends it: 150,528 numbers in "data". */
@@ -1806,6 +1867,7 @@ int main(void) {
       cmocka_unit_test(test_v2_fp32_range),
       cmocka_unit_test(test_v2_header_length),
       cmocka_unit_test(test_v2_binary_not_finite),
+      cmocka_unit_test(test_v2_input_checks),
       cmocka_unit_test(test_v2_data_alloc),
       cmocka_unit_test(test_json_arena_steady_state),
       cmocka_unit_test(test_json_arena_keep_limit),
