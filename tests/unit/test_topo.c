@@ -210,6 +210,16 @@ static void test_bad_params(void **state) {
   p.threads_per_worker = -2;
   assert_int_equal(topo_plan_new(t, &p, &plan, &st), INFERD_INVALID_ARG);
   p = TOPO_PLAN_PARAMS_DEFAULT;
+  p.workers = 4097; /* 4096 at most */
+  assert_int_equal(topo_plan_new(t, &p, &plan, &st), INFERD_INVALID_ARG);
+  assert_non_null(strstr(st.message, "workers 4097"));
+  p.workers = 4096;
+  assert_int_equal(topo_plan_new(t, &p, &plan, &st), INFERD_OK);
+  assert_true(plan->oversubscribed);
+  assert_int_equal(plan->worker_count, 4096);
+  topo_plan_free(plan);
+  plan = NULL;
+  p = TOPO_PLAN_PARAMS_DEFAULT;
   p.node_id = 2;
   assert_int_equal(topo_plan_new(t, &p, &plan, &st), INFERD_INVALID_ARG);
   assert_string_equal(st.message, "node_id 2: no such NUMA node (nodes: 0-1)");
@@ -633,6 +643,16 @@ static void test_use_logical_core(void **state) {
   }
   p.threads_per_worker = 0;
 
+  /* Exactly as many threads as cores: still one per core, no sibling used. */
+  p.workers = 2;
+  p.threads_per_worker = 4;
+  plan = make_plan(t, p);
+  check_plan(t, plan);
+  assert_cpus(&plan->workers[0], "0,2,4,6");
+  assert_cpus(&plan->workers[1], "8,10,12,14");
+  topo_plan_free(plan);
+  p.threads_per_worker = 0;
+
   /* Siblings needed: each worker still starts on a core of its own. 2 workers x 3 on
    * node 0's 4 cores got CPUs 0-2 and 3-5, both on core 1 (CPUs 2 and 3). */
   p.node_id = 0;
@@ -743,6 +763,11 @@ static void test_quota_caps_the_plan(void **state) {
     assert_int_equal(plan->threads_per_worker, 3 / workers);
     assert_int_equal(plan->slots_used, workers * (3 / workers));
     assert_false(plan->oversubscribed);
+    if (workers == 3) { /* as many workers as the cap: the nodes keep their slots, workers alternate */
+      assert_int_equal(plan->workers[0].node, 0);
+      assert_int_equal(plan->workers[1].node, 1);
+      assert_int_equal(plan->workers[2].node, 0);
+    }
     topo_plan_free(plan);
   }
   topo_free(t);
@@ -785,6 +810,24 @@ static void test_quota_caps_the_plan(void **state) {
   plan = make_plan(t, TOPO_PLAN_PARAMS_DEFAULT);
   assert_int_equal(plan->slots_available, 8);
   assert_int_equal(plan->warning_count, 0);
+  topo_plan_free(plan);
+  topo_free(t);
+  /* Nor does one of exactly the cores. */
+  t = make_topo(&(topo_params){.synthetic = SYNTH_2x4x2, .cpu_quota = 8});
+  plan = make_plan(t, TOPO_PLAN_PARAMS_DEFAULT);
+  assert_int_equal(plan->slots_available, 8);
+  assert_int_equal(plan->warning_count, 0);
+  topo_plan_free(plan);
+  topo_free(t);
+
+  /* Nodes of 2 and 4 usable cores under a cap of 5: the smaller node gives none up, the
+   * larger one gives up one (2 + 3), never more slots than a node has. */
+  t = make_topo(&(topo_params){.synthetic = SYNTH_2x4x2, .allowed_cpus = "0-3,8-15", .cpu_quota = 5});
+  plan = make_plan(t, TOPO_PLAN_PARAMS_DEFAULT);
+  check_plan(t, plan);
+  assert_int_equal(plan->worker_count, 2);
+  assert_cpus(&plan->workers[0], "0,2");
+  assert_cpus(&plan->workers[1], "8,10,12");
   topo_plan_free(plan);
   topo_free(t);
 }
