@@ -1814,6 +1814,43 @@ static void test_error_gelu_chain_rank3_constant(void **state) {
   expect_load_fails(b, INFERD_UNSUPPORTED, (const char *const[]){"Erf", NULL});
 }
 
+/* The GELU chain with a divisor that is near sqrt(2) but not it (1.41: 3e-3 off) is
+ * another function: not fused; alone, Erf is an op the engine does not run. */
+static void test_error_gelu_chain_not_sqrt2(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 3));
+  b_scalar(b, "sqrt2", 1.41f);
+  b_scalar(b, "one", 1.0f);
+  b_scalar(b, "half", 0.5f);
+  b_node(b, "Div", IN("x", "sqrt2"), OUT("d"), NULL);
+  b_node(b, "Erf", IN("d"), OUT("e"), NULL);
+  b_node(b, "Add", IN("e", "one"), OUT("a"), NULL);
+  b_node(b, "Mul", IN("x", "a"), OUT("m"), NULL);
+  b_node(b, "Mul", IN("m", "half"), OUT("y"), NULL);
+  b_output(b, "y");
+  expect_load_fails(b, INFERD_UNSUPPORTED, (const char *const[]){"Erf", NULL});
+}
+
+/* A Conv whose bias is not a constant when the passes run (a Reshape of one, folded only
+ * when a plan is compiled) keeps its BatchNormalization: folding would take the bias
+ * for 0. The BatchNormalization then runs as its own op. */
+static void test_conv_bias_reshaped_then_batchnorm(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 4, 5, 5));
+  b_random(b, "w", DIMS(4, 4, 1, 1), -0.5f, 0.5f);
+  b_random(b, "bias_2d", DIMS(1, 4), 1.0f, 2.0f);
+  b_ints(b, "bias_shape", 1, (const int64_t[]){4});
+  b_random(b, "scale", DIMS(4), 0.5f, 1.5f);
+  b_random(b, "shift", DIMS(4), -0.5f, 0.5f);
+  b_random(b, "mean", DIMS(4), -0.5f, 0.5f);
+  b_random(b, "var", DIMS(4), 0.5f, 1.5f);
+  b_node(b, "Reshape", IN("bias_2d", "bias_shape"), OUT("bias"), NULL);
+  b_node(b, "Conv", IN("x", "w", "bias"), OUT("c"), ATTRS(A_INTS("kernel_shape", 1, 1)));
+  b_node(b, "BatchNormalization", IN("c", "scale", "shift", "mean", "var"), OUT("y"), NULL);
+  b_output(b, "y");
+  check_graph(b);
+}
+
 /* Regression: after the load-time plan, a constant of 4 KB or more lost its plain data
  * once it had a copy in the weight cache, even when shape arithmetic also reads it:
  * every other batch size's plan failed with "constant data was released". */
@@ -2375,6 +2412,22 @@ static void test_fuse_conv_clip6_opset10_attributes(void **state) {
   b_random(b, "w", DIMS(16, 3, 3, 3), -1.0f, 1.0f);
   b_node(b, "Conv", IN("x", "w"), OUT("c"), ATTRS(A_INTS("kernel_shape", 3, 3), A_INTS("pads", 1, 1, 1, 1)));
   b_node(b, "Clip", IN("c"), OUT("y"), ATTRS(A_FLOAT("min", 0.0f), A_FLOAT("max", 6.0f)));
+  b_output(b, "y");
+  check_graph(b);
+}
+
+/* From opset 11 on, Clip's bounds are inputs, and opset 11 is the first such: the
+ * bounds are read from the inputs, not from (absent) attributes. */
+static void test_fuse_conv_clip6_opset11_inputs(void **state) {
+  builder *b = b_new(__func__);
+  b->opset = 11;
+  b->in_lo = -4, b->in_hi = 4;
+  b_input(b, "x", DIMS(0, 3, 6, 6));
+  b_random(b, "w", DIMS(16, 3, 3, 3), -1.0f, 1.0f);
+  b_scalar(b, "lo", 0.0f);
+  b_scalar(b, "hi", 6.0f);
+  b_node(b, "Conv", IN("x", "w"), OUT("c"), ATTRS(A_INTS("kernel_shape", 3, 3), A_INTS("pads", 1, 1, 1, 1)));
+  b_node(b, "Clip", IN("c", "lo", "hi"), OUT("y"), NULL);
   b_output(b, "y");
   check_graph(b);
 }
@@ -3681,6 +3734,7 @@ int main(void) {
       cmocka_unit_test(test_add_of_two_convs),
       cmocka_unit_test(test_identity_between_conv_and_relu),
       cmocka_unit_test(test_fuse_conv_clip6_opset10_attributes),
+      cmocka_unit_test(test_fuse_conv_clip6_opset11_inputs),
       cmocka_unit_test(test_conv_1d),
       cmocka_unit_test(test_conv_shared_weights_one_with_bn),
       /* pooling */
@@ -3774,6 +3828,8 @@ int main(void) {
       cmocka_unit_test(test_error_opset_too_old),
       cmocka_unit_test(test_error_dynamic_spatial_input),
       cmocka_unit_test(test_error_gelu_chain_rank3_constant),
+      cmocka_unit_test(test_error_gelu_chain_not_sqrt2),
+      cmocka_unit_test(test_conv_bias_reshaped_then_batchnorm),
       cmocka_unit_test(test_squeeze_axes_left_out),
       cmocka_unit_test(test_error_opset_too_new),
       cmocka_unit_test(test_error_dropout_training_mode),
