@@ -3544,6 +3544,20 @@ static void test_error_group_does_not_divide_channels(void **state) {
   expect_load_fails(b, INFERD_INVALID_ARG, (const char *const[]){quoted, "group", NULL});
 }
 
+/* Regression: an empty weight [0, 0, 3] passes the group check for any group (0 % group,
+ * 0 / group), and the grouped weights [group, 0, 0, 3] of a group of 2^63 - 1 overflowed
+ * their strides (UBSan in md_plain; found by fuzz_onnx). */
+static void test_error_conv_group_too_large(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 0, 8));
+  b_random(b, "w", DIMS(0, 0, 3), -1.0f, 1.0f);
+  const char *name = b_node(b, "Conv", IN("x", "w"), OUT("y"), ATTRS(A_INT("group", INT64_MAX)));
+  b_output(b, "y");
+  char quoted[B_NAME + 2];
+  snprintf(quoted, sizeof quoted, "'%s'", name);
+  expect_load_fails(b, INFERD_INVALID_ARG, (const char *const[]){quoted, "group 9223372036854775807 is too", NULL});
+}
+
 /* Regression: a Conv bias of int64 was taken for float32. oneDNN has no int64 type, so
  * the bias's plain layout was never set and the weight cache read its size from stack
  * garbage: the load failed with a message about another weight's size, or went on to
@@ -3853,6 +3867,7 @@ int main(void) {
       cmocka_unit_test(test_error_batch_size),
       cmocka_unit_test(test_error_group_does_not_divide_channels),
       cmocka_unit_test(test_error_conv_int64_bias),
+      cmocka_unit_test(test_error_conv_group_too_large),
       cmocka_unit_test(test_error_range_mixed_types),
       cmocka_unit_test(test_error_fold_types),
       cmocka_unit_test(test_split_sizes_and_parts),

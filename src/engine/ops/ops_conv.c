@@ -265,6 +265,11 @@ inferd_code ops_conv_lower(plan_ctx *c, int node, inferd_status *st) {
   } else {
     memcpy(wdims, wv->dims, (size_t)wv->rank * sizeof *wdims);
   }
+  /* an empty weight [0, 0, k] divides by any group: with no output channel, the group
+   * dim no longer cancels out, and [group, 0, 0, k] past int64 overflows the strides */
+  if (core_shape_count(wrank, wdims) < 0)
+    return node_fail(c, node, INFERD_INVALID_ARG, st, "group %lld is too large for weights of %lld output channels",
+                     (long long)group, (long long)oc);
   md_any(&w_any, wrank, wdims);
   md_plain(&w_plain, wrank, wdims, INFERD_DTYPE_FLOAT);
   md_plain(&b_md, 1, &oc, INFERD_DTYPE_FLOAT);
