@@ -99,6 +99,10 @@ void bench_result_free(bench_result *result);
  * later run in this process stops at once. Async-signal-safe (it stores signo in a flag):
  * the CLI calls it from its SIGINT and SIGTERM handlers. */
 void bench_request_stop(int signo);
+/* SIGINT and SIGTERM call bench_request_stop from now on, with sigaction's `sa_flags`
+ * (SA_RESETHAND: a second signal takes the default action); one this process ignored
+ * at start (a script's background job ignores SIGINT) stays ignored. */
+void bench_catch_stop_signals(int sa_flags);
 
 /* The hidden `inferd bench --mode job`: classify `file` with `model` on one thread and
  * print the top-5 JSON on stdout. Returns the exit status (0, 2 bad input, 1 other). */

@@ -46,6 +46,20 @@ static volatile sig_atomic_t stop_signal; /* bench_request_stop's, read by the r
 
 void bench_request_stop(int signo) { stop_signal = signo > 0 ? signo : SIGTERM; }
 
+static void on_stop_signal(int signo) { bench_request_stop(signo); }
+
+void bench_catch_stop_signals(int sa_flags) {
+  static const int signals[] = {SIGINT, SIGTERM};
+  for (size_t i = 0; i < sizeof signals / sizeof signals[0]; i++) {
+    struct sigaction old, sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = sa_flags;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(signals[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(signals[i], &sa, NULL);
+  }
+}
+
 int bench__stop_signal(void) { return stop_signal; }
 
 double bench__now(void) {

@@ -333,23 +333,6 @@ static void watch_children(children *ch) {
   }
 }
 
-/* A child: SIGINT and SIGTERM (the parent's, or Ctrl-C's to the whole group) stop its run
- * and it sends back what it finished. Unlike the parent's handler, this one stays: the
- * parent tells it after Ctrl-C may already have. A signal the parent ignored stays
- * ignored (a script's background job ignores SIGINT). */
-static void child_stop(int signo) { bench_request_stop(signo); }
-
-static void catch_stop_signals(void) {
-  static const int signals[] = {SIGINT, SIGTERM};
-  for (size_t i = 0; i < sizeof signals / sizeof signals[0]; i++) {
-    struct sigaction old, sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = child_stop;
-    sigemptyset(&sa.sa_mask);
-    if (sigaction(signals[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(signals[i], &sa, NULL);
-  }
-}
-
 /* Reads `size` bytes; -1 at EOF or on an error. With `ch` (the parent), it wakes every
  * 100 ms to watch the children (watch_children). */
 static int read_all(int fd, void *data, size_t size, children *ch) {
@@ -433,7 +416,10 @@ int bench_server_run(const bench_params *p, bench_result *r, char *err, size_t e
       if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL); /* clients stop with the run */
         if (getppid() != parent) _exit(1);
-        catch_stop_signals();
+        /* SIGINT and SIGTERM (the parent's, or Ctrl-C's to the whole group) stop its run and
+         * it sends back what it finished; unlike the parent's, its handler stays: the parent
+         * tells it after Ctrl-C may already have */
+        bench_catch_stop_signals(0);
         close(pipefd[0]);
         close(go[1]);
         for (int k = 0; k < forked; k++) close(fds[k]);

@@ -149,24 +149,6 @@ static int parse_count(const char *s, long long lo, long long hi, long long *out
   return 0;
 }
 
-/* Ctrl-C or SIGTERM: the run stops and reports (bench_request_stop). SA_RESETHAND: a
- * second one takes the default action, for a run that does not stop. No SA_RESTART: a
- * blocking call returns EINTR and the run looks at the flag. A signal ignored when bench
- * started stays ignored (a script's background job ignores SIGINT). */
-static void on_stop_signal(int signo) { bench_request_stop(signo); }
-
-static void catch_stop_signals(void) {
-  static const int signals[] = {SIGINT, SIGTERM};
-  for (size_t i = 0; i < sizeof signals / sizeof signals[0]; i++) {
-    struct sigaction old, sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sa.sa_flags = SA_RESETHAND;
-    sigemptyset(&sa.sa_mask);
-    if (sigaction(signals[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(signals[i], &sa, NULL);
-  }
-}
-
 /* --concurrency-range: one closed-loop run per level, one after another. */
 static int run_sweep(const bench_params *base, const int range[3], int json) {
   int n = (range[1] - range[0]) / range[2] + 1;
@@ -344,7 +326,10 @@ int cli_bench(int argc, char **argv) {
   if (raise_fd_limit(2L * (range[0] ? range[1] : p.concurrency) + 64) != 0)
     return bad("--concurrency needs more open files than this process may have (ulimit -n)", NULL);
 
-  catch_stop_signals();
+  /* Ctrl-C or SIGTERM: the run stops and reports. SA_RESETHAND: a second one takes the
+   * default action, for a run that does not stop. No SA_RESTART: a blocking call returns
+   * EINTR and the run looks at the flag. */
+  bench_catch_stop_signals(SA_RESETHAND);
   if (range[0]) return run_sweep(&p, range, json);
   bench_result r;
   char err[512] = "";
