@@ -52,11 +52,18 @@
   X(SQRT, "Sqrt", ops_eltwise_lower, 1)                                 \
   X(EXP, "Exp", ops_eltwise_lower, 1)                                   \
   X(GELU, "Gelu", ops_eltwise_lower, 1)                                 \
+  X(ABS, "Abs", ops_eltwise_lower, 1)                                   \
+  X(NEG, "Neg", ops_eltwise_lower, 1)                                   \
+  X(LOG, "Log", ops_eltwise_lower, 1)                                   \
+  X(ELU, "Elu", ops_eltwise_lower, 1)                                   \
+  X(RECIPROCAL, "Reciprocal", ops_eltwise_lower, 1)                     \
   X(ADD, "Add", ops_binary_lower, 2)                                    \
   X(SUB, "Sub", ops_binary_lower, 2)                                    \
   X(MUL, "Mul", ops_binary_lower, 2)                                    \
   X(DIV, "Div", ops_binary_lower, 2)                                    \
   X(POW, "Pow", ops_binary_lower, 2)                                    \
+  X(MAX, "Max", ops_binary_lower, 1)                                    \
+  X(MIN, "Min", ops_binary_lower, 1)                                    \
   X(MAXPOOL, "MaxPool", ops_pool_lower, 1)                              \
   X(AVERAGEPOOL, "AveragePool", ops_pool_lower, 1)                      \
   X(GLOBALAVERAGEPOOL, "GlobalAveragePool", ops_pool_lower, 1)          \

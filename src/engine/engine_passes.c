@@ -204,6 +204,7 @@ static const op_attr op_attrs[] = {
     ATTR(BATCHNORM, "spatial", INT, 0),
     ATTR(BATCHNORM, "training_mode", INT, 0),
     ATTR(LEAKYRELU, "alpha", FLOAT, 0),
+    ATTR(ELU, "alpha", FLOAT, 0),
     ATTR(CLIP, "min", FLOAT, 10),
     ATTR(CLIP, "max", FLOAT, 10),
     ATTR(HARDSIGMOID, "alpha", FLOAT, 0),
@@ -420,6 +421,11 @@ int engine_eltwise_of(const ir_graph *g, const ir_node *n, op_kind op, fused_op 
   case OP_SQRT: out[0].alg = dnnl_eltwise_sqrt; return 1;
   case OP_EXP: out[0].alg = dnnl_eltwise_exp; return 1;
   case OP_HARDSWISH: out[0].alg = dnnl_eltwise_hardswish; return 1;
+  case OP_ABS: out[0].alg = dnnl_eltwise_abs; return 1;
+  case OP_NEG: out[0].alg = dnnl_eltwise_linear, out[0].alpha = -1.0f; return 1;
+  case OP_LOG: out[0].alg = dnnl_eltwise_log; return 1;
+  case OP_ELU: out[0].alg = dnnl_eltwise_elu, out[0].alpha = ir_attr_float(n, "alpha", 1.0f); return 1;
+  case OP_RECIPROCAL: out[0].alg = dnnl_eltwise_pow, out[0].alpha = 1.0f, out[0].beta = -1.0f; return 1;
   case OP_GELU: {
     const char *approximate = ir_attr_string(n, "approximate", "none");
     if (strcmp(approximate, "none") != 0 && strcmp(approximate, "tanh") != 0) return 0;

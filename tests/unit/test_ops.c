@@ -492,7 +492,7 @@ static void ref_unary(const b_node_rec *n, const tensor *const *in, int n_in, te
     if (n_in > 1 && in[1]) lo = in[1]->v[0];
     if (n_in > 2 && in[2]) hi = in[2]->v[0];
   }
-  double alpha = node_float(n, "alpha", strcmp(op, "LeakyRelu") == 0 ? 0.01 : 0.2);
+  double alpha = node_float(n, "alpha", strcmp(op, "LeakyRelu") == 0 ? 0.01 : strcmp(op, "Elu") == 0 ? 1.0 : 0.2);
   double beta = node_float(n, "beta", 0.5);
   for (int64_t i = 0; i < t_count(x); i++) {
     double v = x->v[i], r = NAN;
@@ -508,6 +508,11 @@ static void ref_unary(const b_node_rec *n, const tensor *const *in, int n_in, te
       r = 0.5 * v * (1.0 + tanh(sqrt(2.0 / acos(-1.0)) * (v + 0.044715 * v * v * v)));
     else if (strcmp(op, "Gelu") == 0) r = 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
     else if (strcmp(op, "Sqrt") == 0) r = sqrt(v);
+    else if (strcmp(op, "Abs") == 0) r = fabs(v);
+    else if (strcmp(op, "Neg") == 0) r = -v;
+    else if (strcmp(op, "Log") == 0) r = log(v);
+    else if (strcmp(op, "Elu") == 0) r = v >= 0 ? v : alpha * (exp(v) - 1.0);
+    else if (strcmp(op, "Reciprocal") == 0) r = 1.0 / v;
     else if (strcmp(op, "Identity") == 0 || strcmp(op, "Dropout") == 0 || strcmp(op, "Cast") == 0) r = v;
     else fail_msg("reference: no unary op %s", op);
     out->v[i] = r;
@@ -544,6 +549,8 @@ static void ref_binary(const b_node_rec *n, const tensor *const *in, int n_in, t
     else if (strcmp(n->op, "Mul") == 0) out->v[e] = x * y;
     else if (strcmp(n->op, "Div") == 0) out->v[e] = x / y;
     else if (strcmp(n->op, "Pow") == 0) out->v[e] = pow(x, y);
+    else if (strcmp(n->op, "Max") == 0) out->v[e] = fmax(x, y);
+    else if (strcmp(n->op, "Min") == 0) out->v[e] = fmin(x, y);
     else fail_msg("reference: no binary op %s", n->op);
     next_index(rank, dims, idx);
   }
@@ -917,10 +924,13 @@ static void ref_gather(const b_node_rec *n, const tensor *const *in, int n_in, t
     }
 }
 
-/* Pad, mode "constant": pads (and from opset 18 axes) as inputs. */
+/* Pad, modes "constant", "edge" and "reflect": pads (and from opset 18 axes) as inputs.
+ * Each output element reads the input at its index less the leading pad, which outside
+ * the input is the constant, the nearest edge, or the index mirrored about the edge. */
 static void ref_pad(const b_node_rec *n, const tensor *const *in, int n_in, tensor *out) {
   const tensor *x = in[0], *pads = in[1], *axes = n_in > 3 ? in[3] : NULL;
   double value = n_in > 2 && in[2] ? in[2]->v[0] : 0.0;
+  const char *mode = node_str(n, "mode", "constant");
   int na = axes ? (int)t_count(axes) : x->rank;
   int64_t begin[B_MAX_RANK] = {0}, dims[B_MAX_RANK];
   for (int i = 0; i < x->rank; i++) dims[i] = x->dims[i];
@@ -931,13 +941,53 @@ static void ref_pad(const b_node_rec *n, const tensor *const *in, int n_in, tens
     dims[a] += (int64_t)pads->v[j] + (int64_t)pads->v[j + na];
   }
   *out = t_make(x->rank, dims);
-  for (int64_t e = 0; e < t_count(out); e++) out->v[e] = value;
   int64_t idx[B_MAX_RANK] = {0};
-  for (int64_t e = 0; e < t_count(x); e++) {
+  for (int64_t e = 0; e < t_count(out); e++) {
     int64_t off = 0;
-    for (int i = 0; i < x->rank; i++) off = off * dims[i] + idx[i] + begin[i];
-    out->v[off] = x->v[e];
-    next_index(x->rank, x->dims, idx);
+    bool outside = false;
+    for (int i = 0; i < x->rank; i++) {
+      int64_t k = idx[i] - begin[i], d = x->dims[i];
+      if (strcmp(mode, "edge") == 0) k = k < 0 ? 0 : k >= d ? d - 1 : k;
+      else if (strcmp(mode, "reflect") == 0) k = k < 0 ? -k : k >= d ? 2 * (d - 1) - k : k;
+      outside |= k < 0 || k >= d;
+      off = off * d + k;
+    }
+    out->v[e] = outside ? value : x->v[off];
+    next_index(out->rank, out->dims, idx);
+  }
+}
+
+/* Slice (opset 10+): starts, ends and optional axes and steps as inputs, clamped as
+ * ONNX says for either sign of step. */
+static void ref_slice(const b_node_rec *n, const tensor *const *in, int n_in, tensor *out) {
+  const tensor *x = in[0], *starts = in[1], *ends = in[2];
+  const tensor *axes = n_in > 3 ? in[3] : NULL, *steps = n_in > 4 ? in[4] : NULL;
+  int64_t start[B_MAX_RANK] = {0}, step[B_MAX_RANK], dims[B_MAX_RANK];
+  for (int i = 0; i < x->rank; i++) step[i] = 1, dims[i] = x->dims[i];
+  for (int j = 0; j < t_count(starts); j++) {
+    int64_t a = axes ? (int64_t)axes->v[j] : j, s = steps ? (int64_t)steps->v[j] : 1;
+    if (a < 0) a += x->rank;
+    int64_t d = x->dims[a], b = (int64_t)starts->v[j], e = (int64_t)ends->v[j];
+    if (b < 0) b += d;
+    if (e < 0) e += d;
+    if (s > 0) {
+      b = b < 0 ? 0 : b > d ? d : b;
+      e = e < 0 ? 0 : e > d ? d : e;
+      dims[a] = e > b ? (e - b + s - 1) / s : 0;
+    } else {
+      b = b < 0 ? 0 : b > d - 1 ? d - 1 : b;
+      e = e < -1 ? -1 : e > d - 1 ? d - 1 : e;
+      dims[a] = b > e ? (b - e - s - 1) / -s : 0;
+    }
+    start[a] = b, step[a] = s;
+  }
+  *out = t_make(x->rank, dims);
+  int64_t idx[B_MAX_RANK] = {0};
+  for (int64_t e = 0; e < t_count(out); e++) {
+    int64_t off = 0;
+    for (int i = 0; i < x->rank; i++) off = off * x->dims[i] + start[i] + idx[i] * step[i];
+    out->v[e] = x->v[off];
+    next_index(out->rank, out->dims, idx);
   }
 }
 
@@ -946,6 +996,14 @@ static const struct {
   ref_op_fn fn;
 } ref_ops[] = {
     {"Pad", ref_pad},
+    {"Slice", ref_slice},
+    {"Abs", ref_unary},
+    {"Neg", ref_unary},
+    {"Log", ref_unary},
+    {"Elu", ref_unary},
+    {"Reciprocal", ref_unary},
+    {"Max", ref_binary},
+    {"Min", ref_binary},
     {"Gelu", ref_unary},
     {"Conv", ref_conv},
     {"BatchNormalization", ref_batchnorm},
@@ -1697,6 +1755,104 @@ static void test_pad_opset18_axes_input(void **state) {
   b_scalar(b, "value", 0.25f);
   b_node(b, "Relu", IN("x"), OUT("r"), NULL);
   b_node(b, "Pad", IN("r", "pads", "value", "axes"), OUT("y"), NULL);
+  b_output(b, "y");
+  check_graph(b);
+}
+
+/* Pad modes "edge" and "reflect" (torch's replicate and reflect padding): the border
+ * is copied from the output itself, axis by axis, so a corner reads an axis already
+ * padded. Three axes padded, one by nothing before and the most reflect allows after. */
+static void pad_modes(const char *what, const char *mode) {
+  builder *b = b_new(what);
+  b_input(b, "x", DIMS(0, 3, 5, 4));
+  b_ints(b, "pads", 8, (const int64_t[]){0, 1, 2, 0, 0, 0, 4, 3});
+  b_node(b, "Relu", IN("x"), OUT("r"), NULL);
+  b_node(b, "Pad", IN("r", "pads"), OUT("p"), ATTRS(A_STR("mode", mode)));
+  b_node(b, "Sigmoid", IN("p"), OUT("y"), NULL);
+  b_output(b, "y");
+  check_graph(b);
+}
+
+static void test_pad_edge(void **state) { pad_modes(__func__, "edge"); }
+static void test_pad_reflect(void **state) { pad_modes(__func__, "reflect"); }
+
+/* Reflect needs each pad below its axis's size (ONNX and torch alike). */
+static void test_error_pad_reflect_too_wide(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 3, 4, 4));
+  b_ints(b, "pads", 8, (const int64_t[]){0, 0, 4, 0, 0, 0, 0, 0});
+  b_node(b, "Relu", IN("x"), OUT("r"), NULL);
+  b_node(b, "Pad", IN("r", "pads"), OUT("y"), ATTRS(A_STR("mode", "reflect")));
+  b_output(b, "y");
+  expect_load_fails(b, INFERD_INVALID_ARG, (const char *const[]){"axis 2 of size 4", "reflect", NULL});
+}
+
+/* Slice with steps above 1 on a tensor computed at run time: a window whose strides
+ * are the input's times the steps. */
+static void test_slice_steps(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 4, 9, 7));
+  b_ints(b, "starts", 3, (const int64_t[]){1, 0, -6});
+  b_ints(b, "ends", 3, (const int64_t[]){1000, 9, 6});
+  b_ints(b, "axes", 3, (const int64_t[]){1, 2, 3});
+  b_ints(b, "steps", 3, (const int64_t[]){2, 3, 2});
+  b_node(b, "Relu", IN("x"), OUT("r"), NULL);
+  b_node(b, "Slice", IN("r", "starts", "ends", "axes", "steps"), OUT("s"), NULL); /* [N, 2, 3, 3] */
+  b_node(b, "Tanh", IN("s"), OUT("y"), NULL);
+  b_output(b, "y");
+  check_graph(b);
+}
+
+/* torch.onnx writes F.pad's list reversed by a Slice with step -1 (from the last
+ * element to INT64_MIN): folded at load, its result must be the Pad's pads. */
+static void test_pad_pads_reversed_by_slice(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 3, 5, 4));
+  b_ints(b, "k", 8, (const int64_t[]){1, 2, 0, 0, 2, 1, 0, 0}); /* reversed: axis 2 gets 1, 2; axis 3 2, 1 */
+  b_ints(b, "starts", 1, (const int64_t[]){-1});
+  b_ints(b, "ends", 1, (const int64_t[]){INT64_MIN});
+  b_ints(b, "axes", 1, (const int64_t[]){0});
+  b_ints(b, "steps", 1, (const int64_t[]){-1});
+  b_node(b, "Slice", IN("k", "starts", "ends", "axes", "steps"), OUT("pads"), NULL);
+  b_node(b, "Relu", IN("x"), OUT("r"), NULL);
+  b_node(b, "Pad", IN("r", "pads"), OUT("y"), ATTRS(A_STR("mode", "reflect")));
+  b_output(b, "y");
+  check_graph(b);
+}
+
+/* A negative step on a tensor computed at run time is refused, naming why. */
+static void test_error_slice_negative_step_at_run_time(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 4, 9));
+  b_ints(b, "starts", 1, (const int64_t[]){-1});
+  b_ints(b, "ends", 1, (const int64_t[]){INT64_MIN});
+  b_ints(b, "axes", 1, (const int64_t[]){2});
+  b_ints(b, "steps", 1, (const int64_t[]){-1});
+  b_node(b, "Relu", IN("x"), OUT("r"), NULL);
+  b_node(b, "Slice", IN("r", "starts", "ends", "axes", "steps"), OUT("y"), NULL);
+  b_output(b, "y");
+  expect_load_fails(b, INFERD_UNSUPPORTED, (const char *const[]){"negative steps", "Slice", NULL});
+}
+
+/* The element-wise ops torch exports for abs, neg, log, elu, reciprocal and the binary
+ * maximum and minimum, on a broadcast second operand and a broadcast first one. */
+static void test_eltwise_and_minmax_ops(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 4, 5));
+  b_input(b, "v", DIMS(0, 1, 5));
+  b_node(b, "Abs", IN("x"), OUT("a"), NULL);
+  b_node(b, "Exp", IN("a"), OUT("ea"), NULL);
+  b_node(b, "Log", IN("ea"), OUT("l"), NULL);
+  b_node(b, "Reciprocal", IN("ea"), OUT("rc"), NULL);
+  b_node(b, "Elu", IN("x"), OUT("el"), ATTRS(A_FLOAT("alpha", 0.7f)));
+  b_node(b, "Neg", IN("el"), OUT("ne"), NULL);
+  b_node(b, "Max", IN("ne", "v"), OUT("mx"), NULL);
+  b_node(b, "Min", IN("v", "rc"), OUT("mn"), NULL);
+  b_node(b, "Add", IN("mx", "mn"), OUT("s"), NULL);
+  b_node(b, "Sub", IN("v", "l"), OUT("d"), NULL); /* a broadcast first operand: swapped, then negated */
+  b_node(b, "Div", IN("v", "ea"), OUT("q"), NULL); /* swapped, then inverted */
+  b_node(b, "Add", IN("s", "d"), OUT("t"), NULL);
+  b_node(b, "Add", IN("t", "q"), OUT("y"), NULL);
   b_output(b, "y");
   check_graph(b);
 }
@@ -3835,6 +3991,13 @@ int main(void) {
       cmocka_unit_test(test_reduce_mean_opset18_noop_with_empty_axes),
       cmocka_unit_test(test_reduce_mean_over_unit_axes),
       cmocka_unit_test(test_pad_opset18_axes_input),
+      cmocka_unit_test(test_pad_edge),
+      cmocka_unit_test(test_pad_reflect),
+      cmocka_unit_test(test_error_pad_reflect_too_wide),
+      cmocka_unit_test(test_slice_steps),
+      cmocka_unit_test(test_pad_pads_reversed_by_slice),
+      cmocka_unit_test(test_error_slice_negative_step_at_run_time),
+      cmocka_unit_test(test_eltwise_and_minmax_ops),
       cmocka_unit_test(test_gelu_opset20),
       cmocka_unit_test(test_fuse_conv_leakyrelu_relu),
       cmocka_unit_test(test_fuse_conv_hardsigmoid_clip),

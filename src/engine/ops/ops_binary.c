@@ -1,11 +1,13 @@
 /*
- * ops_binary.c - Add, Sub, Mul, Div, Pow with ONNX (numpy) broadcasting.
+ * ops_binary.c - Add, Sub, Mul, Div, Pow, and Max and Min of two inputs, with ONNX
+ * (numpy) broadcasting.
  *
  * Tensors computed at run time go to oneDNN's binary primitive: the operand with the
  * output's full shape is src0 (kept in its own layout, blocked or not), the other is
  * src1, broadcast along its size-1 dims. Sub and Div with the small operand first
- * run as an element-wise linear op when that operand is a scalar constant; Pow needs
- * a scalar constant exponent. Constant operands on both sides (the shape arithmetic
+ * swap them and undo the swap with a post-op: a - b = -(b - a), a / b = 1 / (b / a)
+ * (or run as one element-wise linear op, for a scalar constant minus a tensor). Pow
+ * needs a scalar constant exponent. Constant operands on both sides (the shape arithmetic
  * of exported graphs) are computed right here, in float32 or int64.
  */
 #include <math.h>
@@ -40,6 +42,8 @@ static double apply(op_kind op, double x, double y) {
   case OP_SUB: return x - y;
   case OP_MUL: return x * y;
   case OP_DIV: return x / y; /* IEEE 754, as at run time: x / 0 is inf or NaN */
+  case OP_MAX: return x != x || x > y ? x : y; /* a NaN on either side wins */
+  case OP_MIN: return x != x || x < y ? x : y;
   default: return pow(x, y);
   }
 }
@@ -67,6 +71,7 @@ static inferd_code fold(plan_ctx *c, int node, op_kind op, const plan_value *a, 
       int64_t r = op == OP_ADD ? (int64_t)(ux + uy) : op == OP_SUB ? (int64_t)(ux - uy)
                 : op == OP_MUL ? (int64_t)(ux * uy)
                 : op == OP_DIV ? (y == 0 || (x == INT64_MIN && y == -1) ? 0 : x / y)
+                : op == OP_MAX ? CORE_MAX(x, y) : op == OP_MIN ? CORE_MIN(x, y)
                 : engine_to_i64(pow((double)x, (double)y));
       ((int64_t *)out)[e] = r;
     }
@@ -122,9 +127,9 @@ dnnl_primitive_desc_t ops_binary_pd(plan_ctx *c, dnnl_alg_kind_t alg, const dnnl
  * the pair as they are, where a plain operand beside a blocked one gets only its
  * reference kernel. Returns the pair's primitive descriptor, or NULL. */
 static dnnl_primitive_desc_t broadcast_as_is(plan_ctx *c, dnnl_alg_kind_t alg, const dnnl_memory_desc_t *a,
-                                             const plan_value *v1, int rank) {
+                                             const plan_value *v1, int rank, const_dnnl_primitive_attr_t attr) {
   if (v1->is_const || !v1->defined || v1->rank != rank || md_is_plain(a)) return NULL;
-  dnnl_primitive_desc_t pd = ops_binary_pd(c, alg, a, &v1->ref.md, NULL);
+  dnnl_primitive_desc_t pd = ops_binary_pd(c, alg, a, &v1->ref.md, attr);
   if (pd && plan_pd_is_reference(pd)) {
     dnnl_primitive_desc_destroy(pd);
     pd = NULL;
@@ -135,6 +140,8 @@ static dnnl_primitive_desc_t broadcast_as_is(plan_ctx *c, dnnl_alg_kind_t alg, c
 inferd_code ops_binary_lower(plan_ctx *c, int node, inferd_status *st) {
   const ir_node *n = plan_node(c, node);
   op_kind op = plan_extra(c, node)->op;
+  if ((op == OP_MAX || op == OP_MIN) && n->n_inputs != 2)
+    return node_fail(c, node, INFERD_UNSUPPORTED, st, "only two inputs are supported, not %d", n->n_inputs);
   if (n->n_inputs != 2 || n->inputs[0] == IR_NONE || n->inputs[1] == IR_NONE || n->n_outputs != 1)
     return node_fail(c, node, INFERD_INVALID_ARG, st, "needs two inputs and one output");
   plan_value *a = plan_val(c, n->inputs[0]), *b = plan_val(c, n->inputs[1]), *ov = plan_val(c, n->outputs[0]);
@@ -160,24 +167,36 @@ inferd_code ops_binary_lower(plan_ctx *c, int node, inferd_status *st) {
   bool a_full = a->rank == rank && memcmp(a->dims, dims, (size_t)rank * sizeof *dims) == 0;
   bool b_full = b->rank == rank && memcmp(b->dims, dims, (size_t)rank * sizeof *dims) == 0;
   int src0 = n->inputs[0], src1 = n->inputs[1];
+  dnnl_primitive_attr_t attr = NULL; /* the post-op that undoes a swap of Sub's or Div's operands */
   if (!a_full) {
     if (!b_full) return node_fail(c, node, INFERD_UNSUPPORTED, st, "both operands are broadcast");
+    if (op == OP_SUB && scalar_const(a, &k)) return eltwise(c, node, src1, dnnl_eltwise_linear, -1.0f, k, st);
     if (op == OP_SUB || op == OP_DIV) {
-      if (op == OP_SUB && scalar_const(a, &k)) return eltwise(c, node, src1, dnnl_eltwise_linear, -1.0f, k, st);
-      return node_fail(c, node, INFERD_UNSUPPORTED, st, "a broadcast first operand is not supported");
+      dnnl_post_ops_t po;
+      if (dnnl_post_ops_create(&po) != dnnl_success) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
+      bool sub = op == OP_SUB; /* -1 x + 0, or 1 x^-1 */
+      dnnl_post_ops_append_eltwise(po, 1.0f, sub ? dnnl_eltwise_linear : dnnl_eltwise_pow, sub ? -1.0f : 1.0f,
+                                   sub ? 0.0f : -1.0f);
+      attr = plan_attr_new();
+      dnnl_primitive_attr_set_post_ops(attr, po);
+      dnnl_post_ops_destroy(po);
     }
     src0 = n->inputs[1], src1 = n->inputs[0];
   }
   plan_value *v1 = plan_val(c, src1);
   dnnl_alg_kind_t alg = op == OP_ADD ? dnnl_binary_add : op == OP_SUB ? dnnl_binary_sub
-                      : op == OP_MUL ? dnnl_binary_mul : dnnl_binary_div;
+                      : op == OP_MUL ? dnnl_binary_mul : op == OP_DIV ? dnnl_binary_div
+                      : op == OP_MAX ? dnnl_binary_max : dnnl_binary_min;
   plan_ref args[3];
   inferd_code rc = plan_src(c, src0, NULL, &args[0], st);
-  if (rc != INFERD_OK) return rc;
   dnnl_primitive_desc_t pd = NULL;
+  if (rc != INFERD_OK) {
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    return rc;
+  }
   if (v1->rank == rank && memcmp(v1->dims, dims, (size_t)rank * sizeof *dims) == 0 && !v1->is_const) {
     rc = plan_src(c, src1, &args[0].md, &args[1], st);
-  } else if ((pd = broadcast_as_is(c, alg, &args[0].md, v1, rank))) {
+  } else if ((pd = broadcast_as_is(c, alg, &args[0].md, v1, rank, attr))) {
     rc = plan_src(c, src1, NULL, &args[1], st);
   } else {
     int64_t d1[IR_MAX_RANK];
@@ -192,8 +211,9 @@ inferd_code ops_binary_lower(plan_ctx *c, int node, inferd_status *st) {
       args[1].md = md1; /* same bytes, rank padded with leading 1s */
     }
   }
-  if (rc == INFERD_OK && !pd && !(pd = ops_binary_pd(c, alg, &args[0].md, &args[1].md, NULL)))
+  if (rc == INFERD_OK && !pd && !(pd = ops_binary_pd(c, alg, &args[0].md, &args[1].md, attr)))
     rc = node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN refuses this binary op");
+  if (attr) dnnl_primitive_attr_destroy(attr);
   if (rc != INFERD_OK) {
     if (pd) dnnl_primitive_desc_destroy(pd);
     return rc;

@@ -1,9 +1,9 @@
 /*
  * ops_eltwise.c - element-wise activations that no producer absorbed (Relu, Clip,
- * Sigmoid, HardSigmoid, HardSwish, LeakyRelu, Tanh, Sqrt, Exp) and standalone
- * BatchNormalization. Both work on whatever layout the input has, so they never force
- * a reorder; a two-op activation (HardSigmoid = linear then clip) runs its second op
- * in place.
+ * Sigmoid, HardSigmoid, HardSwish, LeakyRelu, Elu, Tanh, Sqrt, Exp, Log, Abs, Neg,
+ * Reciprocal, Gelu) and standalone BatchNormalization. Both work on whatever layout the
+ * input has, so they never force a reorder; a two-op activation (HardSigmoid = linear
+ * then clip) runs its second op in place.
  */
 #include <string.h>
 

@@ -3,10 +3,15 @@
  *
  * At run time all three are oneDNN reorders between a plain tensor and a window of
  * another (dnnl_memory_desc_init_submemory): Slice and Split read a window of the
- * input, Pad fills its output with the constant and writes the input into the
- * window. Constant inputs (shape arithmetic) are sliced here at plan time. Slice
- * with steps other than 1 is supported for constants only; Pad supports mode
- * "constant" without negative pads.
+ * input (with steps above 1, a window whose strides are the input's times the
+ * steps), Pad fills its output with the constant and writes the input into the
+ * window. Constant inputs (shape arithmetic) are sliced here at plan time, negative
+ * steps included (torch.onnx reverses F.pad's list with one); a tensor computed at
+ * run time is sliced with positive steps only. Pad supports modes "constant", "edge"
+ * and "reflect" without negative pads: after the input is written into its window,
+ * each padded axis in turn gets its border filled one slice at a time, each slice a
+ * reorder from the one it mirrors (reflect) or from the outermost input slice (edge),
+ * spanning the axes already padded in full.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -45,18 +50,36 @@ static inferd_code emit_window(plan_ctx *c, int node, int in, int out, const int
     free(tmp);
     return rc;
   }
-  for (int i = 0; i < iv->rank; i++)
-    if (step[i] != 1 && odims[i] > 1)
-      return node_fail(c, node, INFERD_UNSUPPORTED, st, "steps other than 1 on tensors computed at run time");
+  bool strided = false;
+  for (int i = 0; i < iv->rank; i++) {
+    if (step[i] < 0 && odims[i] > 1)
+      return node_fail(c, node, INFERD_UNSUPPORTED, st, "negative steps on tensors computed at run time");
+    strided |= step[i] != 1 && odims[i] > 1;
+  }
   dnnl_memory_desc_t plain, win_md, out_md;
   md_plain(&plain, iv->rank, iv->dims, iv->dtype);
   plan_ref src;
   inferd_code rc = plan_src(c, in, &plain, &src, st);
   if (rc != INFERD_OK) return rc;
-  dnnl_dims_t wd, wo;
-  for (int i = 0; i < iv->rank; i++) wd[i] = odims[i], wo[i] = start[i];
-  if (dnnl_memory_desc_init_submemory(&win_md, &plain, wd, wo) != dnnl_success)
+  dnnl_dims_t wd, wo, ws;
+  dnnl_dim_t offset = 0;
+  for (int i = 0; i < iv->rank; i++) {
+    const dnnl_dim_t stride = plain.format_desc.blocking.strides[i];
+    wd[i] = odims[i], wo[i] = start[i], ws[i] = stride * (odims[i] > 1 ? step[i] : 1);
+    offset += stride * start[i];
+  }
+  if (strided) {
+    /* every step-th element: the input's strides times the steps, from the window's start.
+     * dnnl_memory_desc_init_by_strides refuses such strides (it takes each axis to span
+     * dims x stride, so a stepped axis seems to overlap the next), hence a dense window
+     * whose strides are then set here: the reorder reads each element at its strides. */
+    if (dnnl_memory_desc_init_by_strides(&win_md, iv->rank, wd, plain.data_type, NULL) != dnnl_success)
+      return node_fail(c, node, INFERD_INTERNAL, st, "oneDNN could not describe the strided window");
+    for (int i = 0; i < iv->rank; i++) win_md.format_desc.blocking.strides[i] = ws[i];
+    win_md.offset0 = offset;
+  } else if (dnnl_memory_desc_init_submemory(&win_md, &plain, wd, wo) != dnnl_success) {
     return node_fail(c, node, INFERD_INTERNAL, st, "oneDNN could not describe the window");
+  }
   src.md = win_md;
   md_plain(&out_md, iv->rank, odims, iv->dtype);
   if ((rc = plan_define(c, out, &out_md, st)) != INFERD_OK) return rc;
@@ -129,15 +152,62 @@ inferd_code ops_slice_lower(plan_ctx *c, int node, inferd_status *st) {
     if (axis < 0 || axis >= rank) return node_fail(c, node, INFERD_INVALID_ARG, st, "axis out of range");
     int a = (int)axis;
     int64_t s = ks >= 0 ? steps[j] : 1, d = iv->dims[a];
-    if (s <= 0) return node_fail(c, node, INFERD_UNSUPPORTED, st, "steps must be positive");
+    if (s == 0) return node_fail(c, node, INFERD_INVALID_ARG, st, "a step of 0");
     int64_t b = starts[j] < 0 ? starts[j] + d : starts[j], e = ends[j] < 0 ? ends[j] + d : ends[j];
-    b = CORE_MAX(0, CORE_MIN(b, d));
-    e = CORE_MAX(0, CORE_MIN(e, d));
+    if (s > 0) {
+      b = CORE_MAX(0, CORE_MIN(b, d));
+      e = CORE_MAX(0, CORE_MIN(e, d));
+      odims[a] = e > b ? (e - b - 1) / s + 1 : 0; /* ceil((e - b) / s), with no room to overflow */
+    } else { /* backwards from b down to e (exclusive): b in [0, d - 1], e in [-1, d - 1] */
+      b = CORE_MAX(0, CORE_MIN(b, d - 1));
+      e = CORE_MAX(-1, CORE_MIN(e, d - 1));
+      s = CORE_MAX(s, -d - 1); /* a step past the whole axis takes one element; -s cannot overflow */
+      odims[a] = d > 0 && b > e ? (b - e - 1) / -s + 1 : 0;
+    }
     start[a] = b;
     step[a] = s;
-    odims[a] = e > b ? (e - b - 1) / s + 1 : 0; /* ceil((e - b) / s), with no room to overflow */
   }
   return emit_window(c, node, n->inputs[0], n->outputs[0], start, step, odims, st);
+}
+
+/* Most slice copies a non-constant Pad may emit: a few per image axis in practice. */
+enum { PAD_MAX_SLICES = 256 };
+
+/* Fills the border of the output `dst` (dims `od`) around the input window (dims `id`
+ * at `pads`) by copying slices of the output onto it, axis by axis (see the top). */
+static inferd_code pad_border(plan_ctx *c, int node, const plan_ref *dst, int rank, const int64_t *od,
+                              const int64_t *id, const int64_t *pads, bool reflect, inferd_status *st) {
+  int slices = 0;
+  for (int i = 0; i < rank; i++) {
+    if ((pads[i] || pads[i + rank]) && (reflect ? CORE_MAX(pads[i], pads[i + rank]) >= id[i] : id[i] == 0))
+      return node_fail(c, node, INFERD_INVALID_ARG, st, "axis %d of size %lld cannot take pads %lld, %lld in %s mode",
+                       i, (long long)id[i], (long long)pads[i], (long long)pads[i + rank],
+                       reflect ? "reflect" : "edge");
+    slices += (int)CORE_MIN(pads[i] + pads[i + rank], PAD_MAX_SLICES + 1);
+    if (slices > PAD_MAX_SLICES)
+      return node_fail(c, node, INFERD_UNSUPPORTED, st, "more than %d padded slices in mode '%s'", PAD_MAX_SLICES,
+                       reflect ? "reflect" : "edge");
+  }
+  for (int i = 0; i < rank; i++) {
+    dnnl_dims_t wd, from, to;
+    for (int j = 0; j < rank; j++) {
+      wd[j] = j < i ? od[j] : id[j]; /* axes before i are padded already */
+      from[j] = to[j] = j < i ? 0 : pads[j];
+    }
+    wd[i] = 1;
+    const int64_t b = pads[i], e = pads[i + rank], d = id[i];
+    for (int64_t k = 0; k < b + e; k++) {
+      if (k < b) to[i] = b - 1 - k, from[i] = reflect ? b + 1 + k : b;
+      else to[i] = b + d + (k - b), from[i] = reflect ? b + d - 2 - (k - b) : b + d - 1;
+      plan_ref src = *dst, out = *dst;
+      if (dnnl_memory_desc_init_submemory(&src.md, &dst->md, wd, from) != dnnl_success ||
+          dnnl_memory_desc_init_submemory(&out.md, &dst->md, wd, to) != dnnl_success)
+        return node_fail(c, node, INFERD_INTERNAL, st, "oneDNN could not describe the border");
+      inferd_code rc = plan_emit_reorder(c, node, &src, &out, st);
+      if (rc != INFERD_OK) return rc;
+    }
+  }
+  return INFERD_OK;
 }
 
 static void fill_step(const plan_step *s, void *const *ptrs) {
@@ -153,7 +223,9 @@ inferd_code ops_pad_lower(plan_ctx *c, int node, inferd_status *st) {
   const ir_node *n = plan_node(c, node);
   if (n->n_inputs < 2 || n->n_outputs != 1) return node_fail(c, node, INFERD_UNSUPPORTED, st, "needs pads as an input (opset 11+)");
   const char *mode = ir_attr_string(n, "mode", "constant");
-  if (strcmp(mode, "constant") != 0) return node_fail(c, node, INFERD_UNSUPPORTED, st, "mode '%s' is not supported", mode);
+  bool reflect = strcmp(mode, "reflect") == 0, edge = strcmp(mode, "edge") == 0;
+  if (!reflect && !edge && strcmp(mode, "constant") != 0)
+    return node_fail(c, node, INFERD_UNSUPPORTED, st, "mode '%s' is not supported", mode);
   plan_value *iv = plan_val(c, n->inputs[0]), *ov = plan_val(c, n->outputs[0]);
   if (iv->dtype != INFERD_DTYPE_FLOAT || iv->is_const)
     return node_fail(c, node, INFERD_UNSUPPORTED, st, "needs a float32 input computed at run time");
@@ -203,10 +275,12 @@ inferd_code ops_pad_lower(plan_ctx *c, int node, inferd_status *st) {
   if ((rc = plan_define(c, n->outputs[0], &out_md, st)) != INFERD_OK) return rc;
   int64_t params[2] = {core_shape_count(ov->rank, ov->dims), 0};
   memcpy(&params[1], &value, sizeof value);
-  if ((rc = plan_emit_custom(c, node, OP_PAD, fill_step, 1, &ov->ref, params, 2, st)) != INFERD_OK) return rc;
+  if (!reflect && !edge && (rc = plan_emit_custom(c, node, OP_PAD, fill_step, 1, &ov->ref, params, 2, st)))
+    return rc;
   if (dnnl_memory_desc_init_submemory(&win_md, &out_md, wd, wo) != dnnl_success)
     return node_fail(c, node, INFERD_INTERNAL, st, "oneDNN could not describe the window");
   plan_ref dst = ov->ref;
   dst.md = win_md;
-  return plan_emit_reorder(c, node, &src, &dst, st);
+  if ((rc = plan_emit_reorder(c, node, &src, &dst, st)) != INFERD_OK || !(reflect || edge)) return rc;
+  return pad_border(c, node, &ov->ref, ov->rank, ov->dims, iv->dims, pads, reflect, st);
 }
