@@ -92,7 +92,9 @@
   X(WHERE, "Where", ops_fold_lower, 3)                                  \
   X(MOD, "Mod", ops_fold_lower, 2)                                      \
   X(RANGE, "Range", ops_fold_lower, 3)                                  \
-  X(NOT, "Not", ops_fold_lower, 1)
+  X(NOT, "Not", ops_fold_lower, 1)                                      \
+  X(SCATTERND, "ScatterND", ops_fold_lower, 3)                          \
+  X(EINSUM, "Einsum", ops_matmul_lower, 1)
 
 typedef enum op_kind {
 #define ENGINE__ENUM(id, name, fn, min_inputs) OP_##id,

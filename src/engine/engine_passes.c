@@ -251,6 +251,8 @@ static const op_attr op_attrs[] = {
     ATTR(PAD, "mode", STRING, 0),
     ATTR(CONSTANTOFSHAPE, "value", TENSOR, 0),
     ATTR(MOD, "fmod", INT, 0),
+    ATTR(SCATTERND, "reduction", STRING, 0),
+    ATTR(EINSUM, "equation", STRING, 0),
 };
 #undef ATTR
 
@@ -320,6 +322,11 @@ static inferd_code lookup_ops(inferd_model *m, inferd_status *st) {
   return INFERD_OK;
 }
 
+/* A value given in the model (an initializer or a Constant node's) of one element. */
+static bool constant_value(const ir_value *v) {
+  return v->data && v->producer == IR_NONE && !v->is_input && ir_value_count(v) == 1;
+}
+
 static inferd_code remove_identities(inferd_model *m, uses *u, inferd_status *st) {
   ir_graph *g = m->graph;
   for (int i = 0; i < g->n_nodes; i++) {
@@ -331,10 +338,14 @@ static inferd_code remove_identities(inferd_model *m, uses *u, inferd_status *st
     if (n->n_outputs > 1 && n->outputs[1] != IR_NONE && g->values[n->outputs[1]].consumers > 0)
       return core_fail(st, INFERD_UNSUPPORTED, "node '%s' (Dropout): the mask output is used", n->name);
     if (op == OP_DROPOUT && n->n_inputs > 2 && n->inputs[2] != IR_NONE) { /* training_mode (opset 12) */
-      const ir_value *t = &g->values[n->inputs[2]];
-      if (!t->data || t->producer != IR_NONE || t->is_input || t->dtype != INFERD_DTYPE_BOOL || ir_value_count(t) != 1 ||
-          *(const unsigned char *)t->data != 0)
-        return core_fail(st, INFERD_UNSUPPORTED, "node '%s' (Dropout): training_mode must be a constant false", n->name);
+      const ir_value *t = &g->values[n->inputs[2]], *r = n->inputs[1] != IR_NONE ? &g->values[n->inputs[1]] : NULL;
+      /* training with a ratio of 0 drops nothing and scales by 1: torchvision's Swin
+       * calls F.dropout(attn, p=0.0) without training=False, so its export says true */
+      bool ratio0 = r && constant_value(r) && r->dtype == INFERD_DTYPE_FLOAT && *(const float *)r->data == 0.0f;
+      if (!constant_value(t) || t->dtype != INFERD_DTYPE_BOOL || (*(const unsigned char *)t->data != 0 && !ratio0))
+        return core_fail(st, INFERD_UNSUPPORTED,
+                         "node '%s' (Dropout): training_mode must be a constant false (or the ratio a constant 0)",
+                         n->name);
     }
     int in = n->inputs[0], out = n->outputs[0];
     if (g->values[out].is_output) continue; /* kept: lowered as a copy */
@@ -422,7 +433,9 @@ int engine_eltwise_of(const ir_graph *g, const ir_node *n, op_kind op, fused_op 
   case OP_EXP: out[0].alg = dnnl_eltwise_exp; return 1;
   case OP_HARDSWISH: out[0].alg = dnnl_eltwise_hardswish; return 1;
   case OP_ABS: out[0].alg = dnnl_eltwise_abs; return 1;
-  case OP_NEG: out[0].alg = dnnl_eltwise_linear, out[0].alpha = -1.0f; return 1;
+  case OP_NEG: /* -x + -0: Neg(+0) is -0, as 1 / Neg(0) must be -inf */
+    out[0].alg = dnnl_eltwise_linear, out[0].alpha = -1.0f, out[0].beta = -0.0f;
+    return 1;
   case OP_LOG: out[0].alg = dnnl_eltwise_log; return 1;
   case OP_ELU: out[0].alg = dnnl_eltwise_elu, out[0].alpha = ir_attr_float(n, "alpha", 1.0f); return 1;
   case OP_RECIPROCAL: out[0].alg = dnnl_eltwise_pow, out[0].alpha = 1.0f, out[0].beta = -1.0f; return 1;

@@ -16,6 +16,8 @@ What it makes, in OUT (the only argument):
                                                 Clip, GlobalAveragePool, Flatten, MatMul,
                                                 Softmax, typed float_data initializers
                                                 and a Constant node
+                                 attention_bits Slice with steps, Pad (reflect), Einsum,
+                                                a ScatterND of constants, Add
                                plus, when torch imports, torch_cnn.onnx: a small CNN
                                exported by torch.onnx.export (opset 13), so that the
                                corpus holds an exporter's own framing and names
@@ -111,6 +113,22 @@ def concat():
     ]
     inits = [init("k1", np.array([-1], np.int64)), init("k2", np.array([48], np.int64))]
     return model("concat", nodes, [x_input(3, 4, 4)], [y_output(6, 4, 4), y_output(48, name="z")], inits)
+
+
+def attention_bits():
+    """Slice with steps, Pad in reflect mode, an Einsum, and a ScatterND folded at load."""
+    nodes = [
+        helper.make_node("Slice", ["x", "s0", "s1", "ax2", "step2"], ["s"], name="slice_steps"),
+        helper.make_node("Pad", ["s", "pads"], ["p"], name="pad_reflect", mode="reflect"),
+        helper.make_node("Einsum", ["p", "p"], ["e"], name="einsum", equation="nid,njd->nij"),
+        helper.make_node("ScatterND", ["mask", "rows", "fill"], ["m"], name="scatter"),
+        helper.make_node("Add", ["e", "m"], ["y"], name="add_mask"),
+    ]
+    inits = [init("s0", np.array([0], np.int64)), init("s1", np.array([6], np.int64)),
+             init("ax2", np.array([2], np.int64)), init("step2", np.array([2], np.int64)),
+             init("pads", np.array([0, 0, 1, 0, 0, 1], np.int64)), init("mask", np.zeros((4, 4), np.float32)),
+             init("rows", np.array([[1], [3]], np.int64)), init("fill", np.full((2, 4), -100.0, np.float32))]
+    return model("attention_bits", nodes, [x_input(4, 6)], [y_output(4, 4)], inits)
 
 
 def residual():
@@ -224,7 +242,7 @@ def main():
             os.unlink(os.path.join(d, f))
 
     models = {"conv_relu": conv_relu(), "gemm": gemm(), "reshape_chain": reshape_chain(), "concat": concat(),
-              "residual": residual()}
+              "residual": residual(), "attention_bits": attention_bits()}
     exported = torch_cnn()
     if exported is not None:
         models["torch_cnn"] = exported

@@ -32,6 +32,7 @@
 
 #include <cmocka.h>
 
+#include <ctype.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -957,6 +958,64 @@ static void ref_pad(const b_node_rec *n, const tensor *const *in, int n_in, tens
   }
 }
 
+/* ScatterND: data with the slices that indices name replaced by (or, with reduction
+ * "add" or "mul", combined with) the updates. */
+static void ref_scatter_nd(const b_node_rec *n, const tensor *const *in, int n_in, tensor *out) {
+  const tensor *data = in[0], *indices = in[1], *updates = in[2];
+  const char *reduction = node_str(n, "reduction", "none");
+  *out = t_make(data->rank, data->dims);
+  memcpy(out->v, data->v, (size_t)t_count(data) * sizeof *out->v);
+  int64_t k = indices->dims[indices->rank - 1], slice = 1;
+  for (int i = (int)k; i < data->rank; i++) slice *= data->dims[i];
+  for (int64_t t = 0; t < t_count(indices) / k; t++) {
+    int64_t at = 0;
+    for (int j = 0; j < k; j++) {
+      int64_t i = (int64_t)indices->v[t * k + j];
+      at = at * data->dims[j] + (i < 0 ? i + data->dims[j] : i);
+    }
+    for (int64_t e = 0; e < slice; e++) {
+      double *o = &out->v[at * slice + e], u = updates->v[t * slice + e];
+      *o = strcmp(reduction, "add") == 0 ? *o + u : strcmp(reduction, "mul") == 0 ? *o * u : u;
+    }
+  }
+}
+
+/* Einsum of two operands, any equation without an ellipsis: every combination of the
+ * letters' indices adds its product to the output element it names. */
+static void ref_einsum(const b_node_rec *n, const tensor *const *in, int n_in, tensor *out) {
+  const char *eq = node_str(n, "equation", "");
+  char terms[3][16] = {{0}}, letters[32] = {0};
+  int t = 0, len[3] = {0}, nl = 0;
+  for (const char *p = eq; *p; p++) {
+    if (*p == ',') t = 1;
+    else if (*p == '>') t = 2;
+    else if (isalpha((unsigned char)*p)) {
+      terms[t][len[t]++] = *p;
+      if (!strchr(letters, *p)) letters[nl++] = *p;
+    }
+  }
+  int64_t size[32], dims[B_MAX_RANK], idx[32] = {0};
+  for (int l = 0; l < nl; l++)
+    for (int k = 0; k < 2; k++) {
+      const char *at = strchr(terms[k], letters[l]);
+      if (at) size[l] = in[k]->dims[at - terms[k]];
+    }
+  for (int i = 0; i < len[2]; i++) dims[i] = size[strchr(letters, terms[2][i]) - letters];
+  *out = t_make(len[2], dims);
+  for (int64_t e = 0; e < t_count(out); e++) out->v[e] = 0;
+  int64_t combos = shape_count(nl, size);
+  for (int64_t e = 0; e < combos; e++) {
+    int64_t off[3] = {0};
+    for (int k = 0; k < 3; k++)
+      for (int i = 0; i < len[k]; i++) {
+        int l = (int)(strchr(letters, terms[k][i]) - letters);
+        off[k] = off[k] * size[l] + idx[l];
+      }
+    out->v[off[2]] += in[0]->v[off[0]] * in[1]->v[off[1]];
+    next_index(nl, size, idx);
+  }
+}
+
 /* Slice (opset 10+): starts, ends and optional axes and steps as inputs, clamped as
  * ONNX says for either sign of step. */
 static void ref_slice(const b_node_rec *n, const tensor *const *in, int n_in, tensor *out) {
@@ -997,6 +1056,8 @@ static const struct {
 } ref_ops[] = {
     {"Pad", ref_pad},
     {"Slice", ref_slice},
+    {"ScatterND", ref_scatter_nd},
+    {"Einsum", ref_einsum},
     {"Abs", ref_unary},
     {"Neg", ref_unary},
     {"Log", ref_unary},
@@ -1921,6 +1982,99 @@ static void test_error_dropout_training_mode(void **state) {
   b_node(b, "Dropout", IN("x", "ratio", "training"), OUT("y"), NULL);
   b_output(b, "y");
   expect_load_fails(b, INFERD_UNSUPPORTED, (const char *const[]){"Dropout", "training_mode", NULL});
+}
+
+/* Training mode with a ratio of 0 keeps every element unscaled: an Identity. torchvision's
+ * Swin exports that (F.dropout(attn, p=0.0) without training=False). */
+static void test_dropout_training_mode_ratio_zero(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 3));
+  b_scalar(b, "ratio", 0.0f);
+  b_const(b, "training", INFERD_DTYPE_BOOL, 0, NULL, &(unsigned char){1});
+  b_node(b, "Relu", IN("x"), OUT("r"), NULL);
+  b_node(b, "Dropout", IN("r", "ratio", "training"), OUT("y"), NULL);
+  b_output(b, "y");
+  check_graph(b);
+}
+
+/* ScatterND on constants (the slice assignments of Swin's attention mask) folds at load,
+ * replacing whole rows; with opset 16's reduction "add" a repeated index adds twice. */
+static void test_scatternd_folded(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 3, 4));
+  b_random(b, "data", DIMS(3, 4), -1.0f, 1.0f);
+  b_const(b, "rows", INFERD_DTYPE_INT64, 2, (const int64_t[]){2, 1}, (const int64_t[]){2, -3});
+  b_random(b, "new_rows", DIMS(2, 4), 2.0f, 3.0f);
+  b_node(b, "ScatterND", IN("data", "rows", "new_rows"), OUT("s"), NULL);
+  b_node(b, "Add", IN("x", "s"), OUT("y"), NULL);
+  b_output(b, "y");
+  check_graph(b);
+
+  b = b_new(__func__);
+  b->opset = 16;
+  b_input(b, "x", DIMS(0, 3, 4));
+  b_random(b, "data", DIMS(3, 4), -1.0f, 1.0f);
+  b_const(b, "cells", INFERD_DTYPE_INT64, 2, (const int64_t[]){3, 2}, (const int64_t[]){1, 2, 1, 2, 0, -1});
+  b_random(b, "values", DIMS(3), 2.0f, 3.0f);
+  b_node(b, "ScatterND", IN("data", "cells", "values"), OUT("s"), ATTRS(A_STR("reduction", "add")));
+  b_node(b, "Mul", IN("x", "s"), OUT("y"), NULL);
+  b_output(b, "y");
+  check_graph(b);
+}
+
+/* An index outside its axis is refused (ONNX Runtime refuses it too), never written
+ * past the data. */
+static void test_error_scatternd_index_out_of_range(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 3, 4));
+  b_random(b, "data", DIMS(3, 4), -1.0f, 1.0f);
+  b_const(b, "rows", INFERD_DTYPE_INT64, 2, (const int64_t[]){1, 1}, (const int64_t[]){3});
+  b_random(b, "new_rows", DIMS(1, 4), 2.0f, 3.0f);
+  b_node(b, "ScatterND", IN("data", "rows", "new_rows"), OUT("s"), NULL);
+  b_node(b, "Add", IN("x", "s"), OUT("y"), NULL);
+  b_output(b, "y");
+  expect_load_fails(b, INFERD_INVALID_ARG, (const char *const[]){"ScatterND", "index 3 out of range", NULL});
+}
+
+/* Einsum as a matrix product: MaxViT's two (q times k transposed, then the weights
+ * times v), an operand read in another axis order, a constant second operand broadcast
+ * over the batch, and the output's rows from the second operand (the operands swapped). */
+static void einsum_case(const char *what, const char *eq, int ra, const int64_t *da, int rb, const int64_t *db,
+                        bool b_const) {
+  builder *b = b_new(what);
+  b_input(b, "a", ra, da);
+  if (b_const) b_random(b, "b", rb, db, -1.0f, 1.0f);
+  else b_input(b, "b", rb, db);
+  b_node(b, "Einsum", IN("a", "b"), OUT("y"), ATTRS(A_STR("equation", eq)));
+  b_output(b, "y");
+  check_graph(b);
+}
+
+static void test_einsum_matrix_products(void **state) {
+  einsum_case(__func__, "bghid,bghjd->bghij", DIMS(0, 2, 3, 5, 4), DIMS(0, 2, 3, 6, 4), false);
+  einsum_case(__func__, "B G H I J, B G H J D -> B G H I D", DIMS(0, 2, 3, 5, 6), DIMS(0, 2, 3, 6, 4), false);
+  einsum_case(__func__, "nbji,nbjk->nbik", DIMS(0, 2, 4, 5), DIMS(0, 2, 4, 7), false);
+  einsum_case(__func__, "nibj,nbjk->nbik", DIMS(0, 5, 2, 4), DIMS(0, 2, 4, 7), false);
+  einsum_case(__func__, "nbij,jk->nbik", DIMS(0, 2, 5, 4), DIMS(4, 7), true);
+  einsum_case(__func__, "nij,kj->nik", DIMS(0, 5, 4), DIMS(7, 4), true);
+  einsum_case(__func__, "nbij,nbjk->nbki", DIMS(0, 2, 5, 4), DIMS(0, 2, 4, 7), false);
+}
+
+/* What is not a matrix product is refused naming the equation and why. */
+static void einsum_refused(const char *what, const char *eq, const char *needle) {
+  builder *b = b_new(what);
+  b_input(b, "a", DIMS(0, 4, 4));
+  b_input(b, "b", DIMS(0, 4, 4));
+  b_node(b, "Einsum", IN("a", "b"), OUT("y"), ATTRS(A_STR("equation", eq)));
+  b_output(b, "y");
+  expect_load_fails(b, INFERD_UNSUPPORTED, (const char *const[]){"Einsum", eq, needle, NULL});
+}
+
+static void test_error_einsum_not_a_matrix_product(void **state) {
+  einsum_refused(__func__, "nij,njk->nk", "not a matrix product");
+  einsum_refused(__func__, "nii,nik->nik", "diagonal");
+  einsum_refused(__func__, "n...j,njk->nk", "ellipsis");
+  einsum_refused(__func__, "nij,njk", "explicit output");
 }
 
 static void test_dropout_training_mode_false(void **state) {
@@ -4011,6 +4165,11 @@ int main(void) {
       cmocka_unit_test(test_error_opset_too_new),
       cmocka_unit_test(test_error_dropout_training_mode),
       cmocka_unit_test(test_dropout_training_mode_false),
+      cmocka_unit_test(test_dropout_training_mode_ratio_zero),
+      cmocka_unit_test(test_einsum_matrix_products),
+      cmocka_unit_test(test_error_einsum_not_a_matrix_product),
+      cmocka_unit_test(test_scatternd_folded),
+      cmocka_unit_test(test_error_scatternd_index_out_of_range),
       cmocka_unit_test(test_error_gelu_chain_div_is_output),
       cmocka_unit_test(test_constant_both_operand_and_folded),
       cmocka_unit_test(test_weight_read_two_ways),

@@ -174,7 +174,9 @@ inferd_code ops_binary_lower(plan_ctx *c, int node, inferd_status *st) {
     if (op == OP_SUB || op == OP_DIV) {
       dnnl_post_ops_t po;
       if (dnnl_post_ops_create(&po) != dnnl_success) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
-      bool sub = op == OP_SUB; /* -1 x + 0, or 1 x^-1 */
+      /* -1 x + 0, or 1 x^-1; a - b = -(b - a) but for the sign of a zero difference
+       * (+0 - +0 and -0 - +0 differ, b - a does not), and a / b = 1 / (b / a) to 1 ulp */
+      bool sub = op == OP_SUB;
       dnnl_post_ops_append_eltwise(po, 1.0f, sub ? dnnl_eltwise_linear : dnnl_eltwise_pow, sub ? -1.0f : 1.0f,
                                    sub ? 0.0f : -1.0f);
       attr = plan_attr_new();

@@ -1,7 +1,8 @@
 /*
  * ops_fold.c - ops that exported graphs use only for shape and mask arithmetic:
- * ConstantOfShape, Expand, Equal, Where, Mod, Range, Not. With the batch size fixed
- * per plan their inputs are constants, and they are computed here at plan time.
+ * ConstantOfShape, Expand, Equal, Where, Mod, Range, Not, and ScatterND (which a
+ * slice assignment exports to: Swin's shifted-window attention mask). With the batch
+ * size fixed per plan their inputs are constants, and they are computed here at plan time.
  * A tensor computed at run time reaching one of them is refused with the node named.
  */
 #include <math.h>
@@ -57,6 +58,67 @@ static long double f_mod(plan_value *const *in, const int64_t *o, const void *ct
   return r != 0 && ((r < 0) != (b < 0)) ? r + b : r; /* integer Mod: sign of the divisor */
 }
 
+/* ScatterND: the data with the slices that the index tuples (the last axis of indices)
+ * name replaced by the updates, or combined with them by `reduction` (opset 16+). */
+static inferd_code scatter_nd(plan_ctx *c, int node, plan_value *const *in, inferd_status *st) {
+  const plan_value *data = in[0], *indices = in[1], *updates = in[2];
+  const char *reduction = ir_attr_string(plan_node(c, node), "reduction", "none");
+  static const char *const reductions[] = {"none", "add", "mul", "max", "min"};
+  int red = -1;
+  for (int i = 0; i < (int)CORE_ARRAY_LEN(reductions); i++)
+    if (strcmp(reduction, reductions[i]) == 0) red = i;
+  if (red < 0) return node_fail(c, node, INFERD_INVALID_ARG, st, "reduction '%s' is not one of ONNX's", reduction);
+  if (indices->dtype != INFERD_DTYPE_INT64 || indices->rank < 1)
+    return node_fail(c, node, INFERD_INVALID_ARG, st, "indices must be int64 of rank 1 or more");
+  if (updates->dtype != data->dtype)
+    return node_fail(c, node, INFERD_INVALID_ARG, st, "updates are %s, data %s", core_dtype_name(updates->dtype),
+                     core_dtype_name(data->dtype));
+  const int q = indices->rank, r = data->rank;
+  const int64_t k = indices->dims[q - 1];
+  if (k < 0 || k > r) return node_fail(c, node, INFERD_INVALID_ARG, st, "index tuples of %lld for data of rank %d",
+                                       (long long)k, r);
+  /* updates' shape: indices' without its last axis, then data's from axis k on */
+  bool shape_ok = updates->rank == q - 1 + r - (int)k;
+  for (int i = 0; shape_ok && i < updates->rank; i++)
+    shape_ok = updates->dims[i] == (i < q - 1 ? indices->dims[i] : data->dims[(int)k + i - (q - 1)]);
+  if (!shape_ok)
+    return node_fail(c, node, INFERD_INVALID_ARG, st, "updates do not have the shape that indices and data give");
+  int64_t count = core_shape_count(r, data->dims), tuples = core_shape_count(q - 1, indices->dims);
+  int64_t slice = core_shape_count(r - (int)k, data->dims + k);
+  if (count < 0 || count > FOLD_MAX_ELEMENTS || tuples > FOLD_MAX_ELEMENTS)
+    return node_fail(c, node, INFERD_UNSUPPORTED, st, "result too large to fold");
+  size_t es = core_dtype_size(data->dtype);
+  char *out = malloc((size_t)(count ? count : 1) * es);
+  if (!out) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
+  memcpy(out, data->data, (size_t)count * es);
+  const int64_t *idx = indices->data;
+  for (int64_t t = 0; t < tuples && slice > 0; t++) {
+    int64_t at = 0;
+    for (int j = 0; j < k; j++) {
+      int64_t i = idx[t * k + j], d = data->dims[j];
+      if (i < -d || i >= d) {
+        free(out);
+        return node_fail(c, node, INFERD_INVALID_ARG, st, "index %lld out of range for axis %d of size %lld",
+                         (long long)i, j, (long long)d);
+      }
+      at = at * d + (i < 0 ? i + d : i);
+    }
+    at *= slice;
+    if (red == 0) {
+      memcpy(out + (size_t)at * es, (const char *)updates->data + (size_t)(t * slice) * es, (size_t)slice * es);
+      continue;
+    }
+    for (int64_t e = 0; e < slice; e++) {
+      long double x = engine_elem_get(data->dtype, out, at + e), u = get(updates, t * slice + e);
+      engine_elem_put(data->dtype, out, at + e,
+                      red == 1 ? x + u : red == 2 ? x * u : red == 3 ? fmaxl(x, u) : fminl(x, u));
+    }
+  }
+  inferd_code rc = plan_set_const(c, plan_node(c, node)->outputs[0], data->dtype, r, data->dims, out, st);
+  free(out);
+  return rc;
+}
+
 inferd_code ops_fold_lower(plan_ctx *c, int node, inferd_status *st) {
   const ir_node *n = plan_node(c, node);
   op_kind op = plan_extra(c, node)->op;
@@ -82,6 +144,9 @@ inferd_code ops_fold_lower(plan_ctx *c, int node, inferd_status *st) {
   int rank = 0;
   int64_t dims[IR_MAX_RANK];
   switch (op) {
+  case OP_SCATTERND:
+    if (n->n_inputs != 3) return node_fail(c, node, INFERD_INVALID_ARG, st, "needs data, indices and updates");
+    return scatter_nd(c, node, in, st);
   case OP_CONSTANTOFSHAPE: {
     int64_t count = core_shape_count(in[0]->rank, in[0]->dims);
     if (in[0]->dtype != INFERD_DTYPE_INT64 || count > IR_MAX_RANK)

@@ -5,7 +5,11 @@
  * Gemm's C is the matmul bias when it is a constant row vector; alpha and beta other
  * than 1 are refused (exporters emit 1). Empty operands (a zero inner, batch or output
  * dimension) are refused too: oneDNN's kernel selection divides by those sizes.
+ * Einsum runs when its equation is a (batched) matrix product of two operands, each
+ * read in its own axis order through strides (MaxViT's attention: q times k
+ * transposed, then the weights times v).
  */
+#include <ctype.h>
 #include <string.h>
 
 #include "engine/engine.h"
@@ -140,6 +144,112 @@ static inferd_code matmul(plan_ctx *c, int node, inferd_status *st) {
   return emit_matmul(c, node, &a, n->inputs[1], &b_src, IR_NONE, NULL, rank, od, flops, st);
 }
 
+/* Einsum's equation cut into its two input terms and its output term, spaces left out.
+ * Returns false (with *why) for what is not two explicit terms of distinct letters. */
+static bool einsum_terms(const char *eq, char terms[3][IR_MAX_RANK + 1], const char **why) {
+  int t = 0, len[3] = {0};
+  for (const char *p = eq; *p; p++) {
+    if (*p == ' ') continue;
+    if (*p == ',' && t == 0) t = 1;
+    else if (p[0] == '-' && p[1] == '>' && t == 1) t = 2, p++;
+    else if (!isalpha((unsigned char)*p))
+      return *why = *p == '.' ? "an ellipsis" : "a character other than a letter", false;
+    else if (len[t] == IR_MAX_RANK) return *why = "too many axes", false;
+    else if (memchr(terms[t], *p, (size_t)len[t])) return *why = "a letter twice in one term (a diagonal)", false;
+    else terms[t][len[t]++] = *p;
+    terms[t][len[t]] = '\0';
+  }
+  if (t != 2) return *why = "not two operands and an explicit output", false;
+  return true;
+}
+
+/* Plain strides of a dense tensor. */
+static void dense_strides(int rank, const int64_t *dims, int64_t *strides) {
+  int64_t s = 1;
+  for (int i = rank - 1; i >= 0; i--) strides[i] = s, s *= dims[i];
+}
+
+/* Einsum as a matrix product: each letter is a batch axis (both operands and the output,
+ * in the output's order first), the row axis (the first operand's and the output's
+ * next-to-last), the column axis (the second's and the output's last) or the summed axis
+ * (both operands only). Each operand is read through strides in that order. */
+static inferd_code einsum(plan_ctx *c, int node, inferd_status *st) {
+  const ir_node *n = plan_node(c, node);
+  if (n->n_inputs != 2 || n->n_outputs != 1)
+    return node_fail(c, node, INFERD_UNSUPPORTED, st, "only two operands are supported, not %d", n->n_inputs);
+  if (n->inputs[0] == IR_NONE || n->inputs[1] == IR_NONE)
+    return node_fail(c, node, INFERD_INVALID_ARG, st, "an operand is omitted");
+  const char *eq = ir_attr_string(n, "equation", ""), *why = NULL;
+  char terms[3][IR_MAX_RANK + 1] = {{0}};
+  if (!einsum_terms(eq, terms, &why))
+    return node_fail(c, node, INFERD_UNSUPPORTED, st, "equation '%s' has %s", eq, why);
+  const char *ta = terms[0], *tb = terms[1], *to = terms[2];
+  int rank = (int)strlen(to), ia = 0, ib = 1;
+  /* the output's rows from the second operand ("bij,bjk->bki"): its transpose is the
+   * product of the operands swapped */
+  if (rank >= 2 && strchr(tb, to[rank - 2]) && !strchr(ta, to[rank - 2])) ta = terms[1], tb = terms[0], ia = 1, ib = 0;
+  plan_value *av = plan_val(c, n->inputs[ia]), *bv = plan_val(c, n->inputs[ib]);
+  if (av->dtype != INFERD_DTYPE_FLOAT || bv->dtype != INFERD_DTYPE_FLOAT || av->is_const)
+    return node_fail(c, node, INFERD_UNSUPPORTED, st, "needs float32 operands, %s computed at run time",
+                     ia ? "the second" : "the first");
+  if ((int)strlen(ta) != av->rank || (int)strlen(tb) != bv->rank)
+    return node_fail(c, node, INFERD_INVALID_ARG, st, "equation '%s' does not match the operands' ranks %d and %d", eq,
+                     av->rank, bv->rank);
+  /* the summed letter: in both operands, not in the output; every other letter of an
+   * operand must be in the output (a batch letter may be in one operand only) */
+  char k = 0;
+  for (const char *p = ta; *p; p++)
+    if (!strchr(to, *p)) {
+      if (k || !strchr(tb, *p))
+        return node_fail(c, node, INFERD_UNSUPPORTED, st, "equation '%s' is not a matrix product", eq);
+      k = *p;
+    }
+  for (const char *p = tb; *p; p++)
+    if (!strchr(to, *p) && *p != k)
+      return node_fail(c, node, INFERD_UNSUPPORTED, st, "equation '%s' is not a matrix product", eq);
+  char m = rank >= 2 ? to[rank - 2] : 0, nn = rank >= 2 ? to[rank - 1] : 0;
+  if (!k || !m || !strchr(ta, m) || strchr(tb, m) || !strchr(tb, nn) || strchr(ta, nn))
+    return node_fail(c, node, INFERD_UNSUPPORTED, st, "equation '%s' is not a matrix product", eq);
+  int64_t as[IR_MAX_RANK], bs[IR_MAX_RANK];
+  dense_strides(av->rank, av->dims, as);
+  dense_strides(bv->rank, bv->dims, bs);
+  dnnl_dims_t ad, astr, bd, bstr;
+  int64_t od[IR_MAX_RANK];
+  double flops = 2.0;
+  for (int i = 0; i < rank; i++) {
+    char a_letter = i == rank - 1 ? k : to[i], b_letter = i == rank - 2 ? k : to[i];
+    const char *pa = strchr(ta, a_letter), *pb = strchr(tb, b_letter);
+    if (!pa && !pb)
+      return node_fail(c, node, INFERD_INVALID_ARG, st, "equation '%s': '%c' is in no operand", eq, to[i]);
+    /* a batch axis of one operand only: the other is broadcast along it */
+    ad[i] = pa ? av->dims[pa - ta] : 1, astr[i] = pa ? as[pa - ta] : 1;
+    bd[i] = pb ? bv->dims[pb - tb] : 1, bstr[i] = pb ? bs[pb - tb] : 1;
+  }
+  for (int i = 0; i < rank - 2; i++) {
+    if (ad[i] != bd[i] && ad[i] != 1 && bd[i] != 1)
+      return node_fail(c, node, INFERD_INVALID_ARG, st, "axis '%c' is %lld and %lld long", to[i], (long long)ad[i],
+                       (long long)bd[i]);
+    od[i] = ad[i] == 1 ? bd[i] : ad[i];
+    flops *= (double)od[i];
+  }
+  if (ad[rank - 1] != bd[rank - 2])
+    return node_fail(c, node, INFERD_INVALID_ARG, st, "summed axis '%c' is %lld and %lld long", k,
+                     (long long)ad[rank - 1], (long long)bd[rank - 2]);
+  od[rank - 2] = ad[rank - 2];
+  od[rank - 1] = bd[rank - 1];
+  flops *= (double)od[rank - 2] * (double)od[rank - 1] * (double)ad[rank - 1];
+  dnnl_memory_desc_t a_plain, b_src;
+  md_plain(&a_plain, av->rank, av->dims, INFERD_DTYPE_FLOAT);
+  plan_ref a;
+  inferd_code rc = plan_src(c, n->inputs[ia], &a_plain, &a, st);
+  if (rc != INFERD_OK) return rc;
+  if (dnnl_memory_desc_init_by_strides(&a.md, rank, ad, dnnl_f32, astr) != dnnl_success ||
+      dnnl_memory_desc_init_by_strides(&b_src, rank, bd, dnnl_f32, bstr) != dnnl_success)
+    return node_fail(c, node, INFERD_INTERNAL, st, "oneDNN could not describe the operands");
+  return emit_matmul(c, node, &a, n->inputs[ib], &b_src, IR_NONE, NULL, rank, od, flops, st);
+}
+
 inferd_code ops_matmul_lower(plan_ctx *c, int node, inferd_status *st) {
-  return plan_extra(c, node)->op == OP_GEMM ? gemm(c, node, st) : matmul(c, node, st);
+  op_kind op = plan_extra(c, node)->op;
+  return op == OP_GEMM ? gemm(c, node, st) : op == OP_EINSUM ? einsum(c, node, st) : matmul(c, node, st);
 }
