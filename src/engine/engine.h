@@ -64,6 +64,10 @@
   X(POW, "Pow", ops_binary_lower, 2)                                    \
   X(MAX, "Max", ops_binary_lower, 1)                                    \
   X(MIN, "Min", ops_binary_lower, 1)                                    \
+  X(GREATER, "Greater", ops_binary_lower, 2)                            \
+  X(LESS, "Less", ops_binary_lower, 2)                                  \
+  X(GREATEROREQUAL, "GreaterOrEqual", ops_binary_lower, 2)              \
+  X(LESSOREQUAL, "LessOrEqual", ops_binary_lower, 2)                    \
   X(MAXPOOL, "MaxPool", ops_pool_lower, 1)                              \
   X(AVERAGEPOOL, "AveragePool", ops_pool_lower, 1)                      \
   X(GLOBALAVERAGEPOOL, "GlobalAveragePool", ops_pool_lower, 1)          \
@@ -392,6 +396,8 @@ dnnl_primitive_desc_t ops_binary_pd(plan_ctx *c, dnnl_alg_kind_t alg, const dnnl
                                     const dnnl_memory_desc_t *b, const_dnnl_primitive_attr_t attr);
 /* Element offset in `v` (right-aligned to `rank`) of the broadcast output index `idx`. */
 int64_t ops_broadcast_offset(const plan_value *v, int rank, const int64_t *idx);
+/* Where on tensors computed at run time (ops_binary.c); ops_fold_lower folds the rest. */
+inferd_code ops_where_lower(plan_ctx *c, int node, inferd_status *st);
 
 /* ---- op lowerings (ops/) -------------------------------------------------------------- */
 

@@ -47,7 +47,8 @@ dnnl_data_type_t md_dtype(inferd_dtype dtype) {
   case INFERD_DTYPE_FLOAT: return dnnl_f32;
   case INFERD_DTYPE_INT32: return dnnl_s32;
   case INFERD_DTYPE_INT8: return dnnl_s8;
-  case INFERD_DTYPE_UINT8: return dnnl_u8;
+  case INFERD_DTYPE_UINT8:
+  case INFERD_DTYPE_BOOL: return dnnl_u8; /* one byte, 0 or 1 */
   default: return dnnl_data_type_undef;
   }
 }

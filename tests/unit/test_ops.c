@@ -550,6 +550,10 @@ static void ref_binary(const b_node_rec *n, const tensor *const *in, int n_in, t
     else if (strcmp(n->op, "Mul") == 0) out->v[e] = x * y;
     else if (strcmp(n->op, "Div") == 0) out->v[e] = x / y;
     else if (strcmp(n->op, "Pow") == 0) out->v[e] = pow(x, y);
+    else if (strcmp(n->op, "Greater") == 0) out->v[e] = x > y;
+    else if (strcmp(n->op, "Less") == 0) out->v[e] = x < y;
+    else if (strcmp(n->op, "GreaterOrEqual") == 0) out->v[e] = x >= y;
+    else if (strcmp(n->op, "LessOrEqual") == 0) out->v[e] = x <= y;
     else if (strcmp(n->op, "Max") == 0) out->v[e] = fmax(x, y);
     else if (strcmp(n->op, "Min") == 0) out->v[e] = fmin(x, y);
     else fail_msg("reference: no binary op %s", n->op);
@@ -958,6 +962,27 @@ static void ref_pad(const b_node_rec *n, const tensor *const *in, int n_in, tens
   }
 }
 
+/* Where: X where the condition is true, Y elsewhere, all three broadcast. */
+static void ref_where(const b_node_rec *n, const tensor *const *in, int n_in, tensor *out) {
+  int rank = 0;
+  int64_t dims[B_MAX_RANK];
+  for (int k = 0; k < 3; k++) rank = in[k]->rank > rank ? in[k]->rank : rank;
+  for (int i = 0; i < rank; i++) {
+    dims[i] = 1;
+    for (int k = 0; k < 3; k++) {
+      int j = i - (rank - in[k]->rank);
+      if (j >= 0 && in[k]->dims[j] != 1) dims[i] = in[k]->dims[j];
+    }
+  }
+  *out = t_make(rank, dims);
+  int64_t idx[B_MAX_RANK] = {0};
+  for (int64_t e = 0; e < t_count(out); e++) {
+    bool take_x = in[0]->v[bcast_offset(in[0], rank, idx)] != 0;
+    out->v[e] = take_x ? in[1]->v[bcast_offset(in[1], rank, idx)] : in[2]->v[bcast_offset(in[2], rank, idx)];
+    next_index(rank, dims, idx);
+  }
+}
+
 /* ScatterND: data with the slices that indices name replaced by (or, with reduction
  * "add" or "mul", combined with) the updates. */
 static void ref_scatter_nd(const b_node_rec *n, const tensor *const *in, int n_in, tensor *out) {
@@ -1058,6 +1083,11 @@ static const struct {
     {"Slice", ref_slice},
     {"ScatterND", ref_scatter_nd},
     {"Einsum", ref_einsum},
+    {"Where", ref_where},
+    {"Greater", ref_binary},
+    {"Less", ref_binary},
+    {"GreaterOrEqual", ref_binary},
+    {"LessOrEqual", ref_binary},
     {"Abs", ref_unary},
     {"Neg", ref_unary},
     {"Log", ref_unary},
@@ -2075,6 +2105,71 @@ static void test_error_einsum_not_a_matrix_product(void **state) {
   einsum_refused(__func__, "nii,nik->nik", "diagonal");
   einsum_refused(__func__, "n...j,njk->nk", "ellipsis");
   einsum_refused(__func__, "nij,njk", "explicit output");
+}
+
+/* The four comparisons at run time (bools in the plain layout) feeding Where: with a
+ * constant broadcast second, broadcast first (run mirrored: k < x as x > k), along some
+ * axes only (Where copies such a constant out to the full shape at load), a scalar. */
+static void test_comparisons_and_where(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 3, 5));
+  b_random(b, "row", DIMS(5), -0.5f, 0.5f);
+  b_random(b, "col", DIMS(3, 1), -0.5f, 0.5f);
+  b_scalar(b, "zero", 0.0f);
+  b_node(b, "Greater", IN("x", "row"), OUT("c1"), NULL);
+  b_node(b, "Where", IN("c1", "x", "zero"), OUT("w1"), NULL);
+  b_node(b, "Less", IN("row", "x"), OUT("c2"), NULL);
+  b_node(b, "Where", IN("c2", "w1", "row"), OUT("w2"), NULL);
+  b_node(b, "LessOrEqual", IN("col", "x"), OUT("c3"), NULL);
+  b_node(b, "Where", IN("c3", "col", "w2"), OUT("w3"), NULL);
+  b_node(b, "Sigmoid", IN("x"), OUT("s"), NULL);
+  b_node(b, "GreaterOrEqual", IN("s", "w3"), OUT("c4"), NULL);
+  b_node(b, "Where", IN("c4", "s", "x"), OUT("y"), NULL);
+  b_output(b, "y");
+  check_graph(b);
+}
+
+/* A constant condition (a mask) selecting between run-time X and a constant Y, and a
+ * comparison of int64 constants folded at load. */
+static void test_where_constant_condition(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 2, 3));
+  b_const(b, "mask", INFERD_DTYPE_BOOL, 2, (const int64_t[]){2, 3}, (const unsigned char[]){1, 0, 0, 1, 1, 0});
+  b_ints(b, "i", 3, (const int64_t[]){4, -1, 7});
+  b_ints(b, "j", 3, (const int64_t[]){4, 2, 6});
+  b_random(b, "other", DIMS(3), 5.0f, 6.0f);
+  b_node(b, "Where", IN("mask", "x", "other"), OUT("w"), NULL);
+  b_node(b, "GreaterOrEqual", IN("i", "j"), OUT("keep"), NULL); /* {1, 0, 1} */
+  b_node(b, "Where", IN("keep", "w", "other"), OUT("y"), NULL);
+  b_output(b, "y");
+  check_graph(b);
+}
+
+/* Where folded at load with a condition of lower rank than X and Y: the broadcast shape
+ * was computed over the condition's own rank and dims while it overwrote them, and the
+ * model was refused ("shapes do not broadcast"). */
+static void test_where_folded_lower_rank_condition(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 2, 3));
+  b_const(b, "pick", INFERD_DTYPE_BOOL, 1, (const int64_t[]){3}, (const unsigned char[]){0, 1, 1});
+  b_random(b, "p", DIMS(2, 3), -1.0f, 1.0f);
+  b_random(b, "q", DIMS(2, 3), 2.0f, 3.0f);
+  b_node(b, "Where", IN("pick", "p", "q"), OUT("w"), NULL);
+  b_node(b, "Add", IN("x", "w"), OUT("y"), NULL);
+  b_output(b, "y");
+  check_graph(b);
+}
+
+/* A run-time operand broadcast along some axes only is refused (Where's own step reads
+ * each operand whole or as one element). */
+static void test_error_where_runtime_operand_broadcast(void **state) {
+  builder *b = b_new(__func__);
+  b_input(b, "x", DIMS(0, 3, 5));
+  b_node(b, "ReduceMean", IN("x"), OUT("m"), ATTRS(A_INTS("axes", 2), A_INT("keepdims", 1)));
+  b_node(b, "Greater", IN("x", "m"), OUT("c"), NULL);
+  b_node(b, "Where", IN("c", "x", "m"), OUT("y"), NULL);
+  b_output(b, "y");
+  expect_load_fails(b, INFERD_UNSUPPORTED, (const char *const[]){"Where", "input 2 is broadcast", NULL});
 }
 
 static void test_dropout_training_mode_false(void **state) {
@@ -4167,6 +4262,10 @@ int main(void) {
       cmocka_unit_test(test_dropout_training_mode_false),
       cmocka_unit_test(test_dropout_training_mode_ratio_zero),
       cmocka_unit_test(test_einsum_matrix_products),
+      cmocka_unit_test(test_comparisons_and_where),
+      cmocka_unit_test(test_where_constant_condition),
+      cmocka_unit_test(test_where_folded_lower_rank_condition),
+      cmocka_unit_test(test_error_where_runtime_operand_broadcast),
       cmocka_unit_test(test_error_einsum_not_a_matrix_product),
       cmocka_unit_test(test_scatternd_folded),
       cmocka_unit_test(test_error_scatternd_index_out_of_range),

@@ -1,14 +1,19 @@
 /*
- * ops_binary.c - Add, Sub, Mul, Div, Pow, and Max and Min of two inputs, with ONNX
- * (numpy) broadcasting.
+ * ops_binary.c - Add, Sub, Mul, Div, Pow, Max and Min of two inputs, the comparisons
+ * Greater, Less, GreaterOrEqual and LessOrEqual, with ONNX (numpy) broadcasting, and
+ * Where on tensors computed at run time.
  *
  * Tensors computed at run time go to oneDNN's binary primitive: the operand with the
  * output's full shape is src0 (kept in its own layout, blocked or not), the other is
  * src1, broadcast along its size-1 dims. Sub and Div with the small operand first
  * swap them and undo the swap with a post-op: a - b = -(b - a), a / b = 1 / (b / a)
  * (or run as one element-wise linear op, for a scalar constant minus a tensor). Pow
- * needs a scalar constant exponent. Constant operands on both sides (the shape arithmetic
- * of exported graphs) are computed right here, in float32 or int64.
+ * needs a scalar constant exponent. A comparison writes bools (oneDNN u8, 0 or 1) in the
+ * plain layout; with its operands swapped it becomes the mirrored comparison. Where
+ * selects element by element (a step of its own: no oneDNN primitive selects) from
+ * plain operands of the output's shape or of one element. Constant operands on both
+ * sides (the shape arithmetic of exported graphs) are computed right here, in float32
+ * or int64.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -17,13 +22,17 @@
 #include "engine/engine.h"
 
 bool ops_broadcast_shape(const plan_value *a, const plan_value *b, int *rank, int64_t *dims) {
-  *rank = CORE_MAX(a->rank, b->rank);
-  for (int i = 0; i < *rank; i++) {
-    int ia = i - (*rank - a->rank), ib = i - (*rank - b->rank);
+  /* into locals first: the result may be written over a's own rank and dims */
+  int r = CORE_MAX(a->rank, b->rank);
+  int64_t d[IR_MAX_RANK];
+  for (int i = 0; i < r; i++) {
+    int ia = i - (r - a->rank), ib = i - (r - b->rank);
     int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
     if (da != db && da != 1 && db != 1) return false;
-    dims[i] = da == 1 ? db : da;
+    d[i] = da == 1 ? db : da;
   }
+  *rank = r;
+  memcpy(dims, d, (size_t)r * sizeof *d);
   return true;
 }
 
@@ -36,8 +45,16 @@ int64_t ops_broadcast_offset(const plan_value *v, int rank, const int64_t *idx) 
   return off;
 }
 
+static bool is_comparison(op_kind op) {
+  return op == OP_GREATER || op == OP_LESS || op == OP_GREATEROREQUAL || op == OP_LESSOREQUAL;
+}
+
 static double apply(op_kind op, double x, double y) {
   switch (op) {
+  case OP_GREATER: return x > y;
+  case OP_LESS: return x < y;
+  case OP_GREATEROREQUAL: return x >= y;
+  case OP_LESSOREQUAL: return x <= y;
   case OP_ADD: return x + y;
   case OP_SUB: return x - y;
   case OP_MUL: return x * y;
@@ -56,14 +73,20 @@ static inferd_code fold(plan_ctx *c, int node, op_kind op, const plan_value *a, 
       count > (1 << 22))
     return node_fail(c, node, INFERD_UNSUPPORTED, st, "constant operands of this type or size are not supported");
   if (!a->data || !b->data) return node_fail(c, node, INFERD_INTERNAL, st, "constant data was released");
-  size_t es = core_dtype_size(a->dtype);
-  void *out = malloc((size_t)(count ? count : 1) * es);
+  inferd_dtype to = is_comparison(op) ? INFERD_DTYPE_BOOL : a->dtype;
+  void *out = malloc((size_t)(count ? count : 1) * core_dtype_size(to));
   if (!out) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
   int64_t idx[IR_MAX_RANK] = {0};
   for (int64_t e = 0; e < count; e++) {
     int64_t oa = ops_broadcast_offset(a, rank, idx), ob = ops_broadcast_offset(b, rank, idx);
     if (a->dtype == INFERD_DTYPE_FLOAT) {
-      ((float *)out)[e] = (float)apply(op, ((const float *)a->data)[oa], ((const float *)b->data)[ob]);
+      double r = apply(op, ((const float *)a->data)[oa], ((const float *)b->data)[ob]);
+      if (to == INFERD_DTYPE_BOOL) ((uint8_t *)out)[e] = r != 0;
+      else ((float *)out)[e] = (float)r;
+    } else if (to == INFERD_DTYPE_BOOL) { /* compared as integers: a double would round above 2^53 */
+      int64_t x = ((const int64_t *)a->data)[oa], y = ((const int64_t *)b->data)[ob];
+      ((uint8_t *)out)[e] = op == OP_GREATER ? x > y : op == OP_LESS ? x < y
+                          : op == OP_GREATEROREQUAL ? x >= y : x <= y;
     } else {
       int64_t x = ((const int64_t *)a->data)[oa], y = ((const int64_t *)b->data)[ob];
       /* wrap like the two's-complement hardware does, never overflow (undefined) */
@@ -77,7 +100,7 @@ static inferd_code fold(plan_ctx *c, int node, op_kind op, const plan_value *a, 
     }
     for (int i = rank - 1; i >= 0 && ++idx[i] == dims[i]; i--) idx[i] = 0;
   }
-  inferd_code rc = plan_set_const(c, n->outputs[0], a->dtype, rank, dims, out, st);
+  inferd_code rc = plan_set_const(c, n->outputs[0], to, rank, dims, out, st);
   free(out);
   return rc;
 }
@@ -110,16 +133,23 @@ static bool scalar_const(const plan_value *v, float *out) {
   return true;
 }
 
-dnnl_primitive_desc_t ops_binary_pd(plan_ctx *c, dnnl_alg_kind_t alg, const dnnl_memory_desc_t *a,
-                                    const dnnl_memory_desc_t *b, const_dnnl_primitive_attr_t attr) {
+/* The binary op writing `dst` (NULL: in src0's layout and type). */
+static dnnl_primitive_desc_t binary_pd(plan_ctx *c, dnnl_alg_kind_t alg, const dnnl_memory_desc_t *a,
+                                       const dnnl_memory_desc_t *b, const dnnl_memory_desc_t *dst,
+                                       const_dnnl_primitive_attr_t attr) {
   dnnl_binary_desc_t desc;
   dnnl_primitive_desc_t pd = NULL;
   dnnl_primitive_attr_t own = attr ? NULL : plan_attr_new();
-  if (dnnl_binary_desc_init(&desc, alg, a, b, a) != dnnl_success ||
+  if (dnnl_binary_desc_init(&desc, alg, a, b, dst ? dst : a) != dnnl_success ||
       dnnl_primitive_desc_create(&pd, &desc, attr ? attr : own, plan_engine(c), NULL) != dnnl_success)
     pd = NULL;
   if (own) dnnl_primitive_attr_destroy(own);
   return pd;
+}
+
+dnnl_primitive_desc_t ops_binary_pd(plan_ctx *c, dnnl_alg_kind_t alg, const dnnl_memory_desc_t *a,
+                                    const dnnl_memory_desc_t *b, const_dnnl_primitive_attr_t attr) {
+  return binary_pd(c, alg, a, b, NULL, attr);
 }
 
 /* A broadcast operand in the blocked layout its producer wrote (the [N, C, 1, 1] scales
@@ -155,9 +185,14 @@ inferd_code ops_binary_lower(plan_ctx *c, int node, inferd_status *st) {
   if (a->is_const && b->is_const) return fold(c, node, op, a, b, rank, dims, st);
   if (a->dtype != INFERD_DTYPE_FLOAT || b->dtype != INFERD_DTYPE_FLOAT)
     return node_fail(c, node, INFERD_UNSUPPORTED, st, "only float32 is supported for tensors computed at run time");
-  ov->dtype = INFERD_DTYPE_FLOAT;
+  const bool cmp = is_comparison(op);
+  ov->dtype = cmp ? INFERD_DTYPE_BOOL : INFERD_DTYPE_FLOAT;
   ov->rank = rank;
   memcpy(ov->dims, dims, sizeof dims);
+  dnnl_memory_desc_t plain, bools; /* a comparison's operands and output: the plain layout */
+  md_plain(&plain, rank, dims, INFERD_DTYPE_FLOAT);
+  md_plain(&bools, rank, dims, INFERD_DTYPE_BOOL);
+  op_kind as = op; /* the op as run: mirrored when a comparison's operands are swapped */
   float k;
   if (op == OP_POW) {
     if (!scalar_const(b, &k) || a->rank != rank)
@@ -171,6 +206,9 @@ inferd_code ops_binary_lower(plan_ctx *c, int node, inferd_status *st) {
   if (!a_full) {
     if (!b_full) return node_fail(c, node, INFERD_UNSUPPORTED, st, "both operands are broadcast");
     if (op == OP_SUB && scalar_const(a, &k)) return eltwise(c, node, src1, dnnl_eltwise_linear, -1.0f, k, st);
+    if (cmp) /* a > b is b < a */
+      as = op == OP_GREATER ? OP_LESS : op == OP_LESS ? OP_GREATER : op == OP_GREATEROREQUAL ? OP_LESSOREQUAL
+                                                                                                : OP_GREATEROREQUAL;
     if (op == OP_SUB || op == OP_DIV) {
       dnnl_post_ops_t po;
       if (dnnl_post_ops_create(&po) != dnnl_success) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
@@ -186,11 +224,13 @@ inferd_code ops_binary_lower(plan_ctx *c, int node, inferd_status *st) {
     src0 = n->inputs[1], src1 = n->inputs[0];
   }
   plan_value *v1 = plan_val(c, src1);
-  dnnl_alg_kind_t alg = op == OP_ADD ? dnnl_binary_add : op == OP_SUB ? dnnl_binary_sub
-                      : op == OP_MUL ? dnnl_binary_mul : op == OP_DIV ? dnnl_binary_div
-                      : op == OP_MAX ? dnnl_binary_max : dnnl_binary_min;
+  dnnl_alg_kind_t alg = as == OP_ADD ? dnnl_binary_add : as == OP_SUB ? dnnl_binary_sub
+                      : as == OP_MUL ? dnnl_binary_mul : as == OP_DIV ? dnnl_binary_div
+                      : as == OP_MAX ? dnnl_binary_max : as == OP_MIN ? dnnl_binary_min
+                      : as == OP_GREATER ? dnnl_binary_gt : as == OP_LESS ? dnnl_binary_lt
+                      : as == OP_GREATEROREQUAL ? dnnl_binary_ge : dnnl_binary_le;
   plan_ref args[3];
-  inferd_code rc = plan_src(c, src0, NULL, &args[0], st);
+  inferd_code rc = plan_src(c, src0, cmp ? &plain : NULL, &args[0], st);
   dnnl_primitive_desc_t pd = NULL;
   if (rc != INFERD_OK) {
     if (attr) dnnl_primitive_attr_destroy(attr);
@@ -213,18 +253,87 @@ inferd_code ops_binary_lower(plan_ctx *c, int node, inferd_status *st) {
       args[1].md = md1; /* same bytes, rank padded with leading 1s */
     }
   }
-  if (rc == INFERD_OK && !pd && !(pd = ops_binary_pd(c, alg, &args[0].md, &args[1].md, attr)))
+  if (rc == INFERD_OK && !pd && !(pd = binary_pd(c, alg, &args[0].md, &args[1].md, cmp ? &bools : NULL, attr)))
     rc = node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN refuses this binary op");
   if (attr) dnnl_primitive_attr_destroy(attr);
   if (rc != INFERD_OK) {
     if (pd) dnnl_primitive_desc_destroy(pd);
     return rc;
   }
-  if ((rc = plan_define(c, n->outputs[0], &args[0].md, st)) != INFERD_OK) {
+  if ((rc = plan_define(c, n->outputs[0], cmp ? &bools : &args[0].md, st)) != INFERD_OK) {
     dnnl_primitive_desc_destroy(pd);
     return rc;
   }
   args[2] = ov->ref;
   int kinds[3] = {DNNL_ARG_SRC_0, DNNL_ARG_SRC_1, DNNL_ARG_DST};
   return plan_emit(c, node, op, pd, 3, kinds, args, 0, st);
+}
+
+/* out[i] = cond[i] ? x[i] : y[i]; params: the count, and bit k set when operand k
+ * (cond, x, y) has one element. Operands and output are distinct buffers. */
+static void where_step(const plan_step *s, void *const *ptrs) {
+  const uint8_t *cond = ptrs[0];
+  const float *x = ptrs[1], *y = ptrs[2];
+  float *out = ptrs[3];
+  const int64_t count = s->params[0], one = s->params[1];
+  for (int64_t i = 0; i < count; i++) out[i] = cond[one & 1 ? 0 : i] ? x[one & 2 ? 0 : i] : y[one & 4 ? 0 : i];
+}
+
+inferd_code ops_where_lower(plan_ctx *c, int node, inferd_status *st) {
+  const ir_node *n = plan_node(c, node);
+  if (n->n_inputs != 3 || n->n_outputs != 1)
+    return node_fail(c, node, INFERD_INVALID_ARG, st, "needs a condition, X and Y");
+  plan_value *v[3];
+  for (int k = 0; k < 3; k++) {
+    if (n->inputs[k] == IR_NONE) return node_fail(c, node, INFERD_INVALID_ARG, st, "input %d is omitted", k);
+    v[k] = plan_val(c, n->inputs[k]);
+  }
+  if (v[0]->dtype != INFERD_DTYPE_BOOL)
+    return node_fail(c, node, INFERD_INVALID_ARG, st, "the condition must be bool, not %s",
+                     core_dtype_name(v[0]->dtype));
+  if (v[1]->dtype != INFERD_DTYPE_FLOAT || v[2]->dtype != INFERD_DTYPE_FLOAT)
+    return node_fail(c, node, INFERD_UNSUPPORTED, st, "only float32 X and Y are supported at run time");
+  plan_value acc = *v[0];
+  if (!ops_broadcast_shape(&acc, v[1], &acc.rank, acc.dims) || !ops_broadcast_shape(&acc, v[2], &acc.rank, acc.dims))
+    return node_fail(c, node, INFERD_INVALID_ARG, st, "shapes do not broadcast");
+  int64_t count = core_shape_count(acc.rank, acc.dims), one = 0;
+  plan_ref args[4];
+  for (int k = 0; k < 3; k++) {
+    bool full = v[k]->rank == acc.rank && memcmp(v[k]->dims, acc.dims, (size_t)acc.rank * sizeof *acc.dims) == 0;
+    bool single = !full && core_shape_count(v[k]->rank, v[k]->dims) == 1;
+    if (!full && !single && !v[k]->is_const)
+      return node_fail(c, node, INFERD_UNSUPPORTED, st, "input %d is broadcast along some axes only", k);
+    if (single) one |= (int64_t)1 << k;
+    dnnl_memory_desc_t md, wide;
+    md_plain(&md, v[k]->rank, v[k]->dims, v[k]->dtype);
+    inferd_code rc;
+    if (!v[k]->is_const) {
+      rc = plan_src(c, n->inputs[k], &md, &args[k], st);
+    } else if (full || single) {
+      rc = plan_weight(c, n->inputs[k], &md, &md, &args[k], st);
+    } else if (count > (1 << 24)) {
+      return node_fail(c, node, INFERD_UNSUPPORTED, st, "input %d would be broadcast to %lld elements", k,
+                       (long long)count);
+    } else { /* a constant broadcast along some axes: copied out to the full shape once per
+              * plan, at load, by a reorder that reads it with stride 0 along those axes */
+      md_plain(&wide, acc.rank, acc.dims, v[k]->dtype);
+      dnnl_memory_desc_t bcast = wide;
+      dnnl_dims_t *strides = &bcast.format_desc.blocking.strides;
+      for (int i = 0, off = acc.rank - v[k]->rank; i < acc.rank; i++)
+        (*strides)[i] = i < off || v[k]->dims[i - off] == 1 ? 0 : md.format_desc.blocking.strides[i - off];
+      rc = plan_weight(c, n->inputs[k], &bcast, &wide, &args[k], st);
+    }
+    if (rc != INFERD_OK) return rc;
+  }
+  plan_value *ov = plan_val(c, n->outputs[0]);
+  ov->dtype = INFERD_DTYPE_FLOAT;
+  ov->rank = acc.rank;
+  memcpy(ov->dims, acc.dims, sizeof acc.dims);
+  dnnl_memory_desc_t out_md;
+  md_plain(&out_md, ov->rank, ov->dims, ov->dtype);
+  inferd_code rc = plan_define(c, n->outputs[0], &out_md, st);
+  if (rc != INFERD_OK) return rc;
+  args[3] = ov->ref;
+  int64_t params[2] = {count, one};
+  return plan_emit_custom(c, node, OP_WHERE, where_step, 4, args, params, 2, st);
 }

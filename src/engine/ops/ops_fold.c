@@ -1,9 +1,10 @@
 /*
  * ops_fold.c - ops that exported graphs use only for shape and mask arithmetic:
- * ConstantOfShape, Expand, Equal, Where, Mod, Range, Not, and ScatterND (which a
- * slice assignment exports to: Swin's shifted-window attention mask). With the batch
- * size fixed per plan their inputs are constants, and they are computed here at plan time.
- * A tensor computed at run time reaching one of them is refused with the node named.
+ * ConstantOfShape, Expand, Equal, Where, Mod, Range, Not, and ScatterND (which a slice
+ * assignment exports to: Swin's shifted-window attention mask). With the batch size
+ * fixed per plan their inputs are constants, and they are computed here at plan time.
+ * A tensor computed at run time reaching one of them is refused with the node named,
+ * but for Where, which runs then (ops_where_lower in ops_binary.c).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -125,6 +126,8 @@ inferd_code ops_fold_lower(plan_ctx *c, int node, inferd_status *st) {
   if (n->n_outputs != 1 || n->n_inputs < 1 || n->n_inputs > 3)
     return node_fail(c, node, INFERD_INVALID_ARG, st, "wrong number of inputs or outputs");
   plan_value *in[3];
+  for (int k = 0; op == OP_WHERE && k < n->n_inputs; k++) /* a mask computed at run time */
+    if (n->inputs[k] != IR_NONE && !plan_val(c, n->inputs[k])->is_const) return ops_where_lower(c, node, st);
   for (int k = 0; k < n->n_inputs; k++) {
     if (n->inputs[k] == IR_NONE) return node_fail(c, node, INFERD_UNSUPPORTED, st, "omitted inputs are not supported");
     in[k] = plan_val(c, n->inputs[k]);
