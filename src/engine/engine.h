@@ -42,6 +42,7 @@
 #define ENGINE_OPS(X)                                                   \
   X(CONV, "Conv", ops_conv_lower, 2)                                    \
   X(BATCHNORM, "BatchNormalization", ops_batchnorm_lower, 5)            \
+  X(LAYERNORM, "LayerNormalization", ops_layernorm_lower, 2)            \
   X(RELU, "Relu", ops_eltwise_lower, 1)                                 \
   X(LEAKYRELU, "LeakyRelu", ops_eltwise_lower, 1)                       \
   X(CLIP, "Clip", ops_eltwise_lower, 1)                                 \

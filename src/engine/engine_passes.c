@@ -2,7 +2,8 @@
  * engine_passes.c - the load-time graph rewrites, in order:
  *
  *   0. pattern rewrites: the Div/Erf/Add/Mul/Mul chain of an exported GELU becomes
- *      one Gelu node (oneDNN's gelu_erf);
+ *      one Gelu node (oneDNN's gelu_erf), the ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/
+ *      Div/Mul(/Add) chain of an exported LayerNorm one LayerNormalization node;
  *   1. op lookup: every live node maps to an engine op or the model is refused,
  *      naming the node, its op and the opset; a node's required inputs and first
  *      output must be there, its attributes must be ones the op takes, with their
@@ -203,6 +204,9 @@ static const op_attr op_attrs[] = {
     ATTR(BATCHNORM, "momentum", FLOAT, 0),
     ATTR(BATCHNORM, "spatial", INT, 0),
     ATTR(BATCHNORM, "training_mode", INT, 0),
+    ATTR(LAYERNORM, "axis", INT, 0),
+    ATTR(LAYERNORM, "epsilon", FLOAT, 0),
+    ATTR(LAYERNORM, "stash_type", INT, 0),
     ATTR(LEAKYRELU, "alpha", FLOAT, 0),
     ATTR(ELU, "alpha", FLOAT, 0),
     ATTR(CLIP, "min", FLOAT, 10),
@@ -547,6 +551,97 @@ static void fuse_gelu(inferd_model *m, uses *u) {
   }
 }
 
+/* A ReduceMean over the last axis that keeps it (attribute axes [-1], before opset 18). */
+static bool is_mean_last(const ir_node *n) {
+  const ir_attr *axes = ir_node_attr(n, "axes");
+  return is_onnx_op(n, "ReduceMean") && n->n_inputs == 1 && n->n_outputs == 1 && n->outputs[0] != IR_NONE &&
+         axes && axes->type == IR_ATTR_INTS && axes->n == 1 && axes->ints[0] == -1 &&
+         ir_attr_int(n, "keepdims", 1) == 1;
+}
+
+/* The node of op type `op` that alone reads value v, or IR_NONE. */
+static int sole_reader(const ir_graph *g, uses *u, int v, const char *op) {
+  int r = sole_consumer(g, u, v);
+  return r != IR_NONE && is_onnx_op(&g->nodes[r], op) && g->nodes[r].n_outputs == 1 &&
+                 g->nodes[r].outputs[0] != IR_NONE ? r : IR_NONE;
+}
+
+/* The constant float vector that binary node n combines with value v, or IR_NONE. */
+static int const_vector_operand(const ir_graph *g, const ir_node *n, int v) {
+  if (n->n_inputs != 2) return IR_NONE;
+  int other = n->inputs[0] == v ? n->inputs[1] : n->inputs[1] == v ? n->inputs[0] : IR_NONE;
+  if (other == IR_NONE || g->values[other].rank != 1) return IR_NONE;
+  return const_float(g, other, g->values[other].dims[0]) ? other : IR_NONE;
+}
+
+/* torch.onnx's LayerNorm over the last axis before opset 17:
+ *   m = ReduceMean(x); d = Sub(x, m); v = ReduceMean(Pow(d, 2)); s = Sqrt(Add(v, eps));
+ *   y = Add(Mul(Div(d, s), gamma), beta)  (beta optional)
+ * becomes LayerNormalization(x, gamma, beta) with that epsilon, in the first
+ * ReduceMean's place; the two reductions and the Sub, Pow, Add, Sqrt, Div and Mul
+ * must be read by nothing else. Its six element-wise broadcasts ran on oneDNN's
+ * reference kernels. */
+static void fuse_layernorm(inferd_model *m, uses *u) {
+  ir_graph *g = m->graph;
+  for (int r0 = 0; r0 < g->n_nodes; r0++) {
+    ir_node *mean = &g->nodes[r0];
+    if (mean->dead || !is_mean_last(mean) || mean->inputs[0] == IR_NONE) continue;
+    int x = mean->inputs[0];
+    int s = sole_reader(g, u, mean->outputs[0], "Sub");
+    if (s == IR_NONE || g->nodes[s].n_inputs != 2 || g->nodes[s].inputs[0] != x) continue;
+    int d = g->nodes[s].outputs[0];
+    if (g->values[d].consumers != 2 || g->values[d].is_output) continue;
+    int p = IR_NONE, q = IR_NONE; /* Pow(d, 2) and Div(d, s) */
+    for (int e = uses_of(u, g, d); e != -1; e = u->next[e]) {
+      const ir_node *r = &g->nodes[u->reader[e]];
+      if (is_onnx_op(r, "Pow") && r->n_inputs == 2 && r->inputs[0] == d && u->slot[e] == 0) p = u->reader[e];
+      if (is_onnx_op(r, "Div") && r->n_inputs == 2 && r->inputs[0] == d && u->slot[e] == 0) q = u->reader[e];
+    }
+    float k, eps;
+    if (p == IR_NONE || q == IR_NONE || g->nodes[p].n_outputs != 1 || g->nodes[q].n_outputs != 1 ||
+        !scalar_operand(g, &g->nodes[p], d, &k) || k != 2.0f)
+      continue;
+    int r1 = sole_consumer(g, u, g->nodes[p].outputs[0]);
+    if (r1 == IR_NONE || !is_mean_last(&g->nodes[r1])) continue;
+    int a = sole_reader(g, u, g->nodes[r1].outputs[0], "Add");
+    if (a == IR_NONE || !scalar_operand(g, &g->nodes[a], g->nodes[r1].outputs[0], &eps) || !(eps >= 0.0f)) continue;
+    int sq = sole_reader(g, u, g->nodes[a].outputs[0], "Sqrt");
+    if (sq == IR_NONE || g->nodes[sq].n_inputs != 1 || sole_consumer(g, u, g->nodes[sq].outputs[0]) != q ||
+        g->nodes[q].inputs[1] != g->nodes[sq].outputs[0])
+      continue;
+    int mg = sole_reader(g, u, g->nodes[q].outputs[0], "Mul");
+    int gamma = mg == IR_NONE ? IR_NONE : const_vector_operand(g, &g->nodes[mg], g->nodes[q].outputs[0]);
+    if (gamma == IR_NONE) continue;
+    int ab = sole_reader(g, u, g->nodes[mg].outputs[0], "Add");
+    int beta = ab == IR_NONE ? IR_NONE : const_vector_operand(g, &g->nodes[ab], g->nodes[mg].outputs[0]);
+    if (beta == IR_NONE || g->values[beta].dims[0] != g->values[gamma].dims[0]) ab = IR_NONE, beta = IR_NONE;
+    int *inputs = core_arena_alloc(g->arena, 3 * sizeof *inputs, _Alignof(int));
+    ir_attr *attr = core_arena_alloc(g->arena, sizeof *attr, _Alignof(ir_attr));
+    if (!inputs || !attr || !uses_add(u, gamma, r0, 1) || (beta != IR_NONE && !uses_add(u, beta, r0, 2))) return;
+    int out = g->nodes[ab != IR_NONE ? ab : mg].outputs[0];
+    int dead[8] = {s, p, r1, a, sq, q, mg, ab};
+    for (int i = 0; i < 8 && dead[i] != IR_NONE; i++) {
+      ir_node *n = &g->nodes[dead[i]];
+      for (int j = 0; j < n->n_inputs; j++)
+        if (n->inputs[j] != IR_NONE) g->values[n->inputs[j]].consumers--;
+      n->dead = true;
+    }
+    g->values[mean->outputs[0]].producer = IR_NONE;
+    inputs[0] = x, inputs[1] = gamma, inputs[2] = beta;
+    g->values[gamma].consumers++;
+    if (beta != IR_NONE) g->values[beta].consumers++;
+    *attr = (ir_attr){.name = "epsilon", .type = IR_ATTR_FLOAT, .f = eps};
+    mean->op_type = "LayerNormalization";
+    mean->inputs = inputs;
+    mean->n_inputs = beta != IR_NONE ? 3 : 2;
+    mean->attrs = attr;
+    mean->n_attrs = 1;
+    mean->outputs[0] = out;
+    g->values[out].producer = r0;
+    m->extra[r0].op = OP_LAYERNORM;
+  }
+}
+
 /* Ops whose output may be their input's buffer (a same-type Cast is lowered as a view). */
 static bool is_view_op(op_kind op) {
   return op == OP_RESHAPE || op == OP_FLATTEN || op == OP_SQUEEZE || op == OP_UNSQUEEZE || op == OP_IDENTITY ||
@@ -624,6 +719,7 @@ inferd_code engine_passes_run(inferd_model *m, inferd_status *st) {
   uses u;
   if (!uses_build(m->graph, &u)) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
   fuse_gelu(m, &u);
+  fuse_layernorm(m, &u);
   inferd_code rc = lookup_ops(m, st);
   if (rc == INFERD_OK) rc = remove_identities(m, &u, st);
   if (rc == INFERD_OK) rc = fold_batchnorm(m, &u, st);

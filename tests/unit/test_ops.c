@@ -962,6 +962,27 @@ static void ref_pad(const b_node_rec *n, const tensor *const *in, int n_in, tens
   }
 }
 
+/* LayerNormalization (opset 17): each row of the trailing axes from `axis` on, less its
+ * mean, over the square root of its variance plus epsilon, times Scale, plus B. */
+static void ref_layernorm(const b_node_rec *n, const tensor *const *in, int n_in, tensor *out) {
+  const tensor *x = in[0], *scale = in[1], *bias = n_in > 2 ? in[2] : NULL;
+  int64_t axis = node_int(n, "axis", -1);
+  if (axis < 0) axis += x->rank;
+  double eps = node_float(n, "epsilon", 1e-5);
+  int64_t inner = shape_count(x->rank - (int)axis, x->dims + axis), outer = t_count(x) / inner;
+  *out = t_make(x->rank, x->dims);
+  for (int64_t o = 0; o < outer; o++) {
+    const double *row = x->v + o * inner;
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < inner; i++) mean += row[i];
+    mean /= (double)inner;
+    for (int64_t i = 0; i < inner; i++) var += (row[i] - mean) * (row[i] - mean);
+    var /= (double)inner;
+    for (int64_t i = 0; i < inner; i++)
+      out->v[o * inner + i] = (row[i] - mean) / sqrt(var + eps) * scale->v[i] + (bias ? bias->v[i] : 0.0);
+  }
+}
+
 /* Where: X where the condition is true, Y elsewhere, all three broadcast. */
 static void ref_where(const b_node_rec *n, const tensor *const *in, int n_in, tensor *out) {
   int rank = 0;
@@ -1084,6 +1105,7 @@ static const struct {
     {"ScatterND", ref_scatter_nd},
     {"Einsum", ref_einsum},
     {"Where", ref_where},
+    {"LayerNormalization", ref_layernorm},
     {"Greater", ref_binary},
     {"Less", ref_binary},
     {"GreaterOrEqual", ref_binary},
@@ -2105,6 +2127,78 @@ static void test_error_einsum_not_a_matrix_product(void **state) {
   einsum_refused(__func__, "nii,nik->nik", "diagonal");
   einsum_refused(__func__, "n...j,njk->nk", "ellipsis");
   einsum_refused(__func__, "nij,njk", "explicit output");
+}
+
+/* torch.onnx's LayerNorm before opset 17 (ReduceMean, Sub, Pow, ReduceMean, Add eps,
+ * Sqrt, Div, Mul gamma, Add beta), which must become one LayerNormalization step, or
+ * stay as it is when a value inside the chain is read elsewhere too. */
+static builder *layernorm_chain(const char *what, bool bias, bool extra_reader) {
+  builder *b = b_new(what);
+  b_input(b, "x", DIMS(0, 5, 8));
+  b_random(b, "gamma", DIMS(8), 0.5f, 1.5f);
+  if (bias) b_random(b, "beta", DIMS(8), -0.5f, 0.5f);
+  b_scalar(b, "two", 2.0f);
+  b_scalar(b, "eps", 1e-5f);
+  b_node(b, "Tanh", IN("x"), OUT("r"), NULL);
+  b_node(b, "ReduceMean", IN("r"), OUT("m"), ATTRS(A_INTS("axes", -1)));
+  b_node(b, "Sub", IN("r", "m"), OUT("d"), NULL);
+  b_node(b, "Pow", IN("d", "two"), OUT("p"), NULL);
+  b_node(b, "ReduceMean", IN("p"), OUT("v"), ATTRS(A_INTS("axes", -1)));
+  b_node(b, "Add", IN("v", "eps"), OUT("ve"), NULL);
+  b_node(b, "Sqrt", IN("ve"), OUT("s"), NULL);
+  b_node(b, "Div", IN("d", "s"), OUT("q"), NULL);
+  b_node(b, "Mul", IN("gamma", "q"), OUT(bias ? "g" : "y"), NULL);
+  if (bias) b_node(b, "Add", IN("g", "beta"), OUT("y"), NULL);
+  b_output(b, "y");
+  if (extra_reader) {
+    b_node(b, "Sigmoid", IN("d"), OUT("t"), NULL);
+    b_output(b, "t");
+  }
+  return b;
+}
+
+/* Whether the plan that ran at batch 1 has a LayerNormalization step. */
+static bool runs_layernorm(builder *b) {
+  inferd_model *m = load_or_fail(b, NULL);
+  inferd_session *s = NULL;
+  inferd_status st = {0};
+  assert_int_equal(inferd_session_new(m, &(inferd_session_params){.threads = 1, .profile = 1}, &s, &st), INFERD_OK);
+  static float in[40], out0[40], out1[40];
+  const float *ins[1] = {in};
+  float *outs[2] = {out0, out1};
+  assert_int_equal(inferd_session_run(s, 1, ins, outs, &st), INFERD_OK);
+  char profile[8192];
+  inferd_session_profile(s, profile, sizeof profile);
+  bool found = strstr(profile, "\nLayerNormalization ") != NULL;
+  inferd_session_free(s);
+  inferd_model_free(m);
+  b_free(b);
+  return found;
+}
+
+static void test_layernorm_chain_fused(void **state) {
+  check_graph(layernorm_chain(__func__, true, false));
+  check_graph(layernorm_chain(__func__, false, false));
+  check_graph(layernorm_chain(__func__, false, true));
+  assert_true(runs_layernorm(layernorm_chain(__func__, true, false)));
+  assert_true(runs_layernorm(layernorm_chain(__func__, false, false)));
+  assert_false(runs_layernorm(layernorm_chain(__func__, true, true))); /* d is read by the Sigmoid too */
+}
+
+/* ONNX's own LayerNormalization (opset 17) over the last two axes, with and without B. */
+static void test_layernorm_opset17(void **state) {
+  for (int bias = 0; bias < 2; bias++) {
+    builder *b = b_new(__func__);
+    b->opset = 17;
+    b_input(b, "x", DIMS(0, 3, 4, 5));
+    b_random(b, "scale", DIMS(4, 5), 0.5f, 1.5f);
+    b_random(b, "bias", DIMS(4, 5), -0.5f, 0.5f);
+    b_node(b, "Relu", IN("x"), OUT("r"), NULL);
+    b_node(b, "LayerNormalization", bias ? IN("r", "scale", "bias") : IN("r", "scale"), OUT("y"),
+           ATTRS(A_INT("axis", -2), A_FLOAT("epsilon", 1e-3f)));
+    b_output(b, "y");
+    check_graph(b);
+  }
 }
 
 /* The four comparisons at run time (bools in the plain layout) feeding Where: with a
@@ -3502,6 +3596,39 @@ static builder *reversed_identities_graph(const char *what) {
   return b;
 }
 
+/* Swin's attention mask: a constant [1, W, 1, L, L] added to [N, W, H, L, L], which
+ * oneDNN's optimized binary kernels do not broadcast. Copied out to the full shape at
+ * load, the Add runs on an optimized kernel, not the reference one. */
+static builder *mask_add(const char *what) {
+  builder *b = b_new(what);
+  b_input(b, "x", DIMS(0, 4, 3, 5, 5));
+  b_random(b, "mask", DIMS(1, 4, 1, 5, 5), -1.0f, 1.0f);
+  b_node(b, "Relu", IN("x"), OUT("r"), NULL);
+  b_node(b, "Add", IN("r", "mask"), OUT("y"), NULL);
+  b_output(b, "y");
+  return b;
+}
+
+static void test_binary_constant_broadcast_not_reference(void **state) {
+  check_graph(mask_add(__func__));
+  builder *b = mask_add(__func__);
+  inferd_model *m = load_or_fail(b, NULL);
+  inferd_session *s = NULL;
+  inferd_status st = {0};
+  assert_int_equal(inferd_session_new(m, &(inferd_session_params){.threads = 1, .profile = 1}, &s, &st), INFERD_OK);
+  static float in[2 * 300], out[2 * 300];
+  const float *ins[1] = {in};
+  float *outs[1] = {out};
+  assert_int_equal(inferd_session_run(s, 2, ins, outs, &st), INFERD_OK);
+  char profile[4096], line[256];
+  inferd_session_profile_steps(s, 2, 20, profile, sizeof profile);
+  if (!profile_line(profile, "Add_1", line, sizeof line)) fail_msg("no step for Add_1:\n%s", profile);
+  if (strstr(line, "ref")) fail_msg("the Add runs on oneDNN's reference kernel: %s", line);
+  inferd_session_free(s);
+  inferd_model_free(m);
+  b_free(b);
+}
+
 /* Once the Identity and Dropout nodes are gone, the Relu reads the Gemm's output and
  * the Tanh the Relu's, so the Gemm absorbs both: they have no step of their own. */
 static void test_reversed_identities_then_fusion(void **state) {
@@ -4263,6 +4390,9 @@ int main(void) {
       cmocka_unit_test(test_dropout_training_mode_ratio_zero),
       cmocka_unit_test(test_einsum_matrix_products),
       cmocka_unit_test(test_comparisons_and_where),
+      cmocka_unit_test(test_layernorm_chain_fused),
+      cmocka_unit_test(test_layernorm_opset17),
+      cmocka_unit_test(test_binary_constant_broadcast_not_reference),
       cmocka_unit_test(test_where_constant_condition),
       cmocka_unit_test(test_where_folded_lower_rank_condition),
       cmocka_unit_test(test_error_where_runtime_operand_broadcast),

@@ -127,6 +127,22 @@ static inferd_code eltwise(plan_ctx *c, int node, int input, dnnl_alg_kind_t alg
   return plan_emit(c, node, plan_extra(c, node)->op, pd, 2, kinds, args, 0, st);
 }
 
+/* Constant v read as a tensor of shape `to` (rank `rank`, v's dims right-aligned in it):
+ * stride 0 along the axes it is broadcast over, so a reorder from it copies it out to
+ * that shape. */
+static void broadcast_md(const plan_value *v, int rank, const int64_t *to, dnnl_memory_desc_t *out) {
+  dnnl_memory_desc_t own;
+  md_plain(&own, v->rank, v->dims, v->dtype);
+  md_plain(out, rank, to, v->dtype);
+  dnnl_dims_t *strides = &out->format_desc.blocking.strides;
+  for (int i = 0, off = rank - v->rank; i < rank; i++)
+    (*strides)[i] = i < off || (v->dims[i - off] == 1 && to[i] != 1) ? 0 : own.format_desc.blocking.strides[i - off];
+}
+
+/* Most elements a constant is copied out to (broadcast_md) for a kernel to read it
+ * whole: 64 MB of floats. */
+enum { EXPAND_MAX_ELEMENTS = 1 << 24 };
+
 static bool scalar_const(const plan_value *v, float *out) {
   if (!v->is_const || !v->data || v->dtype != INFERD_DTYPE_FLOAT || core_shape_count(v->rank, v->dims) != 1) return false;
   *out = *(const float *)v->data;
@@ -255,6 +271,24 @@ inferd_code ops_binary_lower(plan_ctx *c, int node, inferd_status *st) {
   }
   if (rc == INFERD_OK && !pd && !(pd = binary_pd(c, alg, &args[0].md, &args[1].md, cmp ? &bools : NULL, attr)))
     rc = node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN refuses this binary op");
+  if (rc == INFERD_OK && v1->is_const && plan_pd_is_reference(pd) &&
+      core_shape_count(rank, dims) <= EXPAND_MAX_ELEMENTS) {
+    /* a constant broadcast in a way oneDNN's optimized kernels do not take (Swin's
+     * attention mask, [1, W, 1, L, L] over [N, W, H, L, L]) ran on its reference kernel,
+     * 50x slower: copied out to the full shape in src0's layout once per plan, it is a
+     * plain elementwise op */
+    dnnl_memory_desc_t wide;
+    broadcast_md(v1, rank, dims, &wide);
+    plan_ref full;
+    dnnl_primitive_desc_t pd2 = NULL;
+    inferd_status ignored = {0}; /* without the copy, the reference kernel still runs */
+    if (plan_weight(c, src1, &wide, &args[0].md, &full, &ignored) == INFERD_OK &&
+        (pd2 = binary_pd(c, alg, &args[0].md, &full.md, cmp ? &bools : NULL, attr))) {
+      dnnl_primitive_desc_destroy(pd);
+      pd = pd2;
+      args[1] = full;
+    }
+  }
   if (attr) dnnl_primitive_attr_destroy(attr);
   if (rc != INFERD_OK) {
     if (pd) dnnl_primitive_desc_destroy(pd);
@@ -311,16 +345,14 @@ inferd_code ops_where_lower(plan_ctx *c, int node, inferd_status *st) {
       rc = plan_src(c, n->inputs[k], &md, &args[k], st);
     } else if (full || single) {
       rc = plan_weight(c, n->inputs[k], &md, &md, &args[k], st);
-    } else if (count > (1 << 24)) {
+    } else if (count > EXPAND_MAX_ELEMENTS) {
       return node_fail(c, node, INFERD_UNSUPPORTED, st, "input %d would be broadcast to %lld elements", k,
                        (long long)count);
     } else { /* a constant broadcast along some axes: copied out to the full shape once per
               * plan, at load, by a reorder that reads it with stride 0 along those axes */
+      dnnl_memory_desc_t bcast;
       md_plain(&wide, acc.rank, acc.dims, v[k]->dtype);
-      dnnl_memory_desc_t bcast = wide;
-      dnnl_dims_t *strides = &bcast.format_desc.blocking.strides;
-      for (int i = 0, off = acc.rank - v[k]->rank; i < acc.rank; i++)
-        (*strides)[i] = i < off || v[k]->dims[i - off] == 1 ? 0 : md.format_desc.blocking.strides[i - off];
+      broadcast_md(v[k], acc.rank, acc.dims, &bcast);
       rc = plan_weight(c, n->inputs[k], &bcast, &wide, &args[k], st);
     }
     if (rc != INFERD_OK) return rc;

@@ -3,7 +3,7 @@
  * Sigmoid, HardSigmoid, HardSwish, LeakyRelu, Elu, Tanh, Sqrt, Exp, Log, Abs, Neg,
  * Reciprocal, Gelu) and standalone BatchNormalization. Both work on whatever layout the
  * input has, so they never force a reorder; a two-op activation (HardSigmoid = linear
- * then clip) runs its second op in place.
+ * then clip) runs its second op in place. LayerNormalization too, on the plain layout.
  */
 #include <string.h>
 
@@ -91,4 +91,63 @@ inferd_code ops_batchnorm_lower(plan_ctx *c, int node, inferd_status *st) {
   }
   args[5] = ov->ref;
   return plan_emit(c, node, OP_BATCHNORM, pd, 6, kinds, args, 0, st);
+}
+
+/* LayerNormalization (opset 17, and the ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul
+ * /Add chain that torch.onnx writes before it, fused at load: engine_passes.c): oneDNN's
+ * layer normalization over the trailing axes from `axis` on, read as one axis of
+ * their product, with Scale and the optional B as its scale and shift. */
+inferd_code ops_layernorm_lower(plan_ctx *c, int node, inferd_status *st) {
+  const ir_node *n = plan_node(c, node);
+  if (n->n_inputs < 2 || n->inputs[0] == IR_NONE || n->inputs[1] == IR_NONE || n->n_outputs < 1)
+    return node_fail(c, node, INFERD_INVALID_ARG, st, "needs X and Scale");
+  for (int k = 1; k < n->n_outputs; k++)
+    if (n->outputs[k] != IR_NONE && plan_graph(c)->values[n->outputs[k]].consumers > 0)
+      return node_fail(c, node, INFERD_UNSUPPORTED, st, "the Mean and InvStdDev outputs are not supported");
+  plan_value *xv, *ov;
+  same_shape_output(c, n, &xv, &ov);
+  if (xv->dtype != INFERD_DTYPE_FLOAT || xv->is_const || xv->rank < 1)
+    return node_fail(c, node, INFERD_UNSUPPORTED, st, "needs a float32 input computed at run time");
+  int64_t axis = ir_attr_int(n, "axis", -1);
+  if (axis < 0) axis += xv->rank;
+  if (axis < 0 || axis >= xv->rank) return node_fail(c, node, INFERD_INVALID_ARG, st, "axis out of range");
+  int64_t outer = core_shape_count((int)axis, xv->dims);
+  int64_t inner = core_shape_count(xv->rank - (int)axis, xv->dims + axis);
+  if (outer <= 0 || inner <= 0) return node_fail(c, node, INFERD_UNSUPPORTED, st, "empty input");
+  bool shift = n->n_inputs > 2 && n->inputs[2] != IR_NONE;
+  for (int k = 1; k < (shift ? 3 : 2); k++) {
+    plan_value *p = plan_val(c, n->inputs[k]);
+    if (!p->is_const || p->dtype != INFERD_DTYPE_FLOAT || core_shape_count(p->rank, p->dims) != inner)
+      return node_fail(c, node, INFERD_UNSUPPORTED, st, "%s must be a constant of %lld floats", k == 1 ? "Scale" : "B",
+                       (long long)inner);
+  }
+  dnnl_memory_desc_t plain, rows, vec;
+  md_plain(&plain, xv->rank, xv->dims, INFERD_DTYPE_FLOAT);
+  md_plain(&rows, 2, (const int64_t[]){outer, inner}, INFERD_DTYPE_FLOAT);
+  md_plain(&vec, 1, &inner, INFERD_DTYPE_FLOAT);
+  plan_ref args[4];
+  inferd_code rc = plan_src(c, n->inputs[0], &plain, &args[0], st);
+  if (rc != INFERD_OK) return rc;
+  args[0].md = rows; /* the same bytes as [outer, inner] */
+  dnnl_layer_normalization_desc_t desc;
+  dnnl_primitive_desc_t pd;
+  dnnl_primitive_attr_t attr = plan_attr_new();
+  unsigned flags = dnnl_use_scale | (shift ? dnnl_use_shift : 0);
+  dnnl_status_t drc = dnnl_layer_normalization_forward_desc_init(&desc, dnnl_forward_inference, &rows, NULL,
+                                                                 ir_attr_float(n, "epsilon", 1e-5f), flags);
+  if (drc == dnnl_success) drc = dnnl_primitive_desc_create(&pd, &desc, attr, plan_engine(c), NULL);
+  dnnl_primitive_attr_destroy(attr);
+  if (drc != dnnl_success) return node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN refuses this layer normalization");
+  int kinds[4] = {DNNL_ARG_SRC, DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_DST}, na = 1;
+  rc = plan_weight(c, n->inputs[1], &vec, &vec, &args[na++], st);
+  if (rc == INFERD_OK && shift) rc = plan_weight(c, n->inputs[2], &vec, &vec, &args[na++], st);
+  if (rc == INFERD_OK) rc = plan_define(c, n->outputs[0], &plain, st);
+  if (rc != INFERD_OK) {
+    dnnl_primitive_desc_destroy(pd);
+    return rc;
+  }
+  if (!shift) kinds[2] = DNNL_ARG_DST;
+  args[na] = ov->ref;
+  args[na++].md = rows;
+  return plan_emit(c, node, OP_LAYERNORM, pd, na, kinds, args, 0, st);
 }
