@@ -49,6 +49,7 @@
   X(SIGMOID, "Sigmoid", ops_eltwise_lower, 1)                           \
   X(HARDSIGMOID, "HardSigmoid", ops_eltwise_lower, 1)                   \
   X(HARDSWISH, "HardSwish", ops_eltwise_lower, 1)                       \
+  X(SWISH, "Swish", ops_eltwise_lower, 1)                               \
   X(TANH, "Tanh", ops_eltwise_lower, 1)                                 \
   X(SQRT, "Sqrt", ops_eltwise_lower, 1)                                 \
   X(EXP, "Exp", ops_eltwise_lower, 1)                                   \

@@ -3,7 +3,9 @@
  *
  *   0. pattern rewrites: the Div/Erf/Add/Mul/Mul chain of an exported GELU becomes
  *      one Gelu node (oneDNN's gelu_erf), the ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/
- *      Div/Mul(/Add) chain of an exported LayerNorm one LayerNormalization node;
+ *      Div/Mul(/Add) chain of an exported LayerNorm one LayerNormalization node, and
+ *      x * Sigmoid(x) (SiLU) one Swish node, x * HardSigmoid(x) one HardSwish node,
+ *      which a Conv can then absorb;
  *   1. op lookup: every live node maps to an engine op or the model is refused,
  *      naming the node, its op and the opset; a node's required inputs and first
  *      output must be there, its attributes must be ones the op takes, with their
@@ -212,6 +214,7 @@ static const op_attr op_attrs[] = {
     ATTR(CLIP, "min", FLOAT, 10),
     ATTR(CLIP, "max", FLOAT, 10),
     ATTR(HARDSIGMOID, "alpha", FLOAT, 0),
+    ATTR(SWISH, "alpha", FLOAT, 0),
     ATTR(HARDSIGMOID, "beta", FLOAT, 0),
     ATTR(GELU, "approximate", STRING, 0),
     ATTR(MAXPOOL, "auto_pad", STRING, 0),
@@ -436,6 +439,7 @@ int engine_eltwise_of(const ir_graph *g, const ir_node *n, op_kind op, fused_op 
   case OP_SQRT: out[0].alg = dnnl_eltwise_sqrt; return 1;
   case OP_EXP: out[0].alg = dnnl_eltwise_exp; return 1;
   case OP_HARDSWISH: out[0].alg = dnnl_eltwise_hardswish; return 1;
+  case OP_SWISH: out[0].alg = dnnl_eltwise_swish, out[0].alpha = ir_attr_float(n, "alpha", 1.0f); return 1;
   case OP_ABS: out[0].alg = dnnl_eltwise_abs; return 1;
   case OP_NEG: /* -x + -0: Neg(+0) is -0, as 1 / Neg(0) must be -inf */
     out[0].alg = dnnl_eltwise_linear, out[0].alpha = -1.0f, out[0].beta = -0.0f;
@@ -548,6 +552,42 @@ static void fuse_gelu(inferd_model *m, uses *u) {
     div->n_attrs = 0;
     g->values[out].producer = d;
     m->extra[d].op = OP_GELU;
+  }
+}
+
+/* x * Sigmoid(x), as torch.onnx writes nn.SiLU (EfficientNet), becomes Swish(x), and
+ * x * HardSigmoid(x) with HardSwish's constants (nn.Hardswish before opset 14,
+ * MobileNetV3) HardSwish(x): one element-wise op instead of two passes over the tensor,
+ * which the Conv before it absorbs, and whose f(0) = 0 lets oneDNN's optimized kernel
+ * run on a blocked layout with padded channels (Sigmoid's f(0) = 0.5 put it on the
+ * reference one). The activation must be read by the Mul alone. */
+static void fuse_x_times_act(inferd_model *m, uses *u) {
+  ir_graph *g = m->graph;
+  for (int i = 0; i < g->n_nodes; i++) {
+    ir_node *mul = &g->nodes[i];
+    if (mul->dead || !is_onnx_op(mul, "Mul") || mul->n_inputs != 2 || mul->n_outputs != 1 ||
+        mul->inputs[0] == IR_NONE || mul->inputs[1] == IR_NONE || mul->n_attrs != 0)
+      continue;
+    for (int k = 0; k < 2; k++) {
+      int a = mul->inputs[k], x = mul->inputs[1 - k], p = g->values[a].producer;
+      if (p == IR_NONE || g->values[a].consumers != 1 || g->values[a].is_output || a == x) continue;
+      ir_node *act = &g->nodes[p];
+      if (act->dead || act->n_inputs != 1 || act->inputs[0] != x || act->n_outputs != 1) continue;
+      const char *to = NULL;
+      if (is_onnx_op(act, "Sigmoid") && act->n_attrs == 0) to = "Swish";
+      else if (is_onnx_op(act, "HardSigmoid") && near(ir_attr_float(act, "alpha", 0.2f), 1.0f / 6.0f) &&
+               near(ir_attr_float(act, "beta", 0.5f), 0.5f))
+        to = "HardSwish";
+      if (!to || !uses_add(u, x, i, 0)) continue;
+      act->dead = true;
+      g->values[x].consumers--; /* the activation's read; the Mul's stays */
+      g->values[a].consumers--;
+      g->values[a].producer = IR_NONE;
+      mul->op_type = to;
+      mul->inputs[0] = x;
+      mul->n_inputs = 1;
+      break;
+    }
   }
 }
 
@@ -720,6 +760,7 @@ inferd_code engine_passes_run(inferd_model *m, inferd_status *st) {
   if (!uses_build(m->graph, &u)) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
   fuse_gelu(m, &u);
   fuse_layernorm(m, &u);
+  fuse_x_times_act(m, &u);
   inferd_code rc = lookup_ops(m, st);
   if (rc == INFERD_OK) rc = remove_identities(m, &u, st);
   if (rc == INFERD_OK) rc = fold_batchnorm(m, &u, st);

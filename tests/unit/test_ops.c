@@ -3664,6 +3664,54 @@ static void test_reduce_mean_of_blocked_not_reference(void **state) {
   b_free(b);
 }
 
+/* Conv -> act -> Mul(conv, act): SiLU (Sigmoid) and Hardswish (HardSigmoid 1/6, 0.5)
+ * as torch.onnx writes them at opset 13. 24 channels: the blocked layout pads them. */
+static builder *conv_times_act(const char *what, const char *act, float alpha, bool mul_first) {
+  builder *b = b_new(what);
+  b_input(b, "x", DIMS(0, 8, 6, 6));
+  b_random(b, "w", DIMS(24, 8, 3, 3), -0.3f, 0.3f);
+  b_node(b, "Conv", IN("x", "w"), OUT("c"), ATTRS(A_INTS("pads", 1, 1, 1, 1)));
+  if (strcmp(act, "Sigmoid") == 0) b_node(b, act, IN("c"), OUT("a"), NULL);
+  else b_node(b, act, IN("c"), OUT("a"), ATTRS(A_FLOAT("alpha", alpha), A_FLOAT("beta", 0.5f)));
+  b_node(b, "Mul", mul_first ? IN("a", "c") : IN("c", "a"), OUT("y"), NULL);
+  b_output(b, "y");
+  return b;
+}
+
+/* The steps of the plan that ran at batch 4 (opt_batch 4: the blocked layout). */
+static void steps_at_batch4(builder *b, char *profile, size_t size) {
+  inferd_model *m = load_or_fail(b, &tuned_params);
+  inferd_session *s = NULL;
+  inferd_status st = {0};
+  assert_int_equal(inferd_session_new(m, &(inferd_session_params){.threads = 1, .profile = 1}, &s, &st), INFERD_OK);
+  static float in[4 * 8 * 36], out[4 * 24 * 36];
+  const float *ins[1] = {in};
+  float *outs[1] = {out};
+  assert_int_equal(inferd_session_run(s, 4, ins, outs, &st), INFERD_OK);
+  inferd_session_profile_steps(s, 4, 20, profile, size);
+  inferd_session_free(s);
+  inferd_model_free(m);
+  b_free(b);
+}
+
+static void test_conv_times_activation_fused(void **state) {
+  char profile[4096], line[256], act_node[32];
+  for (int v = 0; v < 4; v++) {
+    const char *act = v < 2 ? "Sigmoid" : "HardSigmoid";
+    snprintf(act_node, sizeof act_node, "%s_1", act);
+    check_graph_tuned(conv_times_act(__func__, act, 1.0f / 6.0f, v % 2));
+    steps_at_batch4(conv_times_act(__func__, act, 1.0f / 6.0f, v % 2), profile, sizeof profile);
+    if (profile_line(profile, "Mul_2", line, sizeof line) || profile_line(profile, act_node, line, sizeof line) ||
+        !profile_line(profile, "Conv_0", line, sizeof line))
+      fail_msg("%s times the Conv's output is not one Conv step:\n%s", act, profile);
+    if (strstr(profile, "ref:")) fail_msg("a step runs on oneDNN's reference kernel:\n%s", profile);
+  }
+  /* a HardSigmoid that is not HardSwish's stays as it is, and right */
+  check_graph_tuned(conv_times_act(__func__, "HardSigmoid", 0.2f, false));
+  steps_at_batch4(conv_times_act(__func__, "HardSigmoid", 0.2f, false), profile, sizeof profile);
+  if (!profile_line(profile, "Mul_2", line, sizeof line)) fail_msg("HardSigmoid 0.2 was fused:\n%s", profile);
+}
+
 /* Once the Identity and Dropout nodes are gone, the Relu reads the Gemm's output and
  * the Tanh the Relu's, so the Gemm absorbs both: they have no step of their own. */
 static void test_reversed_identities_then_fusion(void **state) {
@@ -4429,6 +4477,7 @@ int main(void) {
       cmocka_unit_test(test_layernorm_opset17),
       cmocka_unit_test(test_binary_constant_broadcast_not_reference),
       cmocka_unit_test(test_reduce_mean_of_blocked_not_reference),
+      cmocka_unit_test(test_conv_times_activation_fused),
       cmocka_unit_test(test_where_constant_condition),
       cmocka_unit_test(test_where_folded_lower_rank_condition),
       cmocka_unit_test(test_error_where_runtime_operand_broadcast),
