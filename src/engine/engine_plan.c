@@ -61,7 +61,7 @@ void md_plain(dnnl_memory_desc_t *md, int rank, const int64_t *dims, inferd_dtyp
   dnnl_dim_t s = 1;
   for (int i = n - 1; i >= 0; i--) {
     strides[i] = s;
-    s *= d[i] > 0 ? d[i] : 1;
+    if (__builtin_mul_overflow(s, d[i] > 0 ? d[i] : 1, &s)) return; /* no layout: oneDNN refuses it */
   }
   dnnl_memory_desc_init_by_strides(md, n, d, md_dtype(dtype), strides);
 }

@@ -3712,6 +3712,88 @@ static void test_conv_times_activation_fused(void **state) {
   if (!profile_line(profile, "Mul_2", line, sizeof line)) fail_msg("HardSigmoid 0.2 was fused:\n%s", profile);
 }
 
+/* The kernel of each named step of the plan that ran at `batch` with one thread, after
+ * a 2-thread plan at `batch` (and with `params`, the plan it asks for at load) chose the
+ * weights' layouts: fails on a reference kernel. */
+static void expect_no_reference(builder *b, const inferd_model_params *params, int batch, int n_in, int n_out,
+                                const char *const *nodes) {
+  inferd_model *m = load_or_fail(b, params);
+  inferd_session *s = NULL;
+  inferd_status st = {0};
+  float *in = calloc((size_t)n_in * (size_t)batch, sizeof *in);
+  float *out = calloc((size_t)n_out * (size_t)batch, sizeof *out);
+  assert_non_null(in);
+  assert_non_null(out);
+  const float *ins[1] = {in};
+  float *outs[1] = {out};
+  assert_int_equal(inferd_session_new(m, &(inferd_session_params){.threads = 2}, &s, &st), INFERD_OK);
+  assert_int_equal(inferd_session_run(s, batch, ins, outs, &st), INFERD_OK);
+  inferd_session_free(s);
+  assert_int_equal(inferd_session_new(m, &(inferd_session_params){.threads = 1, .profile = 1}, &s, &st), INFERD_OK);
+  assert_int_equal(inferd_session_run(s, batch, ins, outs, &st), INFERD_OK);
+  char profile[8192], line[256];
+  inferd_session_profile_steps(s, batch, 40, profile, sizeof profile);
+  for (; *nodes; nodes++) {
+    if (!profile_line(profile, *nodes, line, sizeof line)) fail_msg("no step for %s:\n%s", *nodes, profile);
+    if (strstr(line, "ref")) fail_msg("%s runs on oneDNN's reference kernel at batch %d: %s", *nodes, batch, line);
+  }
+  free(in);
+  free(out);
+  inferd_session_free(s);
+  inferd_model_free(m);
+  b_free(b);
+}
+
+/* regnet_y's blocks: a grouped 3x3 convolution (8 channels a group: oneDNN writes
+ * nChw8c), squeeze-excitation (mean, two 1x1 convolutions, Sigmoid) whose [N, C, 1, 1]
+ * scale multiplies it, and a 1x1 convolution to a channel count that is no multiple of
+ * 16. At batch 4 the Mul ran on the reference binary kernel (nChw8c with a broadcast);
+ * at batch 1, after the batch-4 plan had laid out the weights, the last convolution ran
+ * on the reference convolution (98% of regnet_y_400mf's time). */
+static builder *se_block(const char *what) {
+  builder *b = b_new(what);
+  b_input(b, "x", DIMS(0, 48, 8, 8));
+  b_random(b, "wg", DIMS(48, 8, 3, 3), -0.3f, 0.3f);
+  b_random(b, "w1", DIMS(12, 48, 1, 1), -0.3f, 0.3f);
+  b_random(b, "w2", DIMS(48, 12, 1, 1), -0.3f, 0.3f);
+  b_random(b, "wo", DIMS(40, 48, 1, 1), -0.3f, 0.3f);
+  b_node(b, "Conv", IN("x", "wg"), OUT("g"), ATTRS(A_INTS("pads", 1, 1, 1, 1), A_INT("group", 6)));
+  b_node(b, "Relu", IN("g"), OUT("r"), NULL);
+  b_node(b, "GlobalAveragePool", IN("r"), OUT("p"), NULL);
+  b_node(b, "Conv", IN("p", "w1"), OUT("f1"), NULL);
+  b_node(b, "Relu", IN("f1"), OUT("a1"), NULL);
+  b_node(b, "Conv", IN("a1", "w2"), OUT("f2"), NULL);
+  b_node(b, "Sigmoid", IN("f2"), OUT("sc"), NULL);
+  b_node(b, "Mul", IN("sc", "r"), OUT("m"), NULL);
+  b_node(b, "Conv", IN("m", "wo"), OUT("y"), NULL);
+  b_output(b, "y");
+  return b;
+}
+
+/* regnet_y_400mf's layer that took 98% of its time at batch 1: a 1x1 convolution from
+ * 208 channels to 440, whose weights' layout, chosen by oneDNN's brgemm kernel in a plan
+ * for 2 threads, the same kernel refuses in the plan for 1 thread: only the reference
+ * kernel took it, and it was taken because it was tried first. */
+static builder *conv_208_440(const char *what) {
+  builder *b = b_new(what);
+  b_input(b, "x", DIMS(0, 208, 14, 14));
+  b_random(b, "w", DIMS(440, 208, 1, 1), -0.1f, 0.1f);
+  b_node(b, "Relu", IN("x"), OUT("r"), NULL);
+  b_node(b, "Conv", IN("r", "w"), OUT("y"), NULL);
+  b_output(b, "y");
+  return b;
+}
+
+static void test_regnet_blocks_off_reference_kernels(void **state) {
+  check_graph(conv_208_440(__func__));
+  expect_no_reference(conv_208_440(__func__), NULL, 1, 208 * 196, 440 * 196, (const char *const[]){"Conv_1", NULL});
+  check_graph_tuned(se_block(__func__));
+  expect_no_reference(se_block(__func__), &tuned_params, 4, 48 * 64, 40 * 64,
+                      (const char *const[]){"Mul_7", "Conv_8", NULL});
+  expect_no_reference(se_block(__func__), &tuned_params, 1, 48 * 64, 40 * 64,
+                      (const char *const[]){"Mul_7", "Conv_8", NULL});
+}
+
 /* Once the Identity and Dropout nodes are gone, the Relu reads the Gemm's output and
  * the Tanh the Relu's, so the Gemm absorbs both: they have no step of their own. */
 static void test_reversed_identities_then_fusion(void **state) {
@@ -4478,6 +4560,7 @@ int main(void) {
       cmocka_unit_test(test_binary_constant_broadcast_not_reference),
       cmocka_unit_test(test_reduce_mean_of_blocked_not_reference),
       cmocka_unit_test(test_conv_times_activation_fused),
+      cmocka_unit_test(test_regnet_blocks_off_reference_kernels),
       cmocka_unit_test(test_where_constant_condition),
       cmocka_unit_test(test_where_folded_lower_rank_condition),
       cmocka_unit_test(test_error_where_runtime_operand_broadcast),

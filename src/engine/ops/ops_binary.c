@@ -271,8 +271,34 @@ inferd_code ops_binary_lower(plan_ctx *c, int node, inferd_status *st) {
   }
   if (rc == INFERD_OK && !pd && !(pd = binary_pd(c, alg, &args[0].md, &args[1].md, cmp ? &bools : NULL, attr)))
     rc = node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN refuses this binary op");
-  if (rc == INFERD_OK && v1->is_const && plan_pd_is_reference(pd) &&
-      core_shape_count(rank, dims) <= EXPAND_MAX_ELEMENTS) {
+  if (rc == INFERD_OK && !v1->is_const && rank == 4 && v1->rank == 4 && plan_pd_is_reference(pd)) {
+    /* a tensor broadcast beside another in a layout oneDNN's optimized binary kernels
+     * do not take ran on the reference kernel: regnet_y's squeeze-excitation, [N, C, 1, 1]
+     * times [N, C, H, W] in the nChw8c its grouped convolutions write, took most of the
+     * model's time. Both operands in one of these layouts, at the cost of reorders, take
+     * the optimized kernel. */
+    static const dnnl_format_tag_t tags[] = {dnnl_nChw16c, dnnl_nhwc, dnnl_nchw};
+    dnnl_dims_t d0, d1;
+    for (int i = 0; i < 4; i++) d0[i] = dims[i], d1[i] = v1->dims[i];
+    for (size_t t = 0; t < CORE_ARRAY_LEN(tags); t++) {
+      dnnl_memory_desc_t m0, m1;
+      dnnl_primitive_desc_t pd2 = NULL;
+      if (dnnl_memory_desc_init_by_tag(&m0, 4, d0, dnnl_f32, tags[t]) != dnnl_success ||
+          dnnl_memory_desc_init_by_tag(&m1, 4, d1, dnnl_f32, tags[t]) != dnnl_success ||
+          !(pd2 = binary_pd(c, alg, &m0, &m1, cmp ? &bools : NULL, attr)))
+        continue;
+      if (plan_pd_is_reference(pd2)) {
+        dnnl_primitive_desc_destroy(pd2);
+        continue;
+      }
+      if ((rc = plan_src(c, src0, &m0, &args[0], st)) == INFERD_OK) rc = plan_src(c, src1, &m1, &args[1], st);
+      dnnl_primitive_desc_destroy(rc == INFERD_OK ? pd : pd2);
+      if (rc == INFERD_OK) pd = pd2;
+      break;
+    }
+  }
+  int64_t count = core_shape_count(rank, dims);
+  if (rc == INFERD_OK && v1->is_const && plan_pd_is_reference(pd) && count > 0 && count <= EXPAND_MAX_ELEMENTS) {
     /* a constant broadcast in a way oneDNN's optimized kernels do not take (Swin's
      * attention mask, [1, W, 1, L, L] over [N, W, H, L, L]) ran on its reference kernel,
      * 50x slower: copied out to the full shape in src0's layout once per plan, it is a
@@ -345,7 +371,7 @@ inferd_code ops_where_lower(plan_ctx *c, int node, inferd_status *st) {
       rc = plan_src(c, n->inputs[k], &md, &args[k], st);
     } else if (full || single) {
       rc = plan_weight(c, n->inputs[k], &md, &md, &args[k], st);
-    } else if (count > EXPAND_MAX_ELEMENTS) {
+    } else if (count <= 0 || count > EXPAND_MAX_ELEMENTS) { /* oneDNN divides by zero reordering nothing */
       return node_fail(c, node, INFERD_UNSUPPORTED, st, "input %d would be broadcast to %lld elements", k,
                        (long long)count);
     } else { /* a constant broadcast along some axes: copied out to the full shape once per

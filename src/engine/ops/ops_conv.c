@@ -304,7 +304,11 @@ inferd_code ops_conv_lower(plan_ctx *c, int node, inferd_status *st) {
   if (have) tries[n_tries++] = (conv_try){dnnl_convolution_direct, have};
   if (wino && !transformed) tries[n_tries++] = (conv_try){dnnl_convolution_winograd, &w_any};
   tries[n_tries++] = (conv_try){dnnl_convolution_direct, &w_any};
-  dnnl_primitive_desc_t pd = NULL;
+  /* A reference kernel is taken only when nothing else runs: the weights' layout another
+   * plan made is tried first, and at another batch size oneDNN may have only its
+   * reference kernel for it (regnet_y_400mf at batch 1 after batch 4: a 1x1 layer took
+   * 390 ms on it, 98% of the model) where its own choice of layout has a fast one. */
+  dnnl_primitive_desc_t pd = NULL, reference = NULL;
   for (int layout = blocked ? 0 : 1; layout < 2 && !pd; layout++) {
     for (int k = 0; k < n_tries && !pd; k++) {
       bool by_winograd = tries[k].alg == dnnl_convolution_winograd;
@@ -315,12 +319,15 @@ inferd_code ops_conv_lower(plan_ctx *c, int node, inferd_status *st) {
               layout == 0 ? &dst_blocked : &dst_any, w.strides, dil, w.pad_l, w.pad_r) != dnnl_success ||
           dnnl_primitive_desc_create(&pd, &desc, attr, plan_engine(c), NULL) != dnnl_success)
         pd = NULL;
-    }
-    if (pd && layout == 0 && plan_pd_is_reference(pd)) {
-      dnnl_primitive_desc_destroy(pd);
-      pd = NULL;
+      if (pd && plan_pd_is_reference(pd)) {
+        if (layout == 1 && !reference) reference = pd; /* the blocked layout's is dropped */
+        else dnnl_primitive_desc_destroy(pd);
+        pd = NULL;
+      }
     }
   }
+  if (pd && reference) dnnl_primitive_desc_destroy(reference);
+  else if (!pd) pd = reference;
   dnnl_primitive_attr_destroy(attr);
   if (!pd) return node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN has no kernel for this convolution");
   const dnnl_memory_desc_t *src_md = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
