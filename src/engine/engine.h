@@ -398,6 +398,10 @@ dnnl_primitive_desc_t ops_binary_pd(plan_ctx *c, dnnl_alg_kind_t alg, const dnnl
                                     const dnnl_memory_desc_t *b, const_dnnl_primitive_attr_t attr);
 /* Element offset in `v` (right-aligned to `rank`) of the broadcast output index `idx`. */
 int64_t ops_broadcast_offset(const plan_value *v, int rank, const int64_t *idx);
+/* Constant v read as a tensor of shape `to` (rank `rank`, v's dims right-aligned in it):
+ * stride 0 along the axes it is broadcast over, so a reorder from it (plan_weight's
+ * src) copies it out to that shape. The caller checks that v broadcasts to `to`. */
+void ops_broadcast_md(const plan_value *v, int rank, const int64_t *to, dnnl_memory_desc_t *out);
 /* Where on tensors computed at run time (ops_binary.c); ops_fold_lower folds the rest. */
 inferd_code ops_where_lower(plan_ctx *c, int node, inferd_status *st);
 

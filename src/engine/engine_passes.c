@@ -1,11 +1,8 @@
 /*
  * engine_passes.c - the load-time graph rewrites, in order:
  *
- *   0. pattern rewrites: the Div/Erf/Add/Mul/Mul chain of an exported GELU becomes
- *      one Gelu node (oneDNN's gelu_erf), the ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/
- *      Div/Mul(/Add) chain of an exported LayerNorm one LayerNormalization node, and
- *      x * Sigmoid(x) (SiLU) one Swish node, x * HardSigmoid(x) one HardSwish node,
- *      which a Conv can then absorb;
+ *   0. pattern rewrite: the Div/Erf/Add/Mul/Mul chain of an exported GELU becomes
+ *      one Gelu node (oneDNN's gelu_erf);
  *   1. op lookup: every live node maps to an engine op or the model is refused,
  *      naming the node, its op and the opset; a node's required inputs and first
  *      output must be there, its attributes must be ones the op takes, with their
@@ -14,7 +11,11 @@
  *      each op's definitions up to that opset (ReduceMean's and Pad's `axes` inputs of
  *      opset 18 included), and a later version of an op may mean something else;
  *   2. Identity and Dropout (inference) are removed by rewiring their consumers (a
- *      Dropout whose training_mode input is not a constant false is refused);
+ *      Dropout whose training_mode input is not a constant false is refused); then
+ *      more pattern rewrites, on nodes whose attributes are checked: the ReduceMean/
+ *      Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul(/Add) chain of an exported LayerNorm becomes
+ *      one LayerNormalization node, x * Sigmoid(x) (SiLU) one Swish node and
+ *      x * HardSigmoid(x) one HardSwish node, which a Conv can then absorb;
  *   3. BatchNormalization after a Conv whose output it alone reads is folded into the
  *      Conv's weights and bias (new constants; the originals are left untouched);
  *   4. post-op fusion: a Conv, Gemm or MatMul absorbs the chain of element-wise ops
@@ -305,7 +306,9 @@ static inferd_code lookup_ops(inferd_model *m, inferd_status *st) {
     ir_node *n = &g->nodes[i];
     if (n->dead) continue;
     op_kind op = m->extra[i].op = engine_op_find(n->op_type, n->domain);
-    if (op == OP_COUNT)
+    /* Swish is the engine's own (fuse_x_times_act), not an op of the opsets it reads;
+     * LayerNormalization came in opset 17 */
+    if (op == OP_COUNT || op == OP_SWISH || (op == OP_LAYERNORM && g->opset < 17))
       return core_fail(st, INFERD_UNSUPPORTED, "node '%s' (%s%s%s): op not supported by inferd (model opset %lld)",
                        n->name, *n->domain ? n->domain : "", *n->domain ? "." : "", n->op_type, (long long)g->opset);
     /* Lowerings rely on this: the required inputs and the first output exist. */
@@ -578,7 +581,7 @@ static void fuse_x_times_act(inferd_model *m, uses *u) {
       else if (is_onnx_op(act, "HardSigmoid") && near(ir_attr_float(act, "alpha", 0.2f), 1.0f / 6.0f) &&
                near(ir_attr_float(act, "beta", 0.5f), 0.5f))
         to = "HardSwish";
-      if (!to || !uses_add(u, x, i, 0)) continue;
+      if (!to || (k == 0 && !uses_add(u, x, i, 0))) continue; /* k == 1: x is in slot 0 already */
       act->dead = true;
       g->values[x].consumers--; /* the activation's read; the Mul's stays */
       g->values[a].consumers--;
@@ -586,6 +589,7 @@ static void fuse_x_times_act(inferd_model *m, uses *u) {
       mul->op_type = to;
       mul->inputs[0] = x;
       mul->n_inputs = 1;
+      m->extra[i].op = to[0] == 'S' ? OP_SWISH : OP_HARDSWISH;
       break;
     }
   }
@@ -623,6 +627,7 @@ static int const_vector_operand(const ir_graph *g, const ir_node *n, int v) {
  * reference kernels. */
 static void fuse_layernorm(inferd_model *m, uses *u) {
   ir_graph *g = m->graph;
+  if (g->opset >= 18) return; /* ReduceMean's axes became an input (not exported so by torch 1.13) */
   for (int r0 = 0; r0 < g->n_nodes; r0++) {
     ir_node *mean = &g->nodes[r0];
     if (mean->dead || !is_mean_last(mean) || mean->inputs[0] == IR_NONE) continue;
@@ -759,10 +764,12 @@ inferd_code engine_passes_run(inferd_model *m, inferd_status *st) {
   uses u;
   if (!uses_build(m->graph, &u)) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
   fuse_gelu(m, &u);
-  fuse_layernorm(m, &u);
-  fuse_x_times_act(m, &u);
   inferd_code rc = lookup_ops(m, st);
   if (rc == INFERD_OK) rc = remove_identities(m, &u, st);
+  if (rc == INFERD_OK) { /* on nodes already checked, and seeing through Identity */
+    fuse_layernorm(m, &u);
+    fuse_x_times_act(m, &u);
+  }
   if (rc == INFERD_OK) rc = fold_batchnorm(m, &u, st);
   if (rc == INFERD_OK) fuse_post_ops(m, &u);
   uses_free(&u);

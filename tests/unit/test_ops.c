@@ -978,8 +978,13 @@ static void ref_layernorm(const b_node_rec *n, const tensor *const *in, int n_in
     mean /= (double)inner;
     for (int64_t i = 0; i < inner; i++) var += (row[i] - mean) * (row[i] - mean);
     var /= (double)inner;
-    for (int64_t i = 0; i < inner; i++)
-      out->v[o * inner + i] = (row[i] - mean) / sqrt(var + eps) * scale->v[i] + (bias ? bias->v[i] : 0.0);
+    int64_t idx[B_MAX_RANK] = {0}; /* Scale and B broadcast over the normalized axes */
+    for (int64_t i = 0; i < inner; i++) {
+      double g = scale->v[bcast_offset(scale, x->rank - (int)axis, idx)];
+      double sh = bias ? bias->v[bcast_offset(bias, x->rank - (int)axis, idx)] : 0.0;
+      out->v[o * inner + i] = (row[i] - mean) / sqrt(var + eps) * g + sh;
+      next_index(x->rank - (int)axis, x->dims + axis, idx);
+    }
   }
 }
 
@@ -2132,11 +2137,11 @@ static void test_error_einsum_not_a_matrix_product(void **state) {
 /* torch.onnx's LayerNorm before opset 17 (ReduceMean, Sub, Pow, ReduceMean, Add eps,
  * Sqrt, Div, Mul gamma, Add beta), which must become one LayerNormalization step, or
  * stay as it is when a value inside the chain is read elsewhere too. */
-static builder *layernorm_chain(const char *what, bool bias, bool extra_reader) {
+static builder *layernorm_chain_c(const char *what, bool bias, bool extra_reader, int64_t c) {
   builder *b = b_new(what);
   b_input(b, "x", DIMS(0, 5, 8));
-  b_random(b, "gamma", DIMS(8), 0.5f, 1.5f);
-  if (bias) b_random(b, "beta", DIMS(8), -0.5f, 0.5f);
+  b_random(b, "gamma", 1, &c, 0.5f, 1.5f);
+  if (bias) b_random(b, "beta", 1, &c, -0.5f, 0.5f);
   b_scalar(b, "two", 2.0f);
   b_scalar(b, "eps", 1e-5f);
   b_node(b, "Tanh", IN("x"), OUT("r"), NULL);
@@ -2155,6 +2160,10 @@ static builder *layernorm_chain(const char *what, bool bias, bool extra_reader) 
     b_output(b, "t");
   }
   return b;
+}
+
+static builder *layernorm_chain(const char *what, bool bias, bool extra_reader) {
+  return layernorm_chain_c(what, bias, extra_reader, 8);
 }
 
 /* Whether the plan that ran at batch 1 has a LayerNormalization step. */
@@ -2183,6 +2192,9 @@ static void test_layernorm_chain_fused(void **state) {
   assert_true(runs_layernorm(layernorm_chain(__func__, true, false)));
   assert_true(runs_layernorm(layernorm_chain(__func__, false, false)));
   assert_false(runs_layernorm(layernorm_chain(__func__, true, true))); /* d is read by the Sigmoid too */
+  /* a gamma and beta of one element broadcast over the axis (they were refused once fused) */
+  check_graph(layernorm_chain_c(__func__, true, false, 1));
+  assert_true(runs_layernorm(layernorm_chain_c(__func__, true, false, 1)));
 }
 
 /* ONNX's own LayerNormalization (opset 17) over the last two axes, with and without B. */
@@ -2192,7 +2204,7 @@ static void test_layernorm_opset17(void **state) {
     b->opset = 17;
     b_input(b, "x", DIMS(0, 3, 4, 5));
     b_random(b, "scale", DIMS(4, 5), 0.5f, 1.5f);
-    b_random(b, "bias", DIMS(4, 5), -0.5f, 0.5f);
+    b_random(b, "bias", DIMS(5), -0.5f, 0.5f); /* broadcast over the 4 */
     b_node(b, "Relu", IN("x"), OUT("r"), NULL);
     b_node(b, "LayerNormalization", bias ? IN("r", "scale", "bias") : IN("r", "scale"), OUT("y"),
            ATTRS(A_INT("axis", -2), A_FLOAT("epsilon", 1e-3f)));
@@ -3670,7 +3682,14 @@ static builder *conv_times_act(const char *what, const char *act, float alpha, b
   builder *b = b_new(what);
   b_input(b, "x", DIMS(0, 8, 6, 6));
   b_random(b, "w", DIMS(24, 8, 3, 3), -0.3f, 0.3f);
-  b_node(b, "Conv", IN("x", "w"), OUT("c"), ATTRS(A_INTS("pads", 1, 1, 1, 1)));
+  b_node(b, "Conv", IN("x", "w"), OUT("c0"), ATTRS(A_INTS("pads", 1, 1, 1, 1)));
+  b_random(b, "bn_s", DIMS(24), 0.5f, 1.5f);
+  b_random(b, "bn_b", DIMS(24), -0.5f, 0.5f);
+  b_random(b, "bn_m", DIMS(24), -0.5f, 0.5f);
+  b_random(b, "bn_v", DIMS(24), 0.5f, 1.5f);
+  /* folded into the Conv after the rewrite, by rewiring the BN's readers: a reader
+   * counted twice there kept the Swish from the Conv */
+  b_node(b, "BatchNormalization", IN("c0", "bn_s", "bn_b", "bn_m", "bn_v"), OUT("c"), NULL);
   if (strcmp(act, "Sigmoid") == 0) b_node(b, act, IN("c"), OUT("a"), NULL);
   else b_node(b, act, IN("c"), OUT("a"), ATTRS(A_FLOAT("alpha", alpha), A_FLOAT("beta", 0.5f)));
   b_node(b, "Mul", mul_first ? IN("a", "c") : IN("c", "a"), OUT("y"), NULL);
@@ -3698,10 +3717,10 @@ static void test_conv_times_activation_fused(void **state) {
   char profile[4096], line[256], act_node[32];
   for (int v = 0; v < 4; v++) {
     const char *act = v < 2 ? "Sigmoid" : "HardSigmoid";
-    snprintf(act_node, sizeof act_node, "%s_1", act);
+    snprintf(act_node, sizeof act_node, "%s_2", act);
     check_graph_tuned(conv_times_act(__func__, act, 1.0f / 6.0f, v % 2));
     steps_at_batch4(conv_times_act(__func__, act, 1.0f / 6.0f, v % 2), profile, sizeof profile);
-    if (profile_line(profile, "Mul_2", line, sizeof line) || profile_line(profile, act_node, line, sizeof line) ||
+    if (profile_line(profile, "Mul_3", line, sizeof line) || profile_line(profile, act_node, line, sizeof line) ||
         !profile_line(profile, "Conv_0", line, sizeof line))
       fail_msg("%s times the Conv's output is not one Conv step:\n%s", act, profile);
     if (strstr(profile, "ref:")) fail_msg("a step runs on oneDNN's reference kernel:\n%s", profile);
@@ -3709,7 +3728,7 @@ static void test_conv_times_activation_fused(void **state) {
   /* a HardSigmoid that is not HardSwish's stays as it is, and right */
   check_graph_tuned(conv_times_act(__func__, "HardSigmoid", 0.2f, false));
   steps_at_batch4(conv_times_act(__func__, "HardSigmoid", 0.2f, false), profile, sizeof profile);
-  if (!profile_line(profile, "Mul_2", line, sizeof line)) fail_msg("HardSigmoid 0.2 was fused:\n%s", profile);
+  if (!profile_line(profile, "Mul_3", line, sizeof line)) fail_msg("HardSigmoid 0.2 was fused:\n%s", profile);
 }
 
 /* The kernel of each named step of the plan that ran at `batch` with one thread, after

@@ -127,10 +127,7 @@ static inferd_code eltwise(plan_ctx *c, int node, int input, dnnl_alg_kind_t alg
   return plan_emit(c, node, plan_extra(c, node)->op, pd, 2, kinds, args, 0, st);
 }
 
-/* Constant v read as a tensor of shape `to` (rank `rank`, v's dims right-aligned in it):
- * stride 0 along the axes it is broadcast over, so a reorder from it copies it out to
- * that shape. */
-static void broadcast_md(const plan_value *v, int rank, const int64_t *to, dnnl_memory_desc_t *out) {
+void ops_broadcast_md(const plan_value *v, int rank, const int64_t *to, dnnl_memory_desc_t *out) {
   dnnl_memory_desc_t own;
   md_plain(&own, v->rank, v->dims, v->dtype);
   md_plain(out, rank, to, v->dtype);
@@ -139,7 +136,7 @@ static void broadcast_md(const plan_value *v, int rank, const int64_t *to, dnnl_
     (*strides)[i] = i < off || (v->dims[i - off] == 1 && to[i] != 1) ? 0 : own.format_desc.blocking.strides[i - off];
 }
 
-/* Most elements a constant is copied out to (broadcast_md) for a kernel to read it
+/* Most elements a constant is copied out to (ops_broadcast_md) for a kernel to read it
  * whole: 64 MB of floats. */
 enum { EXPAND_MAX_ELEMENTS = 1 << 24 };
 
@@ -304,7 +301,7 @@ inferd_code ops_binary_lower(plan_ctx *c, int node, inferd_status *st) {
      * 50x slower: copied out to the full shape in src0's layout once per plan, it is a
      * plain elementwise op */
     dnnl_memory_desc_t wide;
-    broadcast_md(v1, rank, dims, &wide);
+    ops_broadcast_md(v1, rank, dims, &wide);
     plan_ref full;
     dnnl_primitive_desc_t pd2 = NULL;
     inferd_status ignored = {0}; /* without the copy, the reference kernel still runs */
@@ -378,7 +375,7 @@ inferd_code ops_where_lower(plan_ctx *c, int node, inferd_status *st) {
               * plan, at load, by a reorder that reads it with stride 0 along those axes */
       dnnl_memory_desc_t bcast;
       md_plain(&wide, acc.rank, acc.dims, v[k]->dtype);
-      broadcast_md(v[k], acc.rank, acc.dims, &bcast);
+      ops_broadcast_md(v[k], acc.rank, acc.dims, &bcast);
       rc = plan_weight(c, n->inputs[k], &bcast, &wide, &args[k], st);
     }
     if (rc != INFERD_OK) return rc;

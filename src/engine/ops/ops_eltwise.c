@@ -115,11 +115,18 @@ inferd_code ops_layernorm_lower(plan_ctx *c, int node, inferd_status *st) {
   int64_t inner = core_shape_count(xv->rank - (int)axis, xv->dims + axis);
   if (outer <= 0 || inner <= 0) return node_fail(c, node, INFERD_UNSUPPORTED, st, "empty input");
   bool shift = n->n_inputs > 2 && n->inputs[2] != IR_NONE;
+  /* Scale and B broadcast to X's trailing axes from `axis` on (a [1] gamma in a fused
+   * chain, a [C] Scale over [H, C]): read with stride 0 along the axes they lack */
+  const int nt = xv->rank - (int)axis;
+  const int64_t *tdims = xv->dims + axis;
   for (int k = 1; k < (shift ? 3 : 2); k++) {
     plan_value *p = plan_val(c, n->inputs[k]);
-    if (!p->is_const || p->dtype != INFERD_DTYPE_FLOAT || core_shape_count(p->rank, p->dims) != inner)
-      return node_fail(c, node, INFERD_UNSUPPORTED, st, "%s must be a constant of %lld floats", k == 1 ? "Scale" : "B",
-                       (long long)inner);
+    bool fits = p->is_const && p->dtype == INFERD_DTYPE_FLOAT && p->rank <= nt;
+    for (int i = 0; fits && i < p->rank; i++)
+      fits = p->dims[i] == 1 || p->dims[i] == tdims[nt - p->rank + i];
+    if (!fits)
+      return node_fail(c, node, INFERD_UNSUPPORTED, st, "%s must be a float constant that broadcasts to the %s",
+                       k == 1 ? "Scale" : "B", "normalized axes");
   }
   dnnl_memory_desc_t plain, rows, vec;
   md_plain(&plain, xv->rank, xv->dims, INFERD_DTYPE_FLOAT);
@@ -139,8 +146,13 @@ inferd_code ops_layernorm_lower(plan_ctx *c, int node, inferd_status *st) {
   dnnl_primitive_attr_destroy(attr);
   if (drc != dnnl_success) return node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN refuses this layer normalization");
   int kinds[4] = {DNNL_ARG_SRC, DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_DST}, na = 1;
-  rc = plan_weight(c, n->inputs[1], &vec, &vec, &args[na++], st);
-  if (rc == INFERD_OK && shift) rc = plan_weight(c, n->inputs[2], &vec, &vec, &args[na++], st);
+  dnnl_memory_desc_t wide, full;
+  md_plain(&full, nt, tdims, INFERD_DTYPE_FLOAT);
+  for (int k = 1; k < (shift ? 3 : 2) && rc == INFERD_OK; k++) {
+    ops_broadcast_md(plan_val(c, n->inputs[k]), nt, tdims, &wide);
+    rc = plan_weight(c, n->inputs[k], &wide, &full, &args[na], st);
+    args[na++].md = vec; /* the same bytes as one axis */
+  }
   if (rc == INFERD_OK) rc = plan_define(c, n->outputs[0], &plain, st);
   if (rc != INFERD_OK) {
     dnnl_primitive_desc_destroy(pd);
