@@ -2043,16 +2043,18 @@ static void test_error_dropout_training_mode(void **state) {
 
 /* Training mode with a ratio of 0 keeps every element unscaled: an Identity. torchvision's
  * Swin exports that (F.dropout(attn, p=0.0) without training=False). */
-static void test_dropout_training_mode_ratio_zero(void **state) {
-  builder *b = b_new(__func__);
+static builder *dropout_graph(const char *what, float ratio, unsigned char training) {
+  builder *b = b_new(what);
   b_input(b, "x", DIMS(0, 3));
-  b_scalar(b, "ratio", 0.0f);
-  b_const(b, "training", INFERD_DTYPE_BOOL, 0, NULL, &(unsigned char){1});
+  b_scalar(b, "ratio", ratio);
+  b_const(b, "training", INFERD_DTYPE_BOOL, 0, NULL, &training);
   b_node(b, "Relu", IN("x"), OUT("r"), NULL);
   b_node(b, "Dropout", IN("r", "ratio", "training"), OUT("y"), NULL);
   b_output(b, "y");
-  check_graph(b);
+  return b;
 }
+
+static void test_dropout_training_mode_ratio_zero(void **state) { check_graph(dropout_graph(__func__, 0.0f, 1)); }
 
 /* ScatterND on constants (the slice assignments of Swin's attention mask) folds at load,
  * replacing whole rows; with opset 16's reduction "add" a repeated index adds twice. */
@@ -2134,85 +2136,6 @@ static void test_error_einsum_not_a_matrix_product(void **state) {
   einsum_refused(__func__, "nij,njk", "explicit output");
 }
 
-/* torch.onnx's LayerNorm before opset 17 (ReduceMean, Sub, Pow, ReduceMean, Add eps,
- * Sqrt, Div, Mul gamma, Add beta), which must become one LayerNormalization step, or
- * stay as it is when a value inside the chain is read elsewhere too. */
-static builder *layernorm_chain_c(const char *what, bool bias, bool extra_reader, int64_t c) {
-  builder *b = b_new(what);
-  b_input(b, "x", DIMS(0, 5, 8));
-  b_random(b, "gamma", 1, &c, 0.5f, 1.5f);
-  if (bias) b_random(b, "beta", 1, &c, -0.5f, 0.5f);
-  b_scalar(b, "two", 2.0f);
-  b_scalar(b, "eps", 1e-5f);
-  b_node(b, "Tanh", IN("x"), OUT("r"), NULL);
-  b_node(b, "ReduceMean", IN("r"), OUT("m"), ATTRS(A_INTS("axes", -1)));
-  b_node(b, "Sub", IN("r", "m"), OUT("d"), NULL);
-  b_node(b, "Pow", IN("d", "two"), OUT("p"), NULL);
-  b_node(b, "ReduceMean", IN("p"), OUT("v"), ATTRS(A_INTS("axes", -1)));
-  b_node(b, "Add", IN("v", "eps"), OUT("ve"), NULL);
-  b_node(b, "Sqrt", IN("ve"), OUT("s"), NULL);
-  b_node(b, "Div", IN("d", "s"), OUT("q"), NULL);
-  b_node(b, "Mul", IN("gamma", "q"), OUT(bias ? "g" : "y"), NULL);
-  if (bias) b_node(b, "Add", IN("g", "beta"), OUT("y"), NULL);
-  b_output(b, "y");
-  if (extra_reader) {
-    b_node(b, "Sigmoid", IN("d"), OUT("t"), NULL);
-    b_output(b, "t");
-  }
-  return b;
-}
-
-static builder *layernorm_chain(const char *what, bool bias, bool extra_reader) {
-  return layernorm_chain_c(what, bias, extra_reader, 8);
-}
-
-/* Whether the plan that ran at batch 1 has a LayerNormalization step. */
-static bool runs_layernorm(builder *b) {
-  inferd_model *m = load_or_fail(b, NULL);
-  inferd_session *s = NULL;
-  inferd_status st = {0};
-  assert_int_equal(inferd_session_new(m, &(inferd_session_params){.threads = 1, .profile = 1}, &s, &st), INFERD_OK);
-  static float in[40], out0[40], out1[40];
-  const float *ins[1] = {in};
-  float *outs[2] = {out0, out1};
-  assert_int_equal(inferd_session_run(s, 1, ins, outs, &st), INFERD_OK);
-  char profile[8192];
-  inferd_session_profile(s, profile, sizeof profile);
-  bool found = strstr(profile, "\nLayerNormalization ") != NULL;
-  inferd_session_free(s);
-  inferd_model_free(m);
-  b_free(b);
-  return found;
-}
-
-static void test_layernorm_chain_fused(void **state) {
-  check_graph(layernorm_chain(__func__, true, false));
-  check_graph(layernorm_chain(__func__, false, false));
-  check_graph(layernorm_chain(__func__, false, true));
-  assert_true(runs_layernorm(layernorm_chain(__func__, true, false)));
-  assert_true(runs_layernorm(layernorm_chain(__func__, false, false)));
-  assert_false(runs_layernorm(layernorm_chain(__func__, true, true))); /* d is read by the Sigmoid too */
-  /* a gamma and beta of one element broadcast over the axis (they were refused once fused) */
-  check_graph(layernorm_chain_c(__func__, true, false, 1));
-  assert_true(runs_layernorm(layernorm_chain_c(__func__, true, false, 1)));
-}
-
-/* ONNX's own LayerNormalization (opset 17) over the last two axes, with and without B. */
-static void test_layernorm_opset17(void **state) {
-  for (int bias = 0; bias < 2; bias++) {
-    builder *b = b_new(__func__);
-    b->opset = 17;
-    b_input(b, "x", DIMS(0, 3, 4, 5));
-    b_random(b, "scale", DIMS(4, 5), 0.5f, 1.5f);
-    b_random(b, "bias", DIMS(5), -0.5f, 0.5f); /* broadcast over the 4 */
-    b_node(b, "Relu", IN("x"), OUT("r"), NULL);
-    b_node(b, "LayerNormalization", bias ? IN("r", "scale", "bias") : IN("r", "scale"), OUT("y"),
-           ATTRS(A_INT("axis", -2), A_FLOAT("epsilon", 1e-3f)));
-    b_output(b, "y");
-    check_graph(b);
-  }
-}
-
 /* The four comparisons at run time (bools in the plain layout) feeding Where: with a
  * constant broadcast second, broadcast first (run mirrored: k < x as x > k), along some
  * axes only (Where copies such a constant out to the full shape at load), a scalar. */
@@ -2278,16 +2201,7 @@ static void test_error_where_runtime_operand_broadcast(void **state) {
   expect_load_fails(b, INFERD_UNSUPPORTED, (const char *const[]){"Where", "input 2 is broadcast", NULL});
 }
 
-static void test_dropout_training_mode_false(void **state) {
-  builder *b = b_new(__func__);
-  b_input(b, "x", DIMS(0, 3));
-  b_scalar(b, "ratio", 0.5f);
-  b_const(b, "training", INFERD_DTYPE_BOOL, 0, NULL, &(unsigned char){0});
-  b_node(b, "Relu", IN("x"), OUT("r"), NULL);
-  b_node(b, "Dropout", IN("r", "ratio", "training"), OUT("y"), NULL);
-  b_output(b, "y");
-  check_graph(b);
-}
+static void test_dropout_training_mode_false(void **state) { check_graph(dropout_graph(__func__, 0.5f, 0)); }
 
 /* The exported GELU chain whose Div output is also a graph output is not fused (it
  * would never be computed); alone, Erf is an op the engine does not run. */
@@ -2593,6 +2507,56 @@ static bool profile_line(const char *profile, const char *name, char *line, size
   while (start > profile && start[-1] != '\n') start--;
   snprintf(line, size, "%.*s", (int)(end + strlen(tail) - start), start);
   return true;
+}
+
+/* Elements of one batch item of a model input or output (its dims after the batch axis). */
+static size_t item_elements(const inferd_tensor_info *info) {
+  size_t n = 1;
+  for (int i = 1; i < info->rank; i++) n *= (size_t)info->dims[i];
+  return n;
+}
+
+/* Runs b's model (loaded with `params`) once at `batch` with one thread, on zeros, and
+ * writes its profile: the steps of that plan (`steps`) or the per-op summary. With
+ * `warm`, a 2-thread plan at that batch runs first, so that its weight layouts exist.
+ * Frees b. */
+static void run_profile(builder *b, const inferd_model_params *params, int batch, bool warm, bool steps,
+                        char *profile, size_t size) {
+  inferd_model *m = load_or_fail(b, params);
+  int n_in = inferd_model_num_inputs(m), n_out = inferd_model_num_outputs(m);
+  float *ins[B_MAX_IO], *outs[B_MAX_IO];
+  for (int k = 0; k < n_in + n_out; k++) {
+    inferd_tensor_info info;
+    assert_int_equal(k < n_in ? inferd_model_input(m, k, &info) : inferd_model_output(m, k - n_in, &info), INFERD_OK);
+    float *buf = calloc(item_elements(&info) * (size_t)batch, sizeof *buf);
+    assert_non_null(buf);
+    if (k < n_in) ins[k] = buf;
+    else outs[k - n_in] = buf;
+  }
+  inferd_session *s = NULL;
+  inferd_status st = {0};
+  for (int pass = warm ? 0 : 1; pass < 2; pass++) {
+    inferd_session_params sp = {.threads = pass == 0 ? 2 : 1, .profile = pass == 1};
+    assert_int_equal(inferd_session_new(m, &sp, &s, &st), INFERD_OK);
+    if (inferd_session_run(s, batch, (const float *const *)ins, outs, &st) != INFERD_OK)
+      fail_msg("%s: run: %s", b->what, st.message);
+    if (pass == 1 && steps) inferd_session_profile_steps(s, batch, 40, profile, size);
+    else if (pass == 1) inferd_session_profile(s, profile, size);
+    inferd_session_free(s);
+  }
+  for (int k = 0; k < n_in; k++) free(ins[k]);
+  for (int k = 0; k < n_out; k++) free(outs[k]);
+  inferd_model_free(m);
+  b_free(b);
+}
+
+/* Fails when a named step of `profile` is missing or runs on a oneDNN reference kernel. */
+static void expect_steps_off_reference(const char *profile, const char *const *nodes, int batch) {
+  char line[256];
+  for (; *nodes; nodes++) {
+    if (!profile_line(profile, *nodes, line, sizeof line)) fail_msg("no step for %s:\n%s", *nodes, profile);
+    if (strstr(line, "ref")) fail_msg("%s runs on oneDNN's reference kernel at batch %d: %s", *nodes, batch, line);
+  }
 }
 
 /* A 3x3 stride-2 convolution between blocked ones (ResNet's downsampling): from batch 4
@@ -3608,6 +3572,73 @@ static builder *reversed_identities_graph(const char *what) {
   return b;
 }
 
+/* torch.onnx's LayerNorm before opset 17 (ReduceMean, Sub, Pow, ReduceMean, Add eps,
+ * Sqrt, Div, Mul gamma, Add beta), which must become one LayerNormalization step, or
+ * stay as it is when a value inside the chain is read elsewhere too. */
+static builder *layernorm_chain_c(const char *what, bool bias, bool extra_reader, int64_t c) {
+  builder *b = b_new(what);
+  b_input(b, "x", DIMS(0, 5, 8));
+  b_random(b, "gamma", 1, &c, 0.5f, 1.5f);
+  if (bias) b_random(b, "beta", 1, &c, -0.5f, 0.5f);
+  b_scalar(b, "two", 2.0f);
+  b_scalar(b, "eps", 1e-5f);
+  b_node(b, "Tanh", IN("x"), OUT("r"), NULL);
+  b_node(b, "ReduceMean", IN("r"), OUT("m"), ATTRS(A_INTS("axes", -1)));
+  b_node(b, "Sub", IN("r", "m"), OUT("d"), NULL);
+  b_node(b, "Pow", IN("d", "two"), OUT("p"), NULL);
+  b_node(b, "ReduceMean", IN("p"), OUT("v"), ATTRS(A_INTS("axes", -1)));
+  b_node(b, "Add", IN("v", "eps"), OUT("ve"), NULL);
+  b_node(b, "Sqrt", IN("ve"), OUT("s"), NULL);
+  b_node(b, "Div", IN("d", "s"), OUT("q"), NULL);
+  b_node(b, "Mul", IN("gamma", "q"), OUT(bias ? "g" : "y"), NULL);
+  if (bias) b_node(b, "Add", IN("g", "beta"), OUT("y"), NULL);
+  b_output(b, "y");
+  if (extra_reader) {
+    b_node(b, "Sigmoid", IN("d"), OUT("t"), NULL);
+    b_output(b, "t");
+  }
+  return b;
+}
+
+static builder *layernorm_chain(const char *what, bool bias, bool extra_reader) {
+  return layernorm_chain_c(what, bias, extra_reader, 8);
+}
+
+/* Whether the plan that ran at batch 1 has a LayerNormalization step. */
+static bool runs_layernorm(builder *b) {
+  char profile[8192];
+  run_profile(b, NULL, 1, false, false, profile, sizeof profile);
+  return strstr(profile, "\nLayerNormalization ") != NULL;
+}
+
+static void test_layernorm_chain_fused(void **state) {
+  check_graph(layernorm_chain(__func__, true, false));
+  check_graph(layernorm_chain(__func__, false, false));
+  check_graph(layernorm_chain(__func__, false, true));
+  assert_true(runs_layernorm(layernorm_chain(__func__, true, false)));
+  assert_true(runs_layernorm(layernorm_chain(__func__, false, false)));
+  assert_false(runs_layernorm(layernorm_chain(__func__, true, true))); /* d is read by the Sigmoid too */
+  /* a gamma and beta of one element broadcast over the axis (they were refused once fused) */
+  check_graph(layernorm_chain_c(__func__, true, false, 1));
+  assert_true(runs_layernorm(layernorm_chain_c(__func__, true, false, 1)));
+}
+
+/* ONNX's own LayerNormalization (opset 17) over the last two axes, with and without B. */
+static void test_layernorm_opset17(void **state) {
+  for (int bias = 0; bias < 2; bias++) {
+    builder *b = b_new(__func__);
+    b->opset = 17;
+    b_input(b, "x", DIMS(0, 3, 4, 5));
+    b_random(b, "scale", DIMS(4, 5), 0.5f, 1.5f);
+    b_random(b, "bias", DIMS(5), -0.5f, 0.5f); /* broadcast over the 4 */
+    b_node(b, "Relu", IN("x"), OUT("r"), NULL);
+    b_node(b, "LayerNormalization", bias ? IN("r", "scale", "bias") : IN("r", "scale"), OUT("y"),
+           ATTRS(A_INT("axis", -2), A_FLOAT("epsilon", 1e-3f)));
+    b_output(b, "y");
+    check_graph(b);
+  }
+}
+
 /* Swin's attention mask: a constant [1, W, 1, L, L] added to [N, W, H, L, L], which
  * oneDNN's optimized binary kernels do not broadcast. Copied out to the full shape at
  * load, the Add runs on an optimized kernel, not the reference one. */
@@ -3623,22 +3654,9 @@ static builder *mask_add(const char *what) {
 
 static void test_binary_constant_broadcast_not_reference(void **state) {
   check_graph(mask_add(__func__));
-  builder *b = mask_add(__func__);
-  inferd_model *m = load_or_fail(b, NULL);
-  inferd_session *s = NULL;
-  inferd_status st = {0};
-  assert_int_equal(inferd_session_new(m, &(inferd_session_params){.threads = 1, .profile = 1}, &s, &st), INFERD_OK);
-  static float in[2 * 300], out[2 * 300];
-  const float *ins[1] = {in};
-  float *outs[1] = {out};
-  assert_int_equal(inferd_session_run(s, 2, ins, outs, &st), INFERD_OK);
-  char profile[4096], line[256];
-  inferd_session_profile_steps(s, 2, 20, profile, sizeof profile);
-  if (!profile_line(profile, "Add_1", line, sizeof line)) fail_msg("no step for Add_1:\n%s", profile);
-  if (strstr(line, "ref")) fail_msg("the Add runs on oneDNN's reference kernel: %s", line);
-  inferd_session_free(s);
-  inferd_model_free(m);
-  b_free(b);
+  char profile[4096];
+  run_profile(mask_add(__func__), NULL, 2, false, true, profile, sizeof profile);
+  expect_steps_off_reference(profile, (const char *const[]){"Add_1", NULL}, 2);
 }
 
 /* shufflenet_v2's and mnasnet's head: the mean over H and W of a convolution's blocked
@@ -3656,24 +3674,10 @@ static builder *conv_mean(const char *what) {
 
 static void test_reduce_mean_of_blocked_not_reference(void **state) {
   check_graph_tuned(conv_mean(__func__));
-  builder *b = conv_mean(__func__);
-  inferd_model *m = load_or_fail(b, &tuned_params);
-  inferd_session *s = NULL;
-  inferd_status st = {0};
-  assert_int_equal(inferd_session_new(m, &(inferd_session_params){.threads = 1, .profile = 1}, &s, &st), INFERD_OK);
-  static float in[4 * 16 * 49], out[4 * 32];
-  const float *ins[1] = {in};
-  float *outs[1] = {out};
-  assert_int_equal(inferd_session_run(s, 4, ins, outs, &st), INFERD_OK);
-  char profile[4096], line[256];
-  inferd_session_profile_steps(s, 4, 20, profile, sizeof profile);
-  if (!profile_line(profile, "ReduceMean_1", line, sizeof line)) fail_msg("no step for ReduceMean_1:\n%s", profile);
-  if (strstr(line, "ref")) fail_msg("the mean runs on oneDNN's reference kernel: %s", line);
-  if (!strstr(profile, "nChw16c") && !strstr(profile, "Reorder"))
-    fail_msg("the Conv's output was not blocked, so this tests nothing:\n%s", profile);
-  inferd_session_free(s);
-  inferd_model_free(m);
-  b_free(b);
+  char profile[4096];
+  run_profile(conv_mean(__func__), &tuned_params, 4, false, true, profile, sizeof profile);
+  expect_steps_off_reference(profile, (const char *const[]){"ReduceMean_1", NULL}, 4);
+  if (!strstr(profile, "Reorder")) fail_msg("the Conv's output was not blocked, so this tests nothing:\n%s", profile);
 }
 
 /* Conv -> act -> Mul(conv, act): SiLU (Sigmoid) and Hardswish (HardSigmoid 1/6, 0.5)
@@ -3697,29 +3701,14 @@ static builder *conv_times_act(const char *what, const char *act, float alpha, b
   return b;
 }
 
-/* The steps of the plan that ran at batch 4 (opt_batch 4: the blocked layout). */
-static void steps_at_batch4(builder *b, char *profile, size_t size) {
-  inferd_model *m = load_or_fail(b, &tuned_params);
-  inferd_session *s = NULL;
-  inferd_status st = {0};
-  assert_int_equal(inferd_session_new(m, &(inferd_session_params){.threads = 1, .profile = 1}, &s, &st), INFERD_OK);
-  static float in[4 * 8 * 36], out[4 * 24 * 36];
-  const float *ins[1] = {in};
-  float *outs[1] = {out};
-  assert_int_equal(inferd_session_run(s, 4, ins, outs, &st), INFERD_OK);
-  inferd_session_profile_steps(s, 4, 20, profile, size);
-  inferd_session_free(s);
-  inferd_model_free(m);
-  b_free(b);
-}
-
 static void test_conv_times_activation_fused(void **state) {
   char profile[4096], line[256], act_node[32];
   for (int v = 0; v < 4; v++) {
     const char *act = v < 2 ? "Sigmoid" : "HardSigmoid";
     snprintf(act_node, sizeof act_node, "%s_2", act);
     check_graph_tuned(conv_times_act(__func__, act, 1.0f / 6.0f, v % 2));
-    steps_at_batch4(conv_times_act(__func__, act, 1.0f / 6.0f, v % 2), profile, sizeof profile);
+    run_profile(conv_times_act(__func__, act, 1.0f / 6.0f, v % 2), &tuned_params, 4, false, true, profile,
+                sizeof profile);
     if (profile_line(profile, "Mul_3", line, sizeof line) || profile_line(profile, act_node, line, sizeof line) ||
         !profile_line(profile, "Conv_0", line, sizeof line))
       fail_msg("%s times the Conv's output is not one Conv step:\n%s", act, profile);
@@ -3727,40 +3716,9 @@ static void test_conv_times_activation_fused(void **state) {
   }
   /* a HardSigmoid that is not HardSwish's stays as it is, and right */
   check_graph_tuned(conv_times_act(__func__, "HardSigmoid", 0.2f, false));
-  steps_at_batch4(conv_times_act(__func__, "HardSigmoid", 0.2f, false), profile, sizeof profile);
+  run_profile(conv_times_act(__func__, "HardSigmoid", 0.2f, false), &tuned_params, 4, false, true, profile,
+              sizeof profile);
   if (!profile_line(profile, "Mul_3", line, sizeof line)) fail_msg("HardSigmoid 0.2 was fused:\n%s", profile);
-}
-
-/* The kernel of each named step of the plan that ran at `batch` with one thread, after
- * a 2-thread plan at `batch` (and with `params`, the plan it asks for at load) chose the
- * weights' layouts: fails on a reference kernel. */
-static void expect_no_reference(builder *b, const inferd_model_params *params, int batch, int n_in, int n_out,
-                                const char *const *nodes) {
-  inferd_model *m = load_or_fail(b, params);
-  inferd_session *s = NULL;
-  inferd_status st = {0};
-  float *in = calloc((size_t)n_in * (size_t)batch, sizeof *in);
-  float *out = calloc((size_t)n_out * (size_t)batch, sizeof *out);
-  assert_non_null(in);
-  assert_non_null(out);
-  const float *ins[1] = {in};
-  float *outs[1] = {out};
-  assert_int_equal(inferd_session_new(m, &(inferd_session_params){.threads = 2}, &s, &st), INFERD_OK);
-  assert_int_equal(inferd_session_run(s, batch, ins, outs, &st), INFERD_OK);
-  inferd_session_free(s);
-  assert_int_equal(inferd_session_new(m, &(inferd_session_params){.threads = 1, .profile = 1}, &s, &st), INFERD_OK);
-  assert_int_equal(inferd_session_run(s, batch, ins, outs, &st), INFERD_OK);
-  char profile[8192], line[256];
-  inferd_session_profile_steps(s, batch, 40, profile, sizeof profile);
-  for (; *nodes; nodes++) {
-    if (!profile_line(profile, *nodes, line, sizeof line)) fail_msg("no step for %s:\n%s", *nodes, profile);
-    if (strstr(line, "ref")) fail_msg("%s runs on oneDNN's reference kernel at batch %d: %s", *nodes, batch, line);
-  }
-  free(in);
-  free(out);
-  inferd_session_free(s);
-  inferd_model_free(m);
-  b_free(b);
 }
 
 /* regnet_y's blocks: a grouped 3x3 convolution (8 channels a group: oneDNN writes
@@ -3804,13 +3762,15 @@ static builder *conv_208_440(const char *what) {
 }
 
 static void test_regnet_blocks_off_reference_kernels(void **state) {
+  char profile[8192];
   check_graph(conv_208_440(__func__));
-  expect_no_reference(conv_208_440(__func__), NULL, 1, 208 * 196, 440 * 196, (const char *const[]){"Conv_1", NULL});
+  run_profile(conv_208_440(__func__), NULL, 1, true, true, profile, sizeof profile);
+  expect_steps_off_reference(profile, (const char *const[]){"Conv_1", NULL}, 1);
   check_graph_tuned(se_block(__func__));
-  expect_no_reference(se_block(__func__), &tuned_params, 4, 48 * 64, 40 * 64,
-                      (const char *const[]){"Mul_7", "Conv_8", NULL});
-  expect_no_reference(se_block(__func__), &tuned_params, 1, 48 * 64, 40 * 64,
-                      (const char *const[]){"Mul_7", "Conv_8", NULL});
+  for (int batch = 4; batch >= 1; batch -= 3) {
+    run_profile(se_block(__func__), &tuned_params, batch, true, true, profile, sizeof profile);
+    expect_steps_off_reference(profile, (const char *const[]){"Mul_7", "Conv_8", NULL}, batch);
+  }
 }
 
 /* Once the Identity and Dropout nodes are gone, the Relu reads the Gemm's output and
