@@ -304,10 +304,13 @@ inferd_code ops_conv_lower(plan_ctx *c, int node, inferd_status *st) {
   if (have) tries[n_tries++] = (conv_try){dnnl_convolution_direct, have};
   if (wino && !transformed) tries[n_tries++] = (conv_try){dnnl_convolution_winograd, &w_any};
   tries[n_tries++] = (conv_try){dnnl_convolution_direct, &w_any};
-  /* A reference kernel is taken only when nothing else runs: the weights' layout another
-   * plan made is tried first, and at another batch size oneDNN may have only its
-   * reference kernel for it (regnet_y_400mf at batch 1 after batch 4: a 1x1 layer took
-   * 390 ms on it, 98% of the model) where its own choice of layout has a fast one. */
+  /* On oneDNN's own choice of layout, a reference kernel is taken only when nothing else
+   * runs: the weights' layout another plan made is tried first, and oneDNN may have only
+   * its reference kernel for it (brgemm's 1x1 weights chosen in a 1-thread plan are
+   * refused by brgemm in a 2-thread one: regnet_y_400mf's 1x1 layer took 390 ms on the
+   * reference kernel, 98% of the model). That plan then makes its own copy of those
+   * weights. On the blocked layout the first kernel found decides, as before: a reference
+   * one there sends the layer to oneDNN's choice, where the shared copy usually fits. */
   dnnl_primitive_desc_t pd = NULL, reference = NULL;
   for (int layout = blocked ? 0 : 1; layout < 2 && !pd; layout++) {
     for (int k = 0; k < n_tries && !pd; k++) {
@@ -323,6 +326,7 @@ inferd_code ops_conv_lower(plan_ctx *c, int node, inferd_status *st) {
         if (layout == 1 && !reference) reference = pd; /* the blocked layout's is dropped */
         else dnnl_primitive_desc_destroy(pd);
         pd = NULL;
+        if (layout == 0) break;
       }
     }
   }
