@@ -398,10 +398,11 @@ dnnl_primitive_desc_t ops_binary_pd(plan_ctx *c, dnnl_alg_kind_t alg, const dnnl
                                     const dnnl_memory_desc_t *b, const_dnnl_primitive_attr_t attr);
 /* Element offset in `v` (right-aligned to `rank`) of the broadcast output index `idx`. */
 int64_t ops_broadcast_offset(const plan_value *v, int rank, const int64_t *idx);
-/* Constant v read as a tensor of shape `to` (rank `rank`, v's dims right-aligned in it):
- * stride 0 along the axes it is broadcast over, so a reorder from it (plan_weight's
- * src) copies it out to that shape. The caller checks that v broadcasts to `to`. */
-void ops_broadcast_md(const plan_value *v, int rank, const int64_t *to, dnnl_memory_desc_t *out);
+/* Constant value v copied out, once per plan, to shape `to` (rank `rank`, v's dims
+ * right-aligned in it and broadcast where they are 1) in layout `want` (NULL: plain).
+ * The caller checks that v broadcasts to `to`; an empty or huge result is refused. */
+inferd_code ops_broadcast_weight(plan_ctx *c, int node, int v, int rank, const int64_t *to,
+                                 const dnnl_memory_desc_t *want, plan_ref *out, inferd_status *st);
 /* Where on tensors computed at run time (ops_binary.c); ops_fold_lower folds the rest. */
 inferd_code ops_where_lower(plan_ctx *c, int node, inferd_status *st);
 

@@ -332,11 +332,6 @@ static inferd_code lookup_ops(inferd_model *m, inferd_status *st) {
   return INFERD_OK;
 }
 
-/* A value given in the model (an initializer or a Constant node's) of one element. */
-static bool constant_value(const ir_value *v) {
-  return v->data && v->producer == IR_NONE && !v->is_input && ir_value_count(v) == 1;
-}
-
 static inferd_code remove_identities(inferd_model *m, uses *u, inferd_status *st) {
   ir_graph *g = m->graph;
   for (int i = 0; i < g->n_nodes; i++) {
@@ -348,11 +343,13 @@ static inferd_code remove_identities(inferd_model *m, uses *u, inferd_status *st
     if (n->n_outputs > 1 && n->outputs[1] != IR_NONE && g->values[n->outputs[1]].consumers > 0)
       return core_fail(st, INFERD_UNSUPPORTED, "node '%s' (Dropout): the mask output is used", n->name);
     if (op == OP_DROPOUT && n->n_inputs > 2 && n->inputs[2] != IR_NONE) { /* training_mode (opset 12) */
-      const ir_value *t = &g->values[n->inputs[2]], *r = n->inputs[1] != IR_NONE ? &g->values[n->inputs[1]] : NULL;
+      const ir_value *t = &g->values[n->inputs[2]];
       /* training with a ratio of 0 drops nothing and scales by 1: torchvision's Swin
        * calls F.dropout(attn, p=0.0) without training=False, so its export says true */
-      bool ratio0 = r && constant_value(r) && r->dtype == INFERD_DTYPE_FLOAT && *(const float *)r->data == 0.0f;
-      if (!constant_value(t) || t->dtype != INFERD_DTYPE_BOOL || (*(const unsigned char *)t->data != 0 && !ratio0))
+      const float *ratio = n->n_inputs > 1 ? const_float(g, n->inputs[1], 1) : NULL;
+      bool ratio0 = ratio && *ratio == 0.0f;
+      if (!t->data || t->producer != IR_NONE || t->is_input || t->dtype != INFERD_DTYPE_BOOL || ir_value_count(t) != 1 ||
+          (*(const unsigned char *)t->data != 0 && !ratio0))
         return core_fail(st, INFERD_UNSUPPORTED,
                          "node '%s' (Dropout): training_mode must be a constant false (or the ratio a constant 0)",
                          n->name);
@@ -502,6 +499,14 @@ static bool near(float a, float b) { return fabsf(a - b) <= 1e-5f * fabsf(b); }
 /* The ONNX op `op` (default domain: a custom-domain Mul is some other op). */
 static bool is_onnx_op(const ir_node *n, const char *op) { return !*n->domain && strcmp(n->op_type, op) == 0; }
 
+/* Removes node i from the graph: its inputs lose a reader. */
+static void kill_node(ir_graph *g, int i) {
+  ir_node *n = &g->nodes[i];
+  for (int k = 0; k < n->n_inputs; k++)
+    if (n->inputs[k] != IR_NONE) g->values[n->inputs[k]].consumers--;
+  n->dead = true;
+}
+
 /* x * 0.5 * (1 + erf(x / sqrt(2))), as torch.onnx.export writes nn.GELU before
  * opset 20 (Div, Erf, Add, Mul, Mul), becomes one Gelu node. */
 static void fuse_gelu(inferd_model *m, uses *u) {
@@ -541,12 +546,7 @@ static void fuse_gelu(inferd_model *m, uses *u) {
     /* the Div node becomes Gelu(x) writing the last Mul's output */
     int out = g->nodes[m2].outputs[0];
     int nodes[4] = {e, a, m1, m2};
-    for (int i = 0; i < 4; i++) {
-      ir_node *dead = &g->nodes[nodes[i]];
-      for (int k2 = 0; k2 < dead->n_inputs; k2++)
-        if (dead->inputs[k2] != IR_NONE) g->values[dead->inputs[k2]].consumers--;
-      dead->dead = true;
-    }
+    for (int i = 0; i < 4; i++) kill_node(g, nodes[i]);
     g->values[div->inputs[1]].consumers--;
     g->values[div->outputs[0]].producer = IR_NONE;
     div->op_type = "Gelu";
@@ -576,20 +576,19 @@ static void fuse_x_times_act(inferd_model *m, uses *u) {
       if (p == IR_NONE || g->values[a].consumers != 1 || g->values[a].is_output || a == x) continue;
       ir_node *act = &g->nodes[p];
       if (act->dead || act->n_inputs != 1 || act->inputs[0] != x || act->n_outputs != 1) continue;
-      const char *to = NULL;
-      if (is_onnx_op(act, "Sigmoid") && act->n_attrs == 0) to = "Swish";
+      op_kind to = OP_COUNT;
+      if (is_onnx_op(act, "Sigmoid") && act->n_attrs == 0) to = OP_SWISH;
       else if (is_onnx_op(act, "HardSigmoid") && near(ir_attr_float(act, "alpha", 0.2f), 1.0f / 6.0f) &&
                near(ir_attr_float(act, "beta", 0.5f), 0.5f))
-        to = "HardSwish";
-      if (!to || (k == 0 && !uses_add(u, x, i, 0))) continue; /* k == 1: x is in slot 0 already */
-      act->dead = true;
-      g->values[x].consumers--; /* the activation's read; the Mul's stays */
+        to = OP_HARDSWISH;
+      if (to == OP_COUNT || (k == 0 && !uses_add(u, x, i, 0))) continue; /* k == 1: x is in slot 0 already */
+      kill_node(g, p); /* x keeps the Mul's read */
       g->values[a].consumers--;
       g->values[a].producer = IR_NONE;
-      mul->op_type = to;
+      mul->op_type = engine_op_name(to);
       mul->inputs[0] = x;
       mul->n_inputs = 1;
-      m->extra[i].op = to[0] == 'S' ? OP_SWISH : OP_HARDSWISH;
+      m->extra[i].op = to;
       break;
     }
   }
@@ -665,12 +664,7 @@ static void fuse_layernorm(inferd_model *m, uses *u) {
     if (!inputs || !attr || !uses_add(u, gamma, r0, 1) || (beta != IR_NONE && !uses_add(u, beta, r0, 2))) return;
     int out = g->nodes[ab != IR_NONE ? ab : mg].outputs[0];
     int dead[8] = {s, p, r1, a, sq, q, mg, ab};
-    for (int i = 0; i < 8 && dead[i] != IR_NONE; i++) {
-      ir_node *n = &g->nodes[dead[i]];
-      for (int j = 0; j < n->n_inputs; j++)
-        if (n->inputs[j] != IR_NONE) g->values[n->inputs[j]].consumers--;
-      n->dead = true;
-    }
+    for (int i = 0; i < 8 && dead[i] != IR_NONE; i++) kill_node(g, dead[i]);
     g->values[mean->outputs[0]].producer = IR_NONE;
     inputs[0] = x, inputs[1] = gamma, inputs[2] = beta;
     g->values[gamma].consumers++;

@@ -127,18 +127,27 @@ static inferd_code eltwise(plan_ctx *c, int node, int input, dnnl_alg_kind_t alg
   return plan_emit(c, node, plan_extra(c, node)->op, pd, 2, kinds, args, 0, st);
 }
 
-void ops_broadcast_md(const plan_value *v, int rank, const int64_t *to, dnnl_memory_desc_t *out) {
-  dnnl_memory_desc_t own;
-  md_plain(&own, v->rank, v->dims, v->dtype);
-  md_plain(out, rank, to, v->dtype);
-  dnnl_dims_t *strides = &out->format_desc.blocking.strides;
-  for (int i = 0, off = rank - v->rank; i < rank; i++)
-    (*strides)[i] = i < off || (v->dims[i - off] == 1 && to[i] != 1) ? 0 : own.format_desc.blocking.strides[i - off];
-}
-
-/* Most elements a constant is copied out to (ops_broadcast_md) for a kernel to read it
- * whole: 64 MB of floats. */
+/* Most elements a constant is copied out to (ops_broadcast_weight) for a kernel to read
+ * it whole: 64 MB of floats. */
 enum { EXPAND_MAX_ELEMENTS = 1 << 24 };
+
+inferd_code ops_broadcast_weight(plan_ctx *c, int node, int v, int rank, const int64_t *to,
+                                 const dnnl_memory_desc_t *want, plan_ref *out, inferd_status *st) {
+  const plan_value *pv = plan_val(c, v);
+  int64_t count = core_shape_count(rank, to);
+  if (count <= 0 || count > EXPAND_MAX_ELEMENTS) /* oneDNN divides by zero reordering nothing */
+    return node_fail(c, node, INFERD_UNSUPPORTED, st, "a constant would be broadcast to %lld elements",
+                     (long long)count);
+  /* read with stride 0 along the axes it is broadcast over */
+  dnnl_memory_desc_t own, wide, plain;
+  md_plain(&own, pv->rank, pv->dims, pv->dtype);
+  md_plain(&plain, rank, to, pv->dtype);
+  wide = plain;
+  dnnl_dims_t *strides = &wide.format_desc.blocking.strides;
+  for (int i = 0, off = rank - pv->rank; i < rank; i++)
+    (*strides)[i] = i < off || (pv->dims[i - off] == 1 && to[i] != 1) ? 0 : own.format_desc.blocking.strides[i - off];
+  return plan_weight(c, v, &wide, want ? want : &plain, out, st);
+}
 
 static bool scalar_const(const plan_value *v, float *out) {
   if (!v->is_const || !v->data || v->dtype != INFERD_DTYPE_FLOAT || core_shape_count(v->rank, v->dims) != 1) return false;
@@ -294,18 +303,15 @@ inferd_code ops_binary_lower(plan_ctx *c, int node, inferd_status *st) {
       break;
     }
   }
-  int64_t count = core_shape_count(rank, dims);
-  if (rc == INFERD_OK && v1->is_const && plan_pd_is_reference(pd) && count > 0 && count <= EXPAND_MAX_ELEMENTS) {
+  if (rc == INFERD_OK && v1->is_const && plan_pd_is_reference(pd)) {
     /* a constant broadcast in a way oneDNN's optimized kernels do not take (Swin's
      * attention mask, [1, W, 1, L, L] over [N, W, H, L, L]) ran on its reference kernel,
      * 50x slower: copied out to the full shape in src0's layout once per plan, it is a
      * plain elementwise op */
-    dnnl_memory_desc_t wide;
-    ops_broadcast_md(v1, rank, dims, &wide);
     plan_ref full;
     dnnl_primitive_desc_t pd2 = NULL;
     inferd_status ignored = {0}; /* without the copy, the reference kernel still runs */
-    if (plan_weight(c, src1, &wide, &args[0].md, &full, &ignored) == INFERD_OK &&
+    if (ops_broadcast_weight(c, node, src1, rank, dims, &args[0].md, &full, &ignored) == INFERD_OK &&
         (pd2 = binary_pd(c, alg, &args[0].md, &full.md, cmp ? &bools : NULL, attr))) {
       dnnl_primitive_desc_destroy(pd);
       pd = pd2;
@@ -361,23 +367,13 @@ inferd_code ops_where_lower(plan_ctx *c, int node, inferd_status *st) {
     if (!full && !single && !v[k]->is_const)
       return node_fail(c, node, INFERD_UNSUPPORTED, st, "input %d is broadcast along some axes only", k);
     if (single) one |= (int64_t)1 << k;
-    dnnl_memory_desc_t md, wide;
+    dnnl_memory_desc_t md;
     md_plain(&md, v[k]->rank, v[k]->dims, v[k]->dtype);
     inferd_code rc;
-    if (!v[k]->is_const) {
-      rc = plan_src(c, n->inputs[k], &md, &args[k], st);
-    } else if (full || single) {
-      rc = plan_weight(c, n->inputs[k], &md, &md, &args[k], st);
-    } else if (count <= 0 || count > EXPAND_MAX_ELEMENTS) { /* oneDNN divides by zero reordering nothing */
-      return node_fail(c, node, INFERD_UNSUPPORTED, st, "input %d would be broadcast to %lld elements", k,
-                       (long long)count);
-    } else { /* a constant broadcast along some axes: copied out to the full shape once per
-              * plan, at load, by a reorder that reads it with stride 0 along those axes */
-      dnnl_memory_desc_t bcast;
-      md_plain(&wide, acc.rank, acc.dims, v[k]->dtype);
-      ops_broadcast_md(v[k], acc.rank, acc.dims, &bcast);
-      rc = plan_weight(c, n->inputs[k], &bcast, &wide, &args[k], st);
-    }
+    if (!v[k]->is_const) rc = plan_src(c, n->inputs[k], &md, &args[k], st);
+    else if (full || single) rc = plan_weight(c, n->inputs[k], &md, &md, &args[k], st);
+    else /* a constant broadcast along some axes: copied out to the full shape once per plan */
+      rc = ops_broadcast_weight(c, node, n->inputs[k], acc.rank, acc.dims, NULL, &args[k], st);
     if (rc != INFERD_OK) return rc;
   }
   plan_value *ov = plan_val(c, n->outputs[0]);

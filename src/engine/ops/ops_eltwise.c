@@ -146,11 +146,8 @@ inferd_code ops_layernorm_lower(plan_ctx *c, int node, inferd_status *st) {
   dnnl_primitive_attr_destroy(attr);
   if (drc != dnnl_success) return node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN refuses this layer normalization");
   int kinds[4] = {DNNL_ARG_SRC, DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_DST}, na = 1;
-  dnnl_memory_desc_t wide, full;
-  md_plain(&full, nt, tdims, INFERD_DTYPE_FLOAT);
   for (int k = 1; k < (shift ? 3 : 2) && rc == INFERD_OK; k++) {
-    ops_broadcast_md(plan_val(c, n->inputs[k]), nt, tdims, &wide);
-    rc = plan_weight(c, n->inputs[k], &wide, &full, &args[na], st);
+    rc = ops_broadcast_weight(c, node, n->inputs[k], nt, tdims, NULL, &args[na], st);
     args[na++].md = vec; /* the same bytes as one axis */
   }
   if (rc == INFERD_OK) rc = plan_define(c, n->outputs[0], &plain, st);

@@ -163,12 +163,6 @@ static bool einsum_terms(const char *eq, char terms[3][IR_MAX_RANK + 1], const c
   return true;
 }
 
-/* Plain strides of a dense tensor. */
-static void dense_strides(int rank, const int64_t *dims, int64_t *strides) {
-  int64_t s = 1;
-  for (int i = rank - 1; i >= 0; i--) strides[i] = s, s *= dims[i];
-}
-
 /* Einsum as a matrix product: each letter is a batch axis (both operands and the output,
  * in the output's order first), the row axis (the first operand's and the output's
  * next-to-last), the column axis (the second's and the output's last) or the summed axis
@@ -210,9 +204,10 @@ static inferd_code einsum(plan_ctx *c, int node, inferd_status *st) {
   char m = rank >= 2 ? to[rank - 2] : 0, nn = rank >= 2 ? to[rank - 1] : 0;
   if (!k || !m || !strchr(ta, m) || strchr(tb, m) || !strchr(tb, nn) || strchr(ta, nn))
     return node_fail(c, node, INFERD_UNSUPPORTED, st, "equation '%s' is not a matrix product", eq);
-  int64_t as[IR_MAX_RANK], bs[IR_MAX_RANK];
-  dense_strides(av->rank, av->dims, as);
-  dense_strides(bv->rank, bv->dims, bs);
+  dnnl_memory_desc_t a_plain, b_plain, b_src; /* the operands as they lie, read through their strides */
+  md_plain(&a_plain, av->rank, av->dims, INFERD_DTYPE_FLOAT);
+  md_plain(&b_plain, bv->rank, bv->dims, INFERD_DTYPE_FLOAT);
+  const dnnl_dim_t *as = a_plain.format_desc.blocking.strides, *bs = b_plain.format_desc.blocking.strides;
   dnnl_dims_t ad, astr, bd, bstr;
   int64_t od[IR_MAX_RANK];
   double flops = 2.0;
@@ -238,8 +233,6 @@ static inferd_code einsum(plan_ctx *c, int node, inferd_status *st) {
   od[rank - 2] = ad[rank - 2];
   od[rank - 1] = bd[rank - 1];
   flops *= (double)od[rank - 2] * (double)od[rank - 1] * (double)ad[rank - 1];
-  dnnl_memory_desc_t a_plain, b_src;
-  md_plain(&a_plain, av->rank, av->dims, INFERD_DTYPE_FLOAT);
   plan_ref a;
   inferd_code rc = plan_src(c, n->inputs[ia], &a_plain, &a, st);
   if (rc != INFERD_OK) return rc;
