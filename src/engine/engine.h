@@ -326,6 +326,8 @@ void md_plain(dnnl_memory_desc_t *md, int rank, const int64_t *dims, inferd_dtyp
 /* md with format_kind any. */
 void md_any(dnnl_memory_desc_t *md, int rank, const int64_t *dims);
 bool md_is_plain(const dnnl_memory_desc_t *md);
+/* Whether md describes no element at all (some dim is 0). */
+bool md_is_empty(const dnnl_memory_desc_t *md);
 dnnl_data_type_t md_dtype(inferd_dtype dtype);
 
 /* Fails with "node 'name' (Op): message". */

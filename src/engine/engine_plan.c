@@ -72,6 +72,12 @@ void md_any(dnnl_memory_desc_t *md, int rank, const int64_t *dims) {
   dnnl_memory_desc_init_by_tag(md, rank, d, dnnl_f32, dnnl_format_tag_any);
 }
 
+bool md_is_empty(const dnnl_memory_desc_t *md) {
+  for (int i = 0; i < md->ndims; i++)
+    if (md->dims[i] == 0) return true;
+  return false;
+}
+
 bool md_is_plain(const dnnl_memory_desc_t *md) {
   if (md->format_kind != dnnl_blocked || md->format_desc.blocking.inner_nblks != 0) return false;
   dnnl_dim_t s = 1;
@@ -237,6 +243,9 @@ inferd_code plan_emit_custom(plan_ctx *c, int node, op_kind op, step_fn fn, int 
 }
 
 inferd_code plan_emit_reorder(plan_ctx *c, int node, const plan_ref *src, const plan_ref *dst, inferd_status *st) {
+  /* a reorder of nothing is no step: oneDNN's reorder divides by zero on some empty
+   * shapes ([2^32, 0] transposed, found by fuzz_onnx) */
+  if (md_is_empty(&dst->md)) return INFERD_OK;
   dnnl_primitive_desc_t pd;
   dnnl_primitive_attr_t attr = plan_attr_new();
   dnnl_status_t rc = dnnl_reorder_primitive_desc_create(&pd, &src->md, c->m->engine, &dst->md, c->m->engine, attr);
@@ -326,15 +335,18 @@ inferd_code plan_src(plan_ctx *c, int v, const dnnl_memory_desc_t *want, plan_re
   int b = new_buffer(c, dnnl_memory_desc_get_size(want));
   if (b < 0) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
   plan_ref dst = {.kind = REF_BUFFER, .index = b, .md = *want};
+  int steps = c->p->n_steps;
   inferd_code rc = plan_emit_reorder(c, -1, &pv->ref, &dst, st);
   if (rc != INFERD_OK) return rc;
-  /* the profile names the value this reorder copies, not a node */
-  const char *name = c->m->graph->values[v].name ? c->m->graph->values[v].name : "?";
-  size_t len = strlen(name) + sizeof "(reorder of )";
-  char *label = core_arena_alloc(c->p->consts, len, 1);
-  if (!label) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
-  snprintf(label, len, "(reorder of %s)", name);
-  c->p->steps[c->p->n_steps - 1].node = label;
+  if (c->p->n_steps > steps) { /* none for an empty tensor */
+    /* the profile names the value this reorder copies, not a node */
+    const char *name = c->m->graph->values[v].name ? c->m->graph->values[v].name : "?";
+    size_t len = strlen(name) + sizeof "(reorder of )";
+    char *label = core_arena_alloc(c->p->consts, len, 1);
+    if (!label) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
+    snprintf(label, len, "(reorder of %s)", name);
+    c->p->steps[c->p->n_steps - 1].node = label;
+  }
   if (c->n_variants == c->cap_variants) {
     int cap = c->cap_variants ? c->cap_variants * 2 : 32;
     variant *nv = realloc(c->variants, (size_t)cap * sizeof *nv);
