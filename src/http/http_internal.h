@@ -268,9 +268,10 @@ typedef struct http__path {
   h2o_iovec_t query; /* after '?', or empty */
 } http__path;
 
-/* Cuts req->path (up to req->query_at) at '/' into path->segments, ignoring empty
- * segments, and points path->query after the '?'. False when there are more than
- * HTTP__MAX_SEGMENTS segments. */
+/* Cuts req->path (up to req->query_at) after its leading '/' at each '/' into
+ * path->segments, dropping trailing empty ones (inner empty segments stay), and points
+ * path->query after the '?'. False when there are more than HTTP__MAX_SEGMENTS
+ * segments. */
 bool http__parse_path(h2o_req_t *req, http__path *path);
 
 /* Answers the OpenAPI 3.0.1 description of the APIs in `apis` (1 << http_api bits),

@@ -14,8 +14,10 @@
  *     GET /metrics[?name[]=...]                none   Prometheus text (metrics_render)
  * A listener that serves several APIs (equal addresses) tries them in this order.
  * Anything else is 404 ResourceNotFoundException; a known path with another method is
- * 405. Paths are cut at '/' (empty segments ignored, so "/ping/" is "/ping"); model
- * names need no decoding (config_valid_model_name allows no escapes).
+ * 405. Paths are cut at '/' as TorchServe's String.split("/") cuts them: trailing
+ * empty segments go ("/ping/" is "/ping"), inner ones stay ("/models//1.0" names the
+ * model "" and version "1.0", not the model "1.0"); model names need no decoding
+ * (config_valid_model_name allows no escapes).
  *
  * /ping is "Healthy" only when every model of load_models is loaded and has its
  * workers running, unless it was scaled to 0 (http__registry_ready), and the server is
@@ -42,13 +44,14 @@ bool http__parse_path(h2o_req_t *req, http__path *path) {
                                                            req->path.len - req->query_at - 1)
                                           : h2o_iovec_init("", 0);
   const char *p = req->path.base, *stop = req->path.base + end;
+  while (stop > p && stop[-1] == '/') stop--; /* trailing empty segments go, as in Java's split */
+  if (p < stop && *p == '/') p++;
   while (p < stop) {
-    while (p < stop && *p == '/') p++;
-    if (p == stop) break;
     const char *start = p;
     while (p < stop && *p != '/') p++;
     if (path->count == HTTP__MAX_SEGMENTS) return false;
     path->segments[path->count++] = h2o_iovec_init(start, (size_t)(p - start));
+    if (p < stop) p++; /* the '/'; what follows it is a segment, empty or not */
   }
   return true;
 }

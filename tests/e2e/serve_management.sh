@@ -6,7 +6,8 @@
 #   TorchServe's handleScaleModel does (min_worker defaults to 1, max_worker to
 #   min_worker, max_worker < min_worker is a 400, model_version names the version;
 #   describe reports both, the model runs min_worker workers); the same
-#   version again is a conflict; a second version; describe all versions; set-default;
+#   version again is a conflict; a second version; describe all versions (a trailing '/'
+#   dropped, an inner empty segment an empty model name, as TorchServe's split); set-default;
 #   predictions by version; the default version cannot be removed while another exists
 #   (403 InvalidModelVersionException, TorchServe's answer);
 #   unregister both -> 404 for describe and predictions;
@@ -154,6 +155,10 @@ mcall "the same version again: conflict" 409 '' "${MA[@]}" -X POST "$M/models?ur
 mcall "register mnet 2.0" 200 '"Version: 2.0" in r["status"]' \
   "${MA[@]}" -X POST "$M/models?url=mnet-v2.mar&initial_workers=1&synchronous=true"
 mcall "describe all versions" 200 'sorted(m["modelVersion"] for m in r) == ["1.0", "2.0"]' "${MA[@]}" "$M/models/mnet/all"
+mcall "a trailing / is dropped" 200 'sorted(m["modelVersion"] for m in r) == ["1.0", "2.0"]' "${MA[@]}" "$M/models/mnet/all/"
+# as TorchServe's split("/"): an inner empty segment is an empty model name, not skipped
+mcall "/models//1.0 names the model ''" 404 'r["message"] == "Model not found: "' "${MA[@]}" "$M/models//1.0"
+mcall "/models//mnet too" 404 'r["message"] == "Model not found: "' "${MA[@]}" "$M/models//mnet"
 mcall "v2 metadata lists both versions" 200 'r["versions"] == ["1.0", "2.0"]' "${IA[@]}" "$I/v2/models/mnet"
 mcall "v2 metadata of a version lists both too" 200 'r["versions"] == ["1.0", "2.0"]' "${IA[@]}" \
   "$I/v2/models/mnet/versions/2.0"

@@ -14,8 +14,8 @@
  * http_auth.c), against keys made once in a temporary directory, and (up to a NUL) the
  * url of a registration for http__resolve_path (http_models.c).
  *
- * Checks: the segments lie inside the path before the query, in order, none empty and
- * none holding a '/'; the query is exactly what follows the '?'; every parameter the
+ * Checks: the segments joined by single '/'s are the path before the query without
+ * its leading '/' and trailing '/'s, none holds a '/' and the last is not empty; the query is exactly what follows the '?'; every parameter the
  * management API reads decodes to a NUL-terminated value no longer than the query,
  * equal to the raw text when that has no '%' or '+', and is the first of the values
  * http__query_values finds for its key; a number read lies within its
@@ -41,14 +41,19 @@ static void fail(const char *what) {
 
 static void check_segments(const char *target, size_t len, size_t query_at, const http__path *path) {
   size_t end = query_at != SIZE_MAX ? query_at : len;
-  const char *prev_end = target;
+  /* the segments joined by '/' are the path without its leading '/' and trailing '/'s */
+  size_t first = end > 0 && target[0] == '/' ? 1 : 0, last = end;
+  while (last > 0 && target[last - 1] == '/') last--;
+  const char *at = target + first;
   for (int i = 0; i < path->count; i++) {
     h2o_iovec_t s = path->segments[i];
-    if (s.len == 0) fail("empty segment");
-    if (s.base < prev_end || s.base + s.len > target + end) fail("segment outside the path or out of order");
+    if (i > 0 && (at >= target + last || *at++ != '/')) fail("segments not cut at single '/'s");
+    if (s.base != at || s.base + s.len > target + last) fail("segment is not the next piece of the path");
     if (memchr(s.base, '/', s.len)) fail("segment holds a '/'");
-    prev_end = s.base + s.len;
+    at = s.base + s.len;
   }
+  if (path->count > 0 && path->segments[path->count - 1].len == 0) fail("trailing empty segment");
+  if (at < target + last) fail("segments stop before the path ends");
   if (query_at == SIZE_MAX) {
     if (path->query.len != 0) fail("a query without a '?'");
   } else if (path->query.base != target + query_at + 1 || path->query.len != len - query_at - 1) {
