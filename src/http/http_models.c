@@ -386,10 +386,14 @@ int http__registry_list(http__registry *r, const char *name, bool all, http__mod
 
 /* ---- registration -------------------------------------------------------------------------- */
 
-/* sched_stats_fn: one batch ran (worker thread). */
+/* sched_stats_fn: one batch ran (worker thread). Its rows' latencies count only when
+ * it succeeded, as TorchServe's ts_*_latency counters count only successful answers: a
+ * failed batch (its rows answered with errors, inferd_requests_total counts them) would
+ * mix the time it took to fail into the time answers take. */
 static void on_batch(void *ctx, const sched_batch_stats *b) {
   http__model *m = ctx;
   if (b->batch_size > 0) metrics_model_batch(m->metrics, b->batch_size);
+  if (b->code != INFERD_OK) return;
   uint64_t inference_us = (uint64_t)(b->inference_seconds * 1e6);
   for (int i = 0; i < b->batch_size; i++) {
     metrics_model_queue_time(m->metrics, (uint64_t)(b->queue_seconds[i] * 1e6));

@@ -138,8 +138,9 @@ void metrics_model_detach(metrics_registry *r, metrics_model *m);
 
 /* Updates; any thread, no lock, no allocation. Latencies are in microseconds. */
 void metrics_model_response(metrics_model *m, int http_status);      /* a response to a request for m */
-void metrics_model_queue_time(metrics_model *m, uint64_t us);        /* per request: accepted -> taken by a worker */
-void metrics_model_inference_time(metrics_model *m, uint64_t us);    /* per request: its batch's run in the worker */
+/* per request of a batch that ran without error: accepted -> taken by a worker, and its batch's run */
+void metrics_model_queue_time(metrics_model *m, uint64_t us);
+void metrics_model_inference_time(metrics_model *m, uint64_t us);
 void metrics_model_batch(metrics_model *m, int size);                /* per batch run */
 /* TorchServe's legacy counters, with its meanings (InferenceRequestHandler, RestJob):
  * an inference request for m was parsed and is about to be queued (one per HTTP

@@ -27,7 +27,8 @@
  * ts_inference_latency_microseconds adds, per request answered with success, the time
  * from its arrival to its answer (queue and run included), and
  * ts_queue_latency_microseconds the part of it spent waiting for a worker. The
- * inferd_* histograms are per row and time the queue and the batch's run apart.
+ * inferd_* latency histograms are per row of a batch that ran without error and time
+ * the queue and the batch's run apart; inferd_batch_size counts failed batches too.
  * inferd_requests_total shows only the codes seen so far (as a client library creates
  * labelled children lazily).
  *
@@ -184,8 +185,8 @@ static const struct family {
     {"ts_inference_latency_microseconds", "counter", "Cumulative inference duration in microseconds.", SERIES_TS_INFER_US},
     {"ts_queue_latency_microseconds", "counter", "Cumulative queue duration in microseconds.", SERIES_TS_QUEUE_US},
     {"inferd_requests_total", "counter", "Responses to requests for a model, by HTTP status code.", SERIES_BY_STATUS},
-    {"inferd_queue_latency_milliseconds", "histogram", "Time from a request's acceptance until a worker takes it, in milliseconds.", SERIES_QUEUE_HIST},
-    {"inferd_inference_latency_milliseconds", "histogram", "Time a request's batch spent running in a worker, in milliseconds.", SERIES_INFER_HIST},
+    {"inferd_queue_latency_milliseconds", "histogram", "Time from a request's acceptance until a worker takes it, in milliseconds (rows of batches that succeeded).", SERIES_QUEUE_HIST},
+    {"inferd_inference_latency_milliseconds", "histogram", "Time a request's batch spent running in a worker, in milliseconds (batches that succeeded).", SERIES_INFER_HIST},
     {"inferd_batch_size", "histogram", "Requests per batch run.", SERIES_BATCH_HIST},
     {"inferd_queue_depth", "gauge", "Requests waiting in the model's queue.", SERIES_QUEUE_DEPTH},
     {"inferd_workers", "gauge", "Worker threads running the model.", SERIES_WORKERS},

@@ -12,7 +12,8 @@
 # batchSize 1 whatever the config asks, and answers the same; one declaring a fixed
 # batch of 2 is refused at registration. A model with two outputs of different sizes
 # answers both, or those asked for in the order asked, inline or binary, equal to
-# PyTorch's. ~10 s.
+# PyTorch's. A batch that fails at run time is an error answer and counts in the batch-
+# size histogram, not in the latency ones. ~10 s.
 #
 #   serve_v2.sh INFERD SOURCE_DIR WORK_DIR
 #
@@ -66,6 +67,26 @@ two = helper.make_graph(
 two = helper.make_model(two, opset_imports=[helper.make_opsetid("", 13)])
 onnx.checker.check_model(two)
 onnx.save(two, os.path.join(work, "store", "two.onnx"))
+# Runs at batch 1 and 4 only (the sizes a worker of batchSize 4 checks at start): it
+# reshapes [N,4] to [p(N),-1] with p(N) = N + 2(N-1)(N-4), which is N at 1 and 4 and
+# negative at 2 and 3, so a batch of 2 fails at run time.
+def i64(name, v):
+    return numpy_helper.from_array(np.array(v, np.int64), name)
+row1 = helper.make_graph(
+    [helper.make_node("Shape", ["input"], ["s"], name="shape"),
+     helper.make_node("Slice", ["s", "zero", "one"], ["n"], name="n"),
+     helper.make_node("Sub", ["n", "one"], ["n1"], name="n1"),
+     helper.make_node("Sub", ["n", "four"], ["n4"], name="n4"),
+     helper.make_node("Mul", ["n1", "n4"], ["q"], name="q"),
+     helper.make_node("Mul", ["q", "two"], ["q2"], name="q2"),
+     helper.make_node("Add", ["n", "q2"], ["p"], name="p"),
+     helper.make_node("Concat", ["p", "minus1"], ["target"], name="target", axis=0),
+     helper.make_node("Reshape", ["input", "target"], ["r"], name="reshape"),
+     helper.make_node("Relu", ["r"], ["output"], name="relu")],
+    "row1", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 4])],
+    [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", 4])],
+    initializer=[i64("zero", [0]), i64("one", [1]), i64("two", [2]), i64("four", [4]), i64("minus1", [-1])])
+onnx.save(helper.make_model(row1, opset_imports=[helper.make_opsetid("", 13)]), os.path.join(work, "store", "row1.onnx"))
 import torch
 t5 = (rng.integers(-16, 16, size=(5, 4)) / 4).astype(np.float32)
 np.save(os.path.join(work, "t5.npy"), t5)
@@ -91,13 +112,13 @@ PY
 serve_ports
 serve_config "$WORK/config.properties" \
   "model_store=$WORK/store" \
-  "load_models=small=small.onnx,mlp=mlp.onnx,mlp1=mlp1.onnx,two=two.onnx" \
+  "load_models=small=small.onnx,mlp=mlp.onnx,mlp1=mlp1.onnx,two=two.onnx,row1=row1.onnx" \
   "default_workers_per_model=1" \
   "number_of_netty_threads=2" \
   "job_queue_size=8" \
   "max_request_size=20000000" \
   "enable_model_api=true" \
-  'models={"small": {"1.0": {"batchSize": 4, "maxBatchDelay": 20}}, "mlp1": {"1.0": {"batchSize": 8, "maxBatchDelay": 20}}, "two": {"1.0": {"batchSize": 4, "maxBatchDelay": 20}}}'
+  'models={"small": {"1.0": {"batchSize": 4, "maxBatchDelay": 20}}, "mlp1": {"1.0": {"batchSize": 8, "maxBatchDelay": 20}}, "two": {"1.0": {"batchSize": 4, "maxBatchDelay": 20}}, "row1": {"1.0": {"batchSize": 4, "maxBatchDelay": 20}}}'
 serve_start "$WORK" --ts-config "$WORK/config.properties" --foreground
 serve_wait_ready 60
 serve_keys "$WORK"
@@ -105,23 +126,47 @@ serve_keys "$WORK"
 status=0
 "$PY" "$SRC/tests/e2e/serve_v2.py" "http://127.0.0.1:$INFERENCE_PORT" "$INFERENCE_KEY" "$WORK" || status=1
 
+# row1: one row answers, two rows (one batch) fail at run time with a JSON error
+row1_infer() { # ROWS: HTTP status of a v2 infer of ROWS rows on row1; the body in $WORK/row1.json
+  local data
+  data=$(seq -s, 1 $((4 * $1)))
+  curl -sS -o "$WORK/row1.json" -w '%{http_code}' -H "Authorization: Bearer $INFERENCE_KEY" \
+    -H 'Content-Type: application/json' \
+    -d "{\"inputs\": [{\"name\": \"input\", \"datatype\": \"FP32\", \"shape\": [$1, 4], \"data\": [$data]}]}" \
+    "http://127.0.0.1:$INFERENCE_PORT/v2/models/row1/infer"
+}
+code=$(row1_infer 1)
+[ "$code" = 200 ] || { echo "FAIL: row1, one row: HTTP $code $(cat "$WORK/row1.json")" >&2; status=1; }
+code=$(row1_infer 2)
+if [ "${code:0:1}" != 4 ] && [ "${code:0:1}" != 5 ] || ! grep -q "reshape" "$WORK/row1.json"; then
+  echo "FAIL: row1, a batch of two rows should fail naming its Reshape: HTTP $code $(cat "$WORK/row1.json")" >&2
+  status=1
+fi
+
 # TorchServe's counters see requests, inferd's histograms rows: serve_v2.py sent mlp1
-# one v2 infer of 5 rows.
+# one v2 infer of 5 rows. The latency histograms count rows of batches that succeeded
+# (row1: 1 of its 3 rows), the batch-size histogram every batch run (row1: 2).
 curl -sS "http://127.0.0.1:$METRICS_PORT/metrics" >"$WORK/metrics.txt"
 if ! "$PY" - "$WORK/metrics.txt" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
-def value(name):
-    m = re.search(r'^%s\{model_name="mlp1",[^}]*\} (\S+)$' % re.escape(name), text, re.M)
+def value(name, model="mlp1"):
+    m = re.search(r'^%s\{model_name="%s",[^}]*\} (\S+)$' % (re.escape(name), model), text, re.M)
     return float(m.group(1)) if m else None
 requests, rows = value("ts_inference_requests_total"), value("inferd_inference_latency_milliseconds_count")
 latency, queue = value("ts_inference_latency_microseconds"), value("ts_queue_latency_microseconds")
 ok = requests == 1 and rows == 5 and latency is not None and queue is not None and latency > 0 and 0 <= queue <= latency
 print("metrics of mlp1: requests %s, rows %s, latency %s us, queue %s us" % (requests, rows, latency, queue))
+row1 = [value(n, "row1") for n in ("inferd_inference_latency_milliseconds_count", "inferd_queue_latency_milliseconds_count",
+                                   "inferd_batch_size_count", "ts_inference_requests_total")]
+print("metrics of row1: inference rows %s, queue rows %s, batches %s, requests %s" % tuple(row1))
+if row1 != [1, 1, 2, 2]:
+    print("FAIL: row1's failed batch should count in inferd_batch_size only")
+    ok = False
 sys.exit(0 if ok else 1)
 PY
 then
-  echo "FAIL: TorchServe's counters for mlp1's one 5-row request" >&2
+  echo "FAIL: the counters and histograms of mlp1 and row1" >&2
   status=1
 fi
 
