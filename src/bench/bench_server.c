@@ -15,7 +15,11 @@
  * sent then by a free client; when all C are busy it waits for one, and its latency
  * counts from when it was due, so the wait shows in the percentiles instead of being
  * hidden (coordinated omission); such requests are counted as delayed. The loop sleeps
- * in curl_multi_poll until the next answer or the next due time.
+ * in curl_multi_poll until the next answer or the next due time; the due time is a
+ * timerfd among the polled descriptors, since curl_multi_poll's own timeout counts
+ * whole milliseconds: a request due sooner than that (above 500 requests/s) would
+ * otherwise be waited for with the sockets unwatched, and an answer coming in then
+ * counted late by up to the wait.
  *
  * With --processes P, P children are forked first; child i runs N_i requests on C_i
  * clients (N and C split as evenly as possible; open loop: child i sends requests i,
@@ -42,6 +46,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -81,6 +86,25 @@ typedef struct schedule {
 
 static double due_time(const schedule *sc, int64_t k) {
   return sc->start + (double)(sc->first + k * sc->stride) / sc->rate;
+}
+
+/* Waits in curl_multi_poll for an answer or until `due` (bench__now's clock, which is
+ * CLOCK_MONOTONIC), whichever comes first, to the microsecond: `timer` is a timerfd
+ * armed at `due` and polled beside curl's sockets. Its expiry is read back so that the
+ * next wait starts clear. */
+static void wait_answer_or(CURLM *multi, int timer, double due) {
+  double whole = floor(due);
+  struct itimerspec at = {.it_value = {(time_t)whole, (long)((due - whole) * 1e9)}};
+  if (at.it_value.tv_sec == 0 && at.it_value.tv_nsec == 0) at.it_value.tv_nsec = 1; /* 0 disarms */
+  struct curl_waitfd fd = {.fd = timer, .events = CURL_WAIT_POLLIN};
+  if (timerfd_settime(timer, TFD_TIMER_ABSTIME, &at, NULL) != 0) { /* cannot be: a valid time, a valid fd */
+    curl_multi_poll(multi, NULL, 0, 1, NULL);
+    return;
+  }
+  curl_multi_poll(multi, &fd, 1, 100, NULL);
+  uint64_t expired; /* EAGAIN when an answer came first: nothing to clear */
+  ssize_t got = read(timer, &expired, sizeof expired);
+  (void)got;
 }
 
 typedef struct client {
@@ -171,12 +195,17 @@ static int run_clients(const bench_params *p, schedule *sc, const start_gate *ga
   if (concurrency > requests) concurrency = (int)requests;
   bool gated = false;
   CURLM *multi = curl_multi_init();
+  int timer = sc->rate > 0 ? timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC) : -1;
   client *clients = calloc((size_t)concurrency, sizeof *clients);
   client **idle = calloc((size_t)concurrency, sizeof *idle); /* a stack of free clients */
   struct curl_slist *headers = NULL;
   int rc = -1;
   if (!multi || !clients || !idle) {
     snprintf(err, err_size, "out of memory");
+    goto out;
+  }
+  if (sc->rate > 0 && timer < 0) {
+    snprintf(err, err_size, "timerfd_create: %s", strerror(errno));
     goto out;
   }
   curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, (long)concurrency);
@@ -267,13 +296,8 @@ static int run_clients(const bench_params *p, schedule *sc, const start_gate *ga
     if (out->done >= requests) break;
     if (n_idle > 0 && started < requests && sc->rate > 0) {
       /* sleep until the next request is due, or an answer comes */
-      double wait_ms = (due_time(sc, started) - bench__now()) * 1000.0;
-      if (wait_ms >= 2) { /* watching the sockets, waking a millisecond early (poll wakes late) */
-        curl_multi_poll(multi, NULL, 0, wait_ms < 100 ? (int)wait_ms - 1 : 100, NULL);
-      } else if (wait_ms > 0) { /* the rest to the microsecond: its lateness would count as latency */
-        struct timespec rest = {0, (long)(wait_ms * 1e6)};
-        nanosleep(&rest, NULL);
-      }
+      double due = due_time(sc, started);
+      if (due > bench__now()) wait_answer_or(multi, timer, due);
     } else if (n_idle == 0 || started >= requests) {
       curl_multi_poll(multi, NULL, 0, 100, NULL);
     }
@@ -290,6 +314,7 @@ out:
   free(idle);
   curl_slist_free_all(headers);
   if (multi) curl_multi_cleanup(multi);
+  if (timer >= 0) close(timer);
   curl_global_cleanup();
   if (gate && !gated) pass_gate(gate);
   return rc;
