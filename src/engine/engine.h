@@ -78,6 +78,7 @@
   X(GEMM, "Gemm", ops_matmul_lower, 2)                                  \
   X(MATMUL, "MatMul", ops_matmul_lower, 2)                              \
   X(SOFTMAX, "Softmax", ops_softmax_lower, 1)                           \
+  X(LOGSOFTMAX, "LogSoftmax", ops_softmax_lower, 1)                     \
   X(CONCAT, "Concat", ops_concat_lower, 1)                              \
   X(FLATTEN, "Flatten", ops_reshape_lower, 1)                           \
   X(RESHAPE, "Reshape", ops_reshape_lower, 2)                           \

@@ -240,6 +240,7 @@ static const op_attr op_attrs[] = {
     ATTR(GEMM, "transA", INT, 0),
     ATTR(GEMM, "transB", INT, 0),
     ATTR(SOFTMAX, "axis", INT, 0),
+    ATTR(LOGSOFTMAX, "axis", INT, 0),
     ATTR(CONCAT, "axis", INT, 0),
     ATTR(FLATTEN, "axis", INT, 0),
     ATTR(RESHAPE, "allowzero", INT, 0),

@@ -818,10 +818,10 @@ static void ref_concat(const b_node_rec *n, const tensor *const *in, int n_in, t
 }
 
 /* Softmax over one axis (opset 13); before opset 13, over the input flattened to 2-D
- * around `axis` (default 1). */
+ * around `axis` (default 1). LogSoftmax: its log, as x - max - log(sum). */
 static void ref_softmax(const b_node_rec *n, const tensor *const *in, int n_in, tensor *out) {
   const tensor *x = in[0];
-  bool old = n->opset < 13;
+  bool old = n->opset < 13, log_of = !strcmp(n->op, "LogSoftmax");
   int64_t axis = node_int(n, "axis", old ? 1 : -1);
   if (axis < 0) axis += x->rank;
   *out = t_make(x->rank, x->dims);
@@ -834,7 +834,7 @@ static void ref_softmax(const b_node_rec *n, const tensor *const *in, int n_in, 
       double *yp = out->v + o * len * inner + i, mx = -INFINITY, sum = 0;
       for (int64_t j = 0; j < len; j++) mx = fmax(mx, xp[j * inner]);
       for (int64_t j = 0; j < len; j++) sum += (yp[j * inner] = exp(xp[j * inner] - mx));
-      for (int64_t j = 0; j < len; j++) yp[j * inner] /= sum;
+      for (int64_t j = 0; j < len; j++) yp[j * inner] = log_of ? xp[j * inner] - mx - log(sum) : yp[j * inner] / sum;
     }
 }
 
@@ -1158,6 +1158,7 @@ static const struct {
     {"Transpose", ref_transpose},
     {"Concat", ref_concat},
     {"Softmax", ref_softmax},
+    {"LogSoftmax", ref_softmax},
 };
 
 /* ==== reference: interpreter ======================================================================= */
@@ -3399,6 +3400,27 @@ static void test_softmax_opset11_flattens(void **state) {
   check_graph(b);
 }
 
+/* LogSoftmax (the last op of many small classifiers, F.log_softmax) over the last axis,
+ * a middle axis, and at opset 11 over the input flattened at the default axis 1; wide
+ * inputs, so that a softmax in place of the log one is far off. */
+static void test_log_softmax(void **state) {
+  builder *b = b_new(__func__);
+  b->in_lo = -6, b->in_hi = 6;
+  b_input(b, "x", DIMS(0, 3, 4, 10));
+  b_node(b, "LogSoftmax", IN("x"), OUT("y"), ATTRS(A_INT("axis", -1)));
+  b_node(b, "LogSoftmax", IN("x"), OUT("y_axis1"), ATTRS(A_INT("axis", 1)));
+  b_output(b, "y");
+  b_output(b, "y_axis1");
+  check_graph(b);
+  b = b_new("test_log_softmax opset 11");
+  b->opset = 11;
+  b->in_lo = -6, b->in_hi = 6;
+  b_input(b, "x", DIMS(0, 3, 4));
+  b_node(b, "LogSoftmax", IN("x"), OUT("y"), NULL);
+  b_output(b, "y");
+  check_graph(b);
+}
+
 static void test_softmax_after_conv(void **state) {
   builder *b = b_new(__func__);
   add_stem(b, 3, 16, 3, 4);
@@ -4479,6 +4501,7 @@ int main(void) {
       cmocka_unit_test(test_softmax_4d_last_axis_default),
       cmocka_unit_test(test_softmax_opset11_flattens),
       cmocka_unit_test(test_softmax_after_conv),
+      cmocka_unit_test(test_log_softmax),
       /* broadcasting and activations */
       cmocka_unit_test(test_add_mul_per_channel_constant),
       cmocka_unit_test(test_add_per_channel_constant_of_input),

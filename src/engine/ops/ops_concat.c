@@ -1,8 +1,9 @@
 /*
  * ops_concat.c - Concat (oneDNN concat over the inputs' own layouts, falling back to
  * plain layouts when the kernel refuses a mix; constants are joined at plan time)
- * and Softmax (oneDNN softmax on the plain layout; before opset 13 the input is
- * viewed as 2-D around `axis`, as the older definition says).
+ * and Softmax and LogSoftmax (oneDNN softmax, its log algorithm for LogSoftmax, on the
+ * plain layout; before opset 13 the input is viewed as 2-D around `axis`, as the older
+ * definition says).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -112,6 +113,8 @@ inferd_code ops_concat_lower(plan_ctx *c, int node, inferd_status *st) {
 
 inferd_code ops_softmax_lower(plan_ctx *c, int node, inferd_status *st) {
   const ir_node *n = plan_node(c, node);
+  op_kind op = plan_extra(c, node)->op;
+  dnnl_alg_kind_t alg = op == OP_LOGSOFTMAX ? dnnl_softmax_log : dnnl_softmax_accurate;
   if (n->n_inputs != 1 || n->n_outputs != 1) return node_fail(c, node, INFERD_INVALID_ARG, st, "needs one input");
   plan_value *xv = plan_val(c, n->inputs[0]), *ov = plan_val(c, n->outputs[0]);
   if (xv->dtype != INFERD_DTYPE_FLOAT || xv->is_const || xv->rank < 1)
@@ -140,7 +143,7 @@ inferd_code ops_softmax_lower(plan_ctx *c, int node, inferd_status *st) {
   dnnl_softmax_v2_desc_t desc;
   dnnl_primitive_desc_t pd;
   dnnl_primitive_attr_t attr = plan_attr_new();
-  dnnl_status_t drc = dnnl_softmax_v2_forward_desc_init(&desc, dnnl_forward_inference, dnnl_softmax_accurate, &md, &md, dnnl_axis);
+  dnnl_status_t drc = dnnl_softmax_v2_forward_desc_init(&desc, dnnl_forward_inference, alg, &md, &md, dnnl_axis);
   if (drc == dnnl_success) drc = dnnl_primitive_desc_create(&pd, &desc, attr, plan_engine(c), NULL);
   dnnl_primitive_attr_destroy(attr);
   if (drc != dnnl_success) return node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN refuses this softmax");
@@ -151,5 +154,5 @@ inferd_code ops_softmax_lower(plan_ctx *c, int node, inferd_status *st) {
   args[1] = ov->ref;
   args[1].md = md;
   int kinds[2] = {DNNL_ARG_SRC, DNNL_ARG_DST};
-  return plan_emit(c, node, OP_SOFTMAX, pd, 2, kinds, args, 0, st);
+  return plan_emit(c, node, op, pd, 2, kinds, args, 0, st);
 }

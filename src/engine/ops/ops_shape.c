@@ -1,7 +1,7 @@
 /*
  * ops_shape.c - ops that move or describe data rather than compute on it:
  * Flatten, Reshape, Squeeze, Unsqueeze, Identity, Dropout (views), Transpose, Shape,
- * Gather, Cast, Concat, Softmax.
+ * Gather, Cast (Concat and Softmax are in ops_concat.c).
  *
  * Views never copy: the output is the input's bytes with another shape, which needs
  * the input in plain layout (a reorder is inserted when a convolution chain left it
