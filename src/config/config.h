@@ -113,6 +113,7 @@ typedef struct config_server {
   int max_batch_delay;               /* 100 milliseconds: default of maxBatchDelay */
   bool jpeg_dct_scaling;             /* false: decode JPEGs as PIL does, bit for bit
                                         (inferd's own key; see handler.h scaled_jpeg) */
+  char *allowed_urls;                /* urls a model may be downloaded from (config_url_allowed) */
   char *cors_allowed_origin;         /* NULL: no Access-Control-Allow-Origin header */
   char *cors_allowed_methods;        /* NULL: no Access-Control-Allow-Methods header */
   char *cors_allowed_headers;        /* NULL: no Access-Control-Allow-Headers header */
@@ -213,5 +214,11 @@ inferd_code config_model_yaml_read_file(const char *path, config_model_yaml *out
 /* True when `name` is a valid model name: [A-Za-z0-9][A-Za-z0-9_.-]* (TorchServe's
  * rule; names go into URLs). */
 bool config_valid_model_name(const char *name);
+
+/* True when one of `patterns` (allowed_urls: comma-separated POSIX extended regular
+ * expressions, as TorchServe's Java ones for its default "file://.*|http(s)?://.*")
+ * matches the whole url, in any case, as TorchServe's ArchiveUtils.validateURL asks.
+ * NULL patterns allow nothing. */
+bool config_url_allowed(const char *patterns, const char *url);
 
 #endif /* INFERD_CONFIG_H */

@@ -27,6 +27,7 @@ typedef enum config__type {
   CONFIG_T_LOAD_MODELS, /* config_load_models */
   CONFIG_T_MODELS,      /* config_models (JSON) */
   CONFIG_T_LAUNCHER,    /* config_launcher (cpu_launcher_args) */
+  CONFIG_T_URLS,        /* char *, owned: comma-separated regular expressions (allowed_urls) */
   CONFIG_T_IGNORED,     /* a TorchServe key inferd does not use: a warning */
   CONFIG_T_COUNT
 } config__type;
@@ -69,6 +70,8 @@ inferd_code config__set_models(config_server *cfg, config_models *out, const cha
                                const config__where *w, inferd_status *st);
 inferd_code config__set_launcher(config_server *cfg, config_launcher *out, const char *key,
                                  const char *value, const config__where *w, inferd_status *st);
+inferd_code config__set_url_patterns(char **out, const char *key, const char *value, const config__where *w,
+                                     inferd_status *st);
 /* The int field of m that models={...} and model-config.yaml call `name` ("batchSize"),
  * with the range of the global key it shares (batch_size's 1..1024); NULL for a name
  * that is not one of them. */

@@ -84,6 +84,9 @@ static const config__option options[] = {
      "inferd only: decode JPEGs of 1536 pixels and more on the shorter side at a reduced size (libjpeg's DCT "
      "scaling; about twice as fast on photos, but pixels differ from PIL's by a few 1/255, which can reorder "
      "close classes)"},
+    {"allowed_urls", NULL, NULL, CONFIG_T_URLS, 0, AT(allowed_urls), 0, 0, "file://.*|http(s)?://.*",
+     "urls POST /models may download an archive from: comma-separated regular expressions (POSIX extended), one "
+     "of which must match the whole url, in any case; only http:// and https:// urls are downloaded"},
     {"cors_allowed_origin", NULL, NULL, CONFIG_T_STRING, 0, AT(cors_allowed_origin), 0, 0, NULL,
      "Access-Control-Allow-Origin of every response (e.g. * or https://app.example), as TorchServe; a CORS "
      "preflight (OPTIONS with Origin and Access-Control-Request-Method) is then answered 200"},
@@ -124,7 +127,6 @@ static const config__option options[] = {
     IGNORED("model_snapshot", "no snapshots"),
     IGNORED("snapshot_store", "no snapshots"),
     {"workflow_store", "--workflow-store", "DIR", CONFIG_T_IGNORED, 0, 0, 0, 0, NULL, "no workflows"},
-    IGNORED("allowed_urls", "models are registered from model_store only"),
     IGNORED("default_service_handler", "the handler comes from the archive"),
     IGNORED("model_server_home", "not needed"),
     IGNORED("initial_worker_port", "workers are threads"),
@@ -136,7 +138,7 @@ static const config__option options[] = {
     IGNORED("metrics_config", "the metrics are inferd's own and TorchServe's three legacy counters"),
     IGNORED("plugins_path", "no Java plugins"),
     IGNORED("ipex_enable", "no PyTorch: the engine compiles the ONNX graph to oneDNN itself"),
-    IGNORED("use_env_allowed_urls", "models are registered from model_store only"),
+    IGNORED("use_env_allowed_urls", "set allowed_urls in the file, or TS_ALLOWED_URLS with enable_envvars_config"),
     IGNORED("limit_max_image_pixels", "images above 179 megapixels (PIL's limit; an interlaced PNG above 64) are always refused"),
     IGNORED("keystore", "a Java KeyStore: give https addresses certificate_file and private_key_file (PEM)"),
     IGNORED("keystore_pass", "a Java KeyStore: give https addresses certificate_file and private_key_file (PEM)"),
@@ -278,6 +280,11 @@ static const char *text_launcher(const void *field, char *buf, size_t size) {
   return ((const config_launcher *)field)->text;
 }
 
+static inferd_code set_url_patterns(config_server *cfg, const config__option *opt, void *field, const char *value,
+                                   const config__where *w, inferd_status *st) {
+  return config__set_url_patterns(field, key_of(opt), value, w, st);
+}
+
 static inferd_code set_ignored(config_server *cfg, const config__option *opt, void *field, const char *value,
                                const config__where *w, inferd_status *st) {
   if (opt->flag && strcmp(w->source, opt->flag) == 0) /* from the command line */
@@ -301,6 +308,7 @@ static const type_ops types[] = {
     [CONFIG_T_LOAD_MODELS] = {"list", set_load_models, release_load_models, text_load_models},
     [CONFIG_T_MODELS] = {"JSON", set_models, release_models, text_models},
     [CONFIG_T_LAUNCHER] = {"arguments", set_launcher, release_launcher, text_launcher},
+    [CONFIG_T_URLS] = {"patterns", set_url_patterns, release_string, text_string},
     [CONFIG_T_IGNORED] = {"ignored", set_ignored, NULL, NULL},
 };
 _Static_assert(CORE_ARRAY_LEN(types) == CONFIG_T_COUNT, "one type_ops per config__type");

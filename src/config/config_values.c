@@ -1,7 +1,7 @@
 /*
  * config_values.c - the values of config.properties that have a structure of their
- * own: listening addresses, load_models, models={...} (JSON, parsed with jansson) and
- * cpu_launcher_args.
+ * own: listening addresses, load_models, models={...} (JSON, parsed with jansson),
+ * cpu_launcher_args and allowed_urls.
  *
  * Each setter builds the new value on the side and replaces the old one only when the
  * whole value is valid, so a failed set leaves the config as it was (and frees nothing
@@ -11,6 +11,7 @@
  */
 #include <ctype.h>
 #include <jansson.h>
+#include <regex.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -55,6 +56,55 @@ static char *dup_range(const char *s, size_t n) {
     d[n] = '\0';
   }
   return d;
+}
+
+/* ==== allowed_urls ======================================================================== */
+
+/* Compiles one item of allowed_urls (not NUL-terminated) to match a whole url, any case. */
+static int compile_url_pattern(const char *item, size_t len, regex_t *re) {
+  char *anchored = malloc(len + 5);
+  if (!anchored) return REG_ESPACE;
+  snprintf(anchored, len + 5, "^(%.*s)$", (int)len, item);
+  int rc = regcomp(re, anchored, REG_EXTENDED | REG_ICASE | REG_NOSUB);
+  free(anchored);
+  return rc;
+}
+
+bool config_url_allowed(const char *patterns, const char *url) {
+  for (const char *p = patterns; p;) {
+    const char *end = strchr(p, ',');
+    regex_t re;
+    if (compile_url_pattern(p, end ? (size_t)(end - p) : strlen(p), &re) == 0) {
+      bool match = regexec(&re, url, 0, NULL, 0) == 0;
+      regfree(&re);
+      if (match) return true;
+    }
+    p = end ? end + 1 : NULL;
+  }
+  return false;
+}
+
+inferd_code config__set_url_patterns(char **out, const char *key, const char *value, const config__where *w,
+                                     inferd_status *st) {
+  for (const char *p = value; *value && p;) {
+    const char *end = strchr(p, ',');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    regex_t re;
+    int rc = compile_url_pattern(p, len, &re);
+    if (rc != 0) {
+      char why[128];
+      regerror(rc, NULL, why, sizeof why);
+      return config__fail(st, INFERD_INVALID_ARG, w, key, "'%.*s' is not a regular expression (POSIX extended): %s",
+                          (int)len, p, why);
+    }
+    regfree(&re);
+    p = end ? end + 1 : NULL;
+  }
+  char *copy = NULL;
+  if (*value && !(copy = strdup(value))) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
+  free(*out);
+  *out = copy;
+  return INFERD_OK;
 }
 
 /* ==== addresses =========================================================================== */

@@ -19,8 +19,8 @@
  *     -> ... -> http_server_drain (graceful stop) -> http_server_free.
  *
  * Threading: every function here is called by the thread that made the server, except
- * the multipart and KServe v2 request parsers, which are pure and may be called from
- * any thread.
+ * the multipart and KServe v2 request parsers and the url helpers, which are pure and
+ * may be called from any thread.
  */
 #ifndef INFERD_HTTP_H
 #define INFERD_HTTP_H
@@ -159,5 +159,13 @@ inferd_code http_v2_parse(const char *body, size_t size, const char *header, siz
 
 /* Copies row `row` (< r->rows) of a parsed request into dest[0..row_elems). */
 void http_v2_copy_row(const http_v2_request *r, int row, float *dest);
+
+/* Registering from a url (http_fetch.c). True when url is one POST /models downloads:
+ * http:// or https://, in any case. */
+bool http_url_is_remote(const char *url);
+/* The name of the archive a url downloads to in model_store: the last segment of its
+ * path, without the query or fragment; false when that is not a valid model name
+ * ([A-Za-z0-9][A-Za-z0-9._-]*) or does not fit in size bytes. */
+bool http_url_file_name(const char *url, char *out, size_t size);
 
 #endif /* INFERD_HTTP_H */

@@ -102,9 +102,11 @@ static const endpoint endpoints[] = {
       {"next_page_token", "query", "integer", "Where the page starts, from the last page's nextPageToken.", false}},
      NULL, JSON, 200, {400, 401}, 0, false},
     {HTTP_API_MANAGEMENT, "post", "/models", "registerModel",
-     "Registers a model archive (.mar) of the model store (with --enable-model-api). The parameters may also be a "
-     "JSON object body (Content-Type: application/json).",
-     {{"url", "query", "string", "The archive's file name in the model store.", true},
+     "Registers a model archive (.mar) of the model store, or one downloaded into it (with --enable-model-api). "
+     "The parameters may also be a JSON object body (Content-Type: application/json).",
+     {{"url", "query", "string",
+       "The archive's file name in the model store, or an http(s) url matching allowed_urls to download it from.",
+       true},
       {"model_name", "query", "string", "Name of the model (default: the archive's).", false},
       {"initial_workers", "query", "integer", "Workers to start, 0..256." CONFIGURED, false},
       {"batch_size", "query", "integer", "Largest batch, 1..1024." CONFIGURED, false},

@@ -16,6 +16,7 @@
  *                     infer (JSON tensors and the binary tensor data extension)
  *   http_management.c the management API; slow operations run on its own thread
  *   http_multipart.c  multipart/form-data reader
+ *   http_fetch.c      POST /models?url=https://...: the archive downloaded into model_store
  *   http_json_arena.c jansson's allocator: a per-thread arena for the v2 infer parse
  */
 #ifndef INFERD_HTTP_INTERNAL_H
@@ -311,6 +312,8 @@ typedef struct http__model {
   char *name;
   char *version;
   char *url;                 /* modelUrl: what it was registered from, as given */
+  char *downloaded;          /* the archive's name in model_store when it was downloaded from
+                                url (deleted again by the unregister); else NULL */
   char *handler;             /* "image_classifier", or "tensor" (KServe v2 infer only) */
   bool image_classifier;     /* /predictions takes images: handler image_classifier */
   bool loaded_at_startup;
@@ -337,10 +340,18 @@ typedef struct http__model {
 
 typedef struct http__registry http__registry;
 
+/* Downloads an http(s) url into model_store (http_fetch.c has the checks and their
+ * answers); on success `name` is the archive's file name there. Blocks for the whole
+ * download; stops with UNAVAILABLE once *cancel is set. Management thread. */
+inferd_code http__fetch(const config_server *cfg, const char *url, const atomic_bool *cancel, char *name,
+                        size_t name_size, inferd_status *status);
+/* Deletes model_store/name, a download whose model is gone (or failed to register). */
+void http__fetch_remove(const config_server *cfg, const char *name);
+
 /* The file a registration names (`given`, a url or load_models item): absolute, or
  * below model_store, into `out`. Registrations over the API (from_api) may not leave
  * model_store: an absolute name or a ".." segment is INVALID_ARG; a URL is
- * UNSUPPORTED (nothing is downloaded). */
+ * UNSUPPORTED (an http(s) one is downloaded by http__fetch first, over the API only). */
 inferd_code http__resolve_path(const config_server *cfg, const char *given, bool from_api, char *out, size_t size,
                                inferd_status *status);
 
@@ -351,6 +362,7 @@ void http__registry_free(http__registry *registry);
 /* What a registration asks for; -1 (or NULL) for "from the config, else the defaults". */
 typedef struct http__register_params {
   const char *path;          /* as given: relative to model_store, or absolute */
+  const char *url;           /* the url path was downloaded from (http__fetch), or NULL */
   const char *name;          /* NULL: the archive's modelName */
   int workers, batch_size, max_batch_delay_ms, response_timeout_s;
   bool loaded_at_startup;

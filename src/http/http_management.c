@@ -9,7 +9,10 @@
  *   GET    /models/{m}[/{v}|/all]                  describe: settings, queue, workers with
  *                                                  ids, state, threads and pinned cores
  *   POST   /models?url=F[&model_name&initial_workers&batch_size&max_batch_delay
- *                    &response_timeout&synchronous]  register from model_store (the
+ *                    &response_timeout&synchronous]  register from model_store, or
+ *                                                  from an http(s) url downloaded into
+ *                                                  it first (http_fetch.c; the unregister
+ *                                                  deletes it again); the
  *                                                  same keys as a JSON object body with
  *                                                  Content-Type: application/json); as
  *                                                  TorchServe's RegisterModelRequest,
@@ -158,12 +161,23 @@ static void run(http__management *g, mgmt_job *job) {
       fail_reply(job, &st);
       return;
     }
-    http__register_params p = {.path = job->path, .name = job->name, .workers = job->workers,
-                               .batch_size = job->batch_size, .max_batch_delay_ms = job->max_batch_delay_ms,
+    /* an http(s) url: its archive is downloaded into model_store first, and registered
+     * from there (the file is deleted again when the register fails, or by the unregister) */
+    char fetched[256] = "";
+    bool remote = http_url_is_remote(job->path);
+    if (remote && http__fetch(g->server->config, job->path, &g->server->draining, fetched, sizeof fetched, &st) !=
+                      INFERD_OK) {
+      fail_reply(job, &st);
+      return;
+    }
+    http__register_params p = {.path = remote ? fetched : job->path, .url = remote ? job->path : NULL,
+                               .name = job->name, .workers = job->workers, .batch_size = job->batch_size,
+                               .max_batch_delay_ms = job->max_batch_delay_ms,
                                .response_timeout_s = job->response_timeout_s, .synchronous = job->synchronous};
     http__model *m;
     code = http__registry_register(r, &p, &m, &st);
     if (code == INFERD_NOT_FOUND) core_status_prefix(&st, "Model not found in model store: %s", job->path);
+    if (code != INFERD_OK && remote) http__fetch_remove(g->server->config, fetched);
     if (code != INFERD_OK) {
       fail_reply(job, &st);
     } else if (atomic_load(&m->min_workers) == 0) {

@@ -178,6 +178,7 @@ void http__model_destroy(http__model *m) {
   free(m->name);
   free(m->version);
   free(m->url);
+  free(m->downloaded);
   free(m->handler);
   free(m);
 }
@@ -424,7 +425,9 @@ inferd_code http__resolve_path(const config_server *cfg, const char *given, bool
                                inferd_status *st) {
   if (strstr(given, "://"))
     return core_fail(st, INFERD_UNSUPPORTED,
-                     "models are not downloaded: copy '%s' into model_store and register it by file name", given);
+                     "'%s': only http:// and https:// urls are downloaded, by POST /models; copy the file into "
+                     "model_store and register it by file name",
+                     given);
   if (from_api && (given[0] == '/' || strcmp(given, "..") == 0 || strncmp(given, "../", 3) == 0 ||
                    strstr(given, "/../") || (strlen(given) >= 3 && strcmp(given + strlen(given) - 3, "/..") == 0)))
     return core_fail(st, INFERD_INVALID_ARG, "url '%s' must name a file inside model_store", given);
@@ -648,7 +651,8 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
   pthread_mutex_init(&placement->lock, NULL);
   m->name = strdup(name);
   m->version = strdup(archive_model_version(ar));
-  m->url = strdup(p->path);
+  m->url = strdup(p->url ? p->url : p->path);
+  if (p->url && !(m->downloaded = strdup(p->path))) code = core_fail(st, INFERD_NO_MEMORY, "out of memory");
   m->handler = strdup(handler);
   m->loaded_at_startup = p->loaded_at_startup;
   if (!m->name || !m->version || !m->url || !m->handler) code = core_fail(st, INFERD_NO_MEMORY, "out of memory");
@@ -856,6 +860,9 @@ static inferd_code unregister(http__registry *r, const char *name, const char *v
    * thread (http__model_destroy), so that the same name and version can be registered
    * again as soon as this unregister is answered. */
   if (m->metrics) metrics_model_detach(m->server->metrics, m->metrics);
+  /* as TorchServe's ModelArchive.removeModel: what was downloaded for it goes with it
+   * (its weights are in memory; the file is read only while registering) */
+  if (m->downloaded) http__fetch_remove(m->server->config, m->downloaded);
   http__model_release(m);
   return INFERD_OK;
 }

@@ -12,7 +12,8 @@
 #   (403 InvalidModelVersionException, TorchServe's answer);
 #   unregister both -> 404 for describe and predictions;
 #   bad registrations get a 4xx with a JSON message: no url, a url outside the model
-#   store or on the network, a missing file, a %00 in url or model_name (which would cut
+#   store, an ftp url, an https url naming an archive the store has (409, as nothing
+#   may be downloaded over it), a missing file, a %00 in url or model_name (which would cut
 #   the file name short), a bad model_name or initial_workers, a url that is not UTF-8
 #   (JSON bodies must be: it would vanish from the list); no token is 401; error
 #   messages that echo bytes that are not UTF-8 stay valid JSON (U+FFFD);
@@ -182,7 +183,10 @@ mcall "empty list again" 200 'r["models"] == []' "${MA[@]}" "$M/models"
 # ---- bad registrations ------------------------------------------------------------------
 mcall "no url" 400 '' "${MA[@]}" -X POST "$M/models"
 mcall "url outside the model store" 400 '' "${MA[@]}" -X POST "$M/models?url=../store/mnet.mar"
-mcall "url on the network" 400 '' "${MA[@]}" -X POST "$M/models?url=https://example.com/mnet.mar"
+# (serve_download.sh downloads; these two are refused before any connection is made)
+mcall "an https url naming an archive the store has" 409 'r["message"] == "Model file already exists mnet.mar"' \
+  "${MA[@]}" -X POST "$M/models?url=https://example.com/mnet.mar"
+mcall "an ftp url" 400 '"only http:// and https://" in r["message"]' "${MA[@]}" -X POST "$M/models?url=ftp://example.com/m.mar"
 mcall "url of no file" 404 '' "${MA[@]}" -X POST "$M/models?url=none.mar"
 mcall "a %00 in url" 400 '"NUL" in r["message"]' "${MA[@]}" -X POST "$M/models?url=mnet.mar%00.txt"
 mcall "a %00 in model_name" 400 '"NUL" in r["message"]' "${MA[@]}" -X POST "$M/models?url=mnet.mar&model_name=a%00b"

@@ -304,6 +304,31 @@ static void unknown_and_ignored_keys_warn(void **state) {
   config_free(&cfg);
 }
 
+/* allowed_urls: TorchServe's default lets http(s) and file urls through in any case; an
+ * item must match the whole url; items are comma-separated; one that is no regular
+ * expression fails the parse, naming the key and the item, and keeps the old value. */
+static void allowed_urls(void **state) {
+  config_server cfg = parse_ok("");
+  assert_string_equal(cfg.allowed_urls, "file://.*|http(s)?://.*");
+  assert_true(config_url_allowed(cfg.allowed_urls, "https://torchserve.pytorch.org/mar_files/squeezenet1_1.mar"));
+  assert_true(config_url_allowed(cfg.allowed_urls, "HTTP://host/m.mar"));
+  assert_false(config_url_allowed(cfg.allowed_urls, "ftp://host/m.mar"));
+  assert_false(config_url_allowed(cfg.allowed_urls, "s3://bucket/m.mar"));
+  config_free(&cfg);
+  /* a backslash is the file's escape character, as in Java's: \\. in the file is \. */
+  cfg = parse_ok("allowed_urls=https://models\\\\.example/.*,http://127\\\\.0\\\\.0\\\\.1:[0-9]+/ok/.*\n");
+  assert_string_equal(cfg.allowed_urls, "https://models\\.example/.*,http://127\\.0\\.0\\.1:[0-9]+/ok/.*");
+  assert_true(config_url_allowed(cfg.allowed_urls, "https://models.example/a.mar"));
+  assert_true(config_url_allowed(cfg.allowed_urls, "http://127.0.0.1:8000/ok/a.mar"));
+  assert_false(config_url_allowed(cfg.allowed_urls, "https://modelsXexample/a.mar"));
+  assert_false(config_url_allowed(cfg.allowed_urls, "http://127.0.0.1:8000/other/a.mar"));
+  assert_false(config_url_allowed(cfg.allowed_urls, "xhttps://models.example/a.mar")); /* the whole url */
+  assert_false(config_url_allowed(cfg.allowed_urls, "https://models.example")); /* no '/' after the host */
+  config_free(&cfg);
+  assert_false(config_url_allowed(NULL, "https://models.example/a.mar"));
+  parse_fails("allowed_urls=http://a/.*,(unclosed\n", INFERD_INVALID_ARG, "allowed_urls", "'(unclosed'");
+}
+
 static void warnings_are_bounded(void **state) {
   size_t n = 1000;
   char *text = malloc(n * 16), *p = text;
@@ -937,6 +962,7 @@ int main(void) {
       cmocka_unit_test(properties_syntax),
       cmocka_unit_test(escapes_and_unicode),
       cmocka_unit_test(unknown_and_ignored_keys_warn),
+      cmocka_unit_test(allowed_urls),
       cmocka_unit_test(torchserve_tls_keys_say_why),
       cmocka_unit_test(warnings_are_bounded),
       cmocka_unit_test(bad_values_name_key_and_line),

@@ -256,6 +256,27 @@ static void test_buf_json_string_utf8(void **state) {
   h2o_mem_clear_pool(&pool);
 }
 
+/* The file name a url downloads to: the path's last segment, without the query and
+ * fragment, and only a valid model name (no hidden file, no directory, no '..'). */
+static void test_url_file_name(void **state) {
+  char name[64];
+  assert_true(http_url_file_name("https://torchserve.pytorch.org/mar_files/squeezenet1_1.mar", name, sizeof name));
+  assert_string_equal(name, "squeezenet1_1.mar");
+  assert_true(http_url_file_name("http://h/a/m-2.onnx?sig=abc/def#frag", name, sizeof name));
+  assert_string_equal(name, "m-2.onnx");
+  assert_true(http_url_file_name("http://h:80/x", name, sizeof name));
+  assert_string_equal(name, "x");
+  const char *bad[] = {"http://h/", "http://h/a/", "http://h/.hidden", "http://h/..", "http://h/a/..?x=1",
+                       "http://h/a%2Fb.mar", "http://h/a b.mar", "http://h/m.mar/", "http://h/?q=m.mar"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+    if (http_url_file_name(bad[i], name, sizeof name)) fail_msg("%s gave the file name '%s'", bad[i], name);
+  assert_false(http_url_file_name("http://h/0123456789.mar", name, 8)); /* does not fit */
+  assert_true(http_url_is_remote("HTTPS://h/m.mar"));
+  assert_true(http_url_is_remote("http://h/m.mar"));
+  assert_false(http_url_is_remote("file:///m.mar"));
+  assert_false(http_url_is_remote("m.mar"));
+}
+
 /* A log message is one line: a url or a name with a newline (a registration's url is the
  * client's) cannot start a forged line, nor an escape byte reach a terminal. */
 static void test_log_one_line(void **state) {
@@ -1862,6 +1883,7 @@ int main(void) {
       cmocka_unit_test(test_error_body_utf8),
       cmocka_unit_test(test_buf_json_string_utf8),
       cmocka_unit_test(test_log_one_line),
+      cmocka_unit_test(test_url_file_name),
       cmocka_unit_test(test_v2_outputs),
       cmocka_unit_test(test_v2_nested_data),
       cmocka_unit_test(test_v2_fp32_range),

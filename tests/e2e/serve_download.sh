@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# serve_download.sh - registering a model from an http:// url, as TorchServe's
+# POST /models?url=https://.../NAME.mar, on the real `inferd serve --enable-model-api`
+# (127.0.0.1, free ports) with archives served by Python's http.server on 127.0.0.1:
+#   allowed_urls (a regular expression) lets only /ok/ through: a url elsewhere is a 400
+#   naming it and downloads nothing; a register from /ok/mnet.mar downloads it into the
+#   model store as mnet.mar, describe reports the url, the photo is classified; the same
+#   url again is a 409 (the file exists); a missing file (404), a url with no file name or
+#   a hidden one are 400s; a download that is no archive is a 400 and is deleted; no
+#   temporary file is left behind; the unregister deletes mnet.mar, after which the url
+#   registers again. An allowed_urls that is no regular expression stops the server at
+#   start with exit status 2, naming the key.
+#
+#   serve_download.sh INFERD SOURCE_DIR WORK_DIR
+set -euo pipefail
+INFERD=$1 SRC=$2 WORK=$3
+. "$SRC/tests/e2e/serve_lib.sh"
+WEB_PID=
+cleanup() {
+  [ -z "$WEB_PID" ] || kill "$WEB_PID" 2>/dev/null || true
+  serve_cleanup
+}
+trap cleanup EXIT
+
+rm -rf "$WORK"
+mkdir -p "$WORK/store" "$WORK/web/ok" "$WORK/web/other"
+PHOTO=/usr/lib/python3/dist-packages/skimage/data/chelsea.png
+"$INFERD" archive --model-name mnet --version 1.0 --serialized-file "$SRC/models/mobilenet_v2_imagenet.onnx" \
+  --handler image_classifier --extra-files "$SRC/models/index_to_name.json" --export-path "$WORK/web/ok" >/dev/null
+cp "$WORK/web/ok/mnet.mar" "$WORK/web/other/mnet.mar"
+head -c 4096 /dev/urandom >"$WORK/web/ok/junk.mar"
+printf 'not hidden\n' >"$WORK/web/ok/.hidden"
+
+serve_ports
+set -- $(free_ports 4)
+WEB_PORT=
+for p in "$@"; do
+  case $p in "$INFERENCE_PORT" | "$MANAGEMENT_PORT" | "$METRICS_PORT") ;; *) WEB_PORT=$p ;; esac
+done
+[ -n "$WEB_PORT" ] || { echo "serve_download: no free port for the file server" >&2; exit 1; }
+(cd "$WORK/web" && exec /usr/bin/python3 -m http.server "$WEB_PORT" --bind 127.0.0.1 >"$WORK/web.log" 2>&1) &
+WEB_PID=$!
+W="http://127.0.0.1:$WEB_PORT"
+for i in $(seq 1 100); do
+  curl -s -o /dev/null --max-time 2 "$W/ok/mnet.mar" && break
+  sleep 0.1
+done
+
+# an allowed_urls that does not compile: the server does not start
+serve_config "$WORK/bad.properties" "model_store=$WORK/store" "allowed_urls=http://ok/.*,(unclosed"
+status=0
+(cd "$WORK" && timeout 60 "$INFERD" serve --ts-config "$WORK/bad.properties" --foreground >bad.log 2>&1) || status=$?
+if [ "$status" = 2 ] && grep -q "allowed_urls.*(unclosed" "$WORK/bad.log"; then
+  echo "ok   allowed_urls that is no regular expression: exit 2, naming it"
+else
+  fail "allowed_urls '(unclosed': exit $status, want 2 naming the key: $(head -c 300 "$WORK/bad.log")"
+fi
+
+serve_config "$WORK/config.properties" \
+  "model_store=$WORK/store" \
+  "enable_model_api=true" \
+  "disable_token_authorization=true" \
+  "allowed_urls=http://127\\\\.0\\\\.0\\\\.1:$WEB_PORT/ok/.*" # \\. in the file: \. (Java's escapes)
+serve_start "$WORK" --ts-config "$WORK/config.properties" --foreground
+serve_wait_ready 60
+M="http://127.0.0.1:$MANAGEMENT_PORT"
+I="http://127.0.0.1:$INFERENCE_PORT"
+store_has() { [ -e "$WORK/store/$1" ]; }
+no_temporaries() {
+  if ls -A "$WORK/store" | grep -q '^\.'; then fail "$1: a temporary file is left: $(ls -A "$WORK/store")"; fi
+}
+
+call "a url allowed_urls does not match" 400 \
+  "'does not match any allowed URL(s)' in r['message'] and '/other/mnet.mar' in r['message']" \
+  -X POST "$M/models?url=$W/other/mnet.mar"
+store_has mnet.mar && fail "the url that is not allowed was downloaded"
+
+call "register from an allowed url" 200 "'registered with 1 initial workers' in r['status']" \
+  -X POST "$M/models?url=$W/ok/mnet.mar&initial_workers=1"
+store_has mnet.mar || fail "mnet.mar is not in the model store"
+call "describe: modelUrl is the url" 200 "r[0]['modelUrl'] == '$W/ok/mnet.mar'" "$M/models/mnet"
+call "classify with the downloaded model" 200 "len(r) == 5 and any('cat' in k for k in r)" \
+  -X POST "$I/predictions/mnet" -T "$PHOTO"
+call "the same url again: the file exists" 409 "r['message'] == 'Model file already exists mnet.mar'" \
+  -X POST "$M/models?url=$W/ok/mnet.mar"
+
+call "a missing file" 400 "'Failed to download archive from' in r['message'] and '404' in r['message']" \
+  -X POST "$M/models?url=$W/ok/missing.mar"
+store_has missing.mar && fail "a failed download left missing.mar"
+call "a url without a file name" 400 "'file name' in r['message']" -X POST "$M/models?url=$W/ok/"
+call "a url naming a hidden file" 400 "'file name' in r['message']" -X POST "$M/models?url=$W/ok/.hidden"
+store_has .hidden && fail "the hidden file was downloaded"
+call "a download that is no archive" 400 "'junk.mar' in r['message']" -X POST "$M/models?url=$W/ok/junk.mar"
+store_has junk.mar && fail "junk.mar was kept after its register failed"
+no_temporaries "after the failed downloads"
+
+call "unregister the downloaded model" 200 '' -X DELETE "$M/models/mnet"
+store_has mnet.mar && fail "the unregister left mnet.mar in the model store"
+call "the url registers again" 200 "'registered with 1 initial workers' in r['status']" \
+  -X POST "$M/models?url=$W/ok/mnet.mar&initial_workers=1"
+call "classify again" 200 "len(r) == 5" -X POST "$I/predictions/mnet" -T "$PHOTO"
+no_temporaries "at the end"
+
+serve_finish serve_download "$WORK"
