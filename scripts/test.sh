@@ -4,7 +4,7 @@
 #      (cmocka), the model tests against PyTorch references made by tests/fixtures/,
 #      the malformed-input tests of `inferd run`;
 #   2. a build with AddressSanitizer + UndefinedBehaviorSanitizer running the unit tests
-#      and the server end to end (requests, v2, management, start-up, TLS; tests/lsan-h2o.supp
+#      and the server end to end (requests, v2, management, start-up, TLS, downloads; tests/lsan-h2o.supp
 #      names what h2o itself leaves at exit);
 #   3. a build with ThreadSanitizer running the unit tests that start threads
 #      (tests/tsan.supp: what the uninstrumented libgomp makes it see);
@@ -25,7 +25,7 @@ cmake --build build-asan -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan -L unit --output-on-failure
 echo "== the server under ASan + UBSan"
 ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$PWD/tests/lsan-h2o.supp \
-  ctest --test-dir build-asan -R '^e2e_serve_(basic|v2|management|startup|tls)$' --output-on-failure
+  ctest --test-dir build-asan -R '^e2e_serve_(basic|v2|management|startup|tls|download)$' --output-on-failure
 
 echo "== ThreadSanitizer build, threaded unit tests"
 # ~45 s to build (-j1) and ~25 s to run on the 2-core dev machine. A report fails the test
