@@ -3389,16 +3389,19 @@ static void test_softmax_4d_last_axis_default(void **state) {
   check_graph(b);
 }
 
-/* Before opset 13, Softmax works on the input flattened to 2-D at `axis` (default 1). */
-static void test_softmax_opset11_flattens(void **state) {
-  builder *b = b_new(__func__);
+/* Before opset 13, Softmax and LogSoftmax work on the input flattened to 2-D at `axis`
+ * (default 1). */
+static void check_opset11_flattens(const char *what, const char *op, float range) {
+  builder *b = b_new(what);
   b->opset = 11;
-  b->in_lo = -3, b->in_hi = 3;
+  b->in_lo = -range, b->in_hi = range;
   b_input(b, "x", DIMS(0, 3, 4));
-  b_node(b, "Softmax", IN("x"), OUT("y"), NULL);
+  b_node(b, op, IN("x"), OUT("y"), NULL);
   b_output(b, "y");
   check_graph(b);
 }
+
+static void test_softmax_opset11_flattens(void **state) { check_opset11_flattens(__func__, "Softmax", 3); }
 
 /* LogSoftmax (the last op of many small classifiers, F.log_softmax) over the last axis,
  * a middle axis, and at opset 11 over the input flattened at the default axis 1; wide
@@ -3412,13 +3415,7 @@ static void test_log_softmax(void **state) {
   b_output(b, "y");
   b_output(b, "y_axis1");
   check_graph(b);
-  b = b_new("test_log_softmax opset 11");
-  b->opset = 11;
-  b->in_lo = -6, b->in_hi = 6;
-  b_input(b, "x", DIMS(0, 3, 4));
-  b_node(b, "LogSoftmax", IN("x"), OUT("y"), NULL);
-  b_output(b, "y");
-  check_graph(b);
+  check_opset11_flattens("test_log_softmax opset 11", "LogSoftmax", 6);
 }
 
 static void test_softmax_after_conv(void **state) {
