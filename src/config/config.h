@@ -216,8 +216,9 @@ inferd_code config_model_yaml_read_file(const char *path, config_model_yaml *out
 bool config_valid_model_name(const char *name);
 
 /* True when one of `patterns` (allowed_urls: comma-separated POSIX extended regular
- * expressions, as TorchServe's Java ones for its default "file://.*|http(s)?://.*")
- * matches the whole url, in any case, as TorchServe's ArchiveUtils.validateURL asks.
+ * expressions, as TorchServe's Java ones for its default "file://.*|http(s)?://.*"; a
+ * ',' always separates two, as TorchServe splits the key) matches the whole url, in any
+ * case, as TorchServe's ArchiveUtils.validateURL asks.
  * NULL patterns allow nothing. */
 bool config_url_allowed(const char *patterns, const char *url);
 

@@ -60,8 +60,29 @@ static char *dup_range(const char *s, size_t n) {
 
 /* ==== allowed_urls ======================================================================== */
 
+/* glibc's regcomp expands repetition counts: "(a{1000}){1000}){1000}" took 24 s and
+ * 4 GB before failing. An item may have at most two, each at most 255 (0.1 s at worst),
+ * in at most 1024 characters. */
+enum { URL_PATTERN_MAX = 1024, URL_PATTERN_COUNTS = 2, URL_PATTERN_COUNT_MAX = 255 };
+
+static bool url_pattern_bounded(const char *item, size_t len) {
+  if (len > URL_PATTERN_MAX) return false;
+  int counts = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (item[i] != '{') continue;
+    if (++counts > URL_PATTERN_COUNTS) return false;
+    int n = 0; /* each number up to the '}' ({n}: a ',' would end the item) */
+    for (i++; i < len && item[i] != '}'; i++) {
+      n = isdigit((unsigned char)item[i]) ? n * 10 + (item[i] - '0') : 0;
+      if (n > URL_PATTERN_COUNT_MAX) return false;
+    }
+  }
+  return true;
+}
+
 /* Compiles one item of allowed_urls (not NUL-terminated) to match a whole url, any case. */
 static int compile_url_pattern(const char *item, size_t len, regex_t *re) {
+  if (!url_pattern_bounded(item, len)) return REG_ESIZE;
   char *anchored = malloc(len + 5);
   if (!anchored) return REG_ESPACE;
   snprintf(anchored, len + 5, "^(%.*s)$", (int)len, item);
@@ -91,7 +112,11 @@ inferd_code config__set_url_patterns(char **out, const char *key, const char *va
     size_t len = end ? (size_t)(end - p) : strlen(p);
     regex_t re;
     int rc = compile_url_pattern(p, len, &re);
-    if (rc != 0) {
+    if (rc == REG_ESIZE && !url_pattern_bounded(p, len)) {
+      return config__fail(st, INFERD_INVALID_ARG, w, key,
+                          "'%.*s': at most %d characters, with at most %d repetition counts ({n}) each at most %d",
+                          (int)CORE_MIN(len, 200), p, URL_PATTERN_MAX, URL_PATTERN_COUNTS, URL_PATTERN_COUNT_MAX);
+    } else if (rc != 0) {
       char why[128];
       regerror(rc, NULL, why, sizeof why);
       return config__fail(st, INFERD_INVALID_ARG, w, key, "'%.*s' is not a regular expression (POSIX extended): %s",

@@ -327,6 +327,14 @@ static void allowed_urls(void **state) {
   config_free(&cfg);
   assert_false(config_url_allowed(NULL, "https://models.example/a.mar"));
   parse_fails("allowed_urls=http://a/.*,(unclosed\n", INFERD_INVALID_ARG, "allowed_urls", "'(unclosed'");
+  /* repetition counts that glibc's regcomp would expand for seconds and gigabytes */
+  parse_fails("allowed_urls=((a{1000}){1000}){1000}\n", INFERD_INVALID_ARG, "allowed_urls", "at most 255");
+  parse_fails("allowed_urls=(a{9}){9}x{9}\n", INFERD_INVALID_ARG, "allowed_urls", "at most 2 repetition");
+  /* commas separate items, as TorchServe splits the key, so a count is {n} only */
+  cfg = parse_ok("allowed_urls=http://h:[0-9]{4}/(ab|ba){2}\n");
+  assert_true(config_url_allowed(cfg.allowed_urls, "http://h:8080/abba"));
+  assert_false(config_url_allowed(cfg.allowed_urls, "http://h:80/abba"));
+  config_free(&cfg);
 }
 
 static void warnings_are_bounded(void **state) {
