@@ -72,6 +72,7 @@ typedef struct mgmt_job {
   struct mgmt_job **hook;   /* in req->pool */
   op op;
   char *path, *name, *version; /* owned */
+  char *scaled;             /* OP_SCALE: the version it scales, found when the request came (owned) */
   int workers, max_workers, batch_size, max_batch_delay_ms, response_timeout_s;
   bool synchronous;
   http__model *model;       /* OP_DESTROY */
@@ -197,7 +198,7 @@ static void run(http__management *g, mgmt_job *job) {
     return;
   }
   case OP_SCALE:
-    code = http__registry_scale(r, job->name, job->version, job->workers, job->max_workers, job->synchronous, &st);
+    code = http__registry_scale(r, job->name, job->scaled, job->workers, job->max_workers, job->synchronous, &st);
     if (code != INFERD_OK && !job->loop) {
       /* an asynchronous scale was answered 202 before it ran: no client waits for a
        * reply, and without this line a scale refused (507: its workers do not fit) or
@@ -231,6 +232,7 @@ static void job_free(mgmt_job *job) {
   free(job->path);
   free(job->name);
   free(job->version);
+  free(job->scaled);
   free(job->body);
   free(job);
 }
@@ -782,8 +784,12 @@ void http__management_route(http_server *s, h2o_req_t *req, const http__path *pa
     }
     http__model *m = http__model_acquire_or_reply(s, req, name, strlen(name), version, version ? strlen(version) : 0);
     if (!m) return;
+    /* Without a version, the default one now: TorchServe finds it when the request comes,
+     * so a set-default while an asynchronous scale waits in the queue does not move it. */
+    bool made = (job = calloc(1, sizeof *job)) && (job->name = strdup(name)) &&
+                (!version || (job->version = strdup(version))) && (job->scaled = strdup(m->version));
     http__model_release(m);
-    if (!(job = calloc(1, sizeof *job)) || !(job->name = strdup(name)) || (version && !(job->version = strdup(version)))) {
+    if (!made) {
       if (job) job_free(job);
       http__send_error(req, HTTP__E_UNAVAILABLE, "out of memory");
       return;

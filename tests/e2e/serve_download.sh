@@ -10,6 +10,10 @@
 #   temporary file is left behind; the unregister deletes mnet.mar, after which the url
 #   registers again. An allowed_urls that is no regular expression stops the server at
 #   start with exit status 2, naming the key.
+#   A download blocks the management queue (the file server holds /ok/slow-* for 2 s),
+#   which makes a race deterministic: an asynchronous scale without a version, queued
+#   behind it, scales the version that was the default when it came, not the one a
+#   set-default made the default meanwhile (TorchServe finds it when the request comes).
 #
 #   serve_download.sh INFERD SOURCE_DIR WORK_DIR
 set -euo pipefail
@@ -28,6 +32,10 @@ PHOTO=/usr/lib/python3/dist-packages/skimage/data/chelsea.png
 "$INFERD" archive --model-name mnet --version 1.0 --serialized-file "$SRC/models/mobilenet_v2_imagenet.onnx" \
   --handler image_classifier --extra-files "$SRC/models/index_to_name.json" --export-path "$WORK/web/ok" >/dev/null
 cp "$WORK/web/ok/mnet.mar" "$WORK/web/other/mnet.mar"
+"$INFERD" archive --model-name mnet --version 2.0 --serialized-file "$SRC/models/mobilenet_v2_imagenet.onnx" \
+  --handler image_classifier --export-path "$WORK" >/dev/null
+mv "$WORK/mnet.mar" "$WORK/web/ok/mnet-v2.mar"
+"${INFERD_PYTHON:-/usr/bin/python3}" "$SRC/tests/fixtures/make_tiny.py" "$WORK/web/ok/slow-tiny.onnx"
 head -c 4096 /dev/urandom >"$WORK/web/ok/junk.mar"
 printf 'not hidden\n' >"$WORK/web/ok/.hidden"
 
@@ -38,7 +46,16 @@ for p in "$@"; do
   case $p in "$INFERENCE_PORT" | "$MANAGEMENT_PORT" | "$METRICS_PORT") ;; *) WEB_PORT=$p ;; esac
 done
 [ -n "$WEB_PORT" ] || { echo "serve_download: no free port for the file server" >&2; exit 1; }
-(cd "$WORK/web" && exec /usr/bin/python3 -m http.server "$WEB_PORT" --bind 127.0.0.1 >"$WORK/web.log" 2>&1) &
+# Python's http.server, holding every /ok/slow-* for 2 s before it answers
+(cd "$WORK/web" && exec /usr/bin/python3 -c '
+import functools, http.server, sys, time
+class Handler(http.server.SimpleHTTPRequestHandler):
+    def do_GET(self):
+        if self.path.startswith("/ok/slow-"):
+            time.sleep(2)
+        super().do_GET()
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+' "$WEB_PORT" >"$WORK/web.log" 2>&1) &
 WEB_PID=$!
 W="http://127.0.0.1:$WEB_PORT"
 for i in $(seq 1 100); do
@@ -94,7 +111,30 @@ call "a download that is no archive" 400 "'junk.mar' in r['message']" -X POST "$
 store_has junk.mar && fail "junk.mar was kept after its register failed"
 no_temporaries "after the failed downloads"
 
-call "unregister the downloaded model" 200 '' -X DELETE "$M/models/mnet"
+# the race: scale mnet (default 1.0) asynchronously behind a 2 s download, set-default 2.0
+call "register version 2.0 from a url" 200 "'registered with 1 initial workers' in r['status']" \
+  -X POST "$M/models?url=$W/ok/mnet-v2.mar&initial_workers=1"
+curl -s --max-time 60 -o "$WORK/slow.json" -X POST "$M/models?url=$W/ok/slow-tiny.onnx&model_name=tiny&initial_workers=1" &
+SLOW_PID=$!
+sleep 0.5 # the download has begun: the management thread waits for it
+call "an asynchronous scale without a version, queued behind the download" 202 '' \
+  -X PUT "$M/models/mnet?min_worker=2"
+call "set-default 2.0 while the scale waits" 200 '' -X PUT "$M/models/mnet/2.0/set-default"
+wait "$SLOW_PID" || fail "the slow register: curl exit $?"
+check_json "$WORK/slow.json" "'registered with 1 initial workers' in r['status']" "the slow download registered"
+for i in $(seq 1 100); do
+  curl -s -o "$WORK/v1.json" "$M/models/mnet/1.0"
+  /usr/bin/python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))[0]["minWorkers"] != 2)' \
+    "$WORK/v1.json" && break
+  sleep 0.1
+done
+call "the scale went to 1.0, the default when it came" 200 "r[0]['minWorkers'] == 2" "$M/models/mnet/1.0"
+call "not to 2.0, the default when it ran" 200 "r[0]['minWorkers'] == 1" "$M/models/mnet/2.0"
+call "unregister version 1.0" 200 '' -X DELETE "$M/models/mnet/1.0"
+call "unregister version 2.0" 200 '' -X DELETE "$M/models/mnet/2.0"
+call "unregister slow-tiny" 200 '' -X DELETE "$M/models/tiny"
+store_has mnet-v2.mar && fail "the unregister left mnet-v2.mar"
+store_has slow-tiny.onnx && fail "the unregister left slow-tiny.onnx"
 store_has mnet.mar && fail "the unregister left mnet.mar in the model store"
 call "the url registers again" 200 "'registered with 1 initial workers' in r['status']" \
   -X POST "$M/models?url=$W/ok/mnet.mar&initial_workers=1"
