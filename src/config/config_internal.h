@@ -27,7 +27,7 @@ typedef enum config__type {
   CONFIG_T_LOAD_MODELS, /* config_load_models */
   CONFIG_T_MODELS,      /* config_models (JSON) */
   CONFIG_T_LAUNCHER,    /* config_launcher (cpu_launcher_args) */
-  CONFIG_T_URLS,        /* char *, owned: comma-separated regular expressions (allowed_urls) */
+  CONFIG_T_URLS,        /* char *, owned: comma-separated regular expressions (allowed_urls); "" allows none */
   CONFIG_T_IGNORED,     /* a TorchServe key inferd does not use: a warning */
   CONFIG_T_COUNT
 } config__type;

@@ -125,8 +125,8 @@ inferd_code config__set_url_patterns(char **out, const char *key, const char *va
     regfree(&re);
     p = end ? end + 1 : NULL;
   }
-  char *copy = NULL;
-  if (*value && !(copy = strdup(value))) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
+  char *copy = strdup(value); /* "" stays "": no url is allowed (unset is the default) */
+  if (!copy) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
   free(*out);
   *out = copy;
   return INFERD_OK;

@@ -326,6 +326,10 @@ static void allowed_urls(void **state) {
   assert_false(config_url_allowed(cfg.allowed_urls, "https://models.example")); /* no '/' after the host */
   config_free(&cfg);
   assert_false(config_url_allowed(NULL, "https://models.example/a.mar"));
+  cfg = parse_ok("allowed_urls=\n"); /* empty: nothing may be downloaded */
+  assert_string_equal(cfg.allowed_urls, "");
+  assert_false(config_url_allowed(cfg.allowed_urls, "https://models.example/a.mar"));
+  config_free(&cfg);
   parse_fails("allowed_urls=http://a/.*,(unclosed\n", INFERD_INVALID_ARG, "allowed_urls", "'(unclosed'");
   /* repetition counts that glibc's regcomp would expand for seconds and gigabytes */
   parse_fails("allowed_urls=((a{1000}){1000}){1000}\n", INFERD_INVALID_ARG, "allowed_urls", "at most 255");
