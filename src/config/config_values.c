@@ -60,29 +60,75 @@ static char *dup_range(const char *s, size_t n) {
 
 /* ==== allowed_urls ======================================================================== */
 
-/* glibc's regcomp expands repetition counts: "(a{1000}){1000}){1000}" took 24 s and
- * 4 GB before failing. An item may have at most two, each at most 255 (0.1 s at worst),
- * in at most 1024 characters. */
-enum { URL_PATTERN_MAX = 1024, URL_PATTERN_COUNTS = 2, URL_PATTERN_COUNT_MAX = 255 };
+/* glibc's regcomp copies what a repetition repeats: x{n} is n copies of x, and x+ is
+ * x x*, so "((a{1000}){1000}){1000}" took 24 s and 4 GB before it failed, and 30 nested
+ * "(...)+" would be 2^30 copies. An item is refused when the parts it expands to, counted
+ * as regcomp makes them, pass URL_PATTERN_PARTS ((a{255}){255}: 65,536, 0.1 s), when it
+ * is longer than URL_PATTERN_MAX characters, or when a ')' closes no '('. */
+enum { URL_PATTERN_MAX = 1024, URL_PATTERN_PARTS = 1 << 16 };
 
-static bool url_pattern_bounded(const char *item, size_t len) {
-  if (len > URL_PATTERN_MAX) return false;
-  int counts = 0;
-  for (size_t i = 0; i < len; i++) {
-    if (item[i] != '{') continue;
-    if (++counts > URL_PATTERN_COUNTS) return false;
-    int n = 0; /* each number up to the '}' ({n}: a ',' would end the item) */
-    for (i++; i < len && item[i] != '}'; i++) {
-      n = isdigit((unsigned char)item[i]) ? n * 10 + (item[i] - '0') : 0;
-      if (n > URL_PATTERN_COUNT_MAX) return false;
+/* Past a bracket expression, from just after its '[': "[]a]" and "[^]a]" hold a ']',
+ * and so may "[:alpha:]", "[.x.]" and "[=e=]" inside it. */
+static size_t skip_bracket(const char *s, size_t len, size_t i) {
+  if (i < len && s[i] == '^') i++;
+  if (i < len && s[i] == ']') i++;
+  while (i < len && s[i] != ']') {
+    if (s[i] == '[' && i + 1 < len && (s[i + 1] == ':' || s[i + 1] == '.' || s[i + 1] == '=')) {
+      const char end[2] = {s[i + 1], ']'};
+      const char *at = memmem(s + i + 2, len - (i + 2), end, 2);
+      i = at ? (size_t)(at - s) + 2 : len;
+    } else {
+      i++;
     }
   }
-  return true;
+  return i < len ? i + 1 : len;
+}
+
+/* The parts of s[*i..] up to an unmatched ')' or the end (left at it), capped just
+ * above URL_PATTERN_PARTS. */
+static uint64_t pattern_parts(const char *s, size_t len, size_t *i, int depth) {
+  const uint64_t cap = URL_PATTERN_PARTS + 1;
+  uint64_t total = 0, last = 0; /* last: the parts of the atom a quantifier repeats */
+  while (*i < len && s[*i] != ')' && total < cap) {
+    char c = s[(*i)++];
+    if (c == '+') { /* x+ is x x* */
+      total += last;
+      last = CORE_MIN(2 * last, cap);
+    } else if (c == '{' && *i < len && isdigit((unsigned char)s[*i])) { /* x{n}: n copies */
+      uint64_t n = 0;
+      for (; *i < len && isdigit((unsigned char)s[*i]); (*i)++) n = CORE_MIN(n * 10 + (uint64_t)(s[*i] - '0'), cap);
+      const char *close = memchr(s + *i, '}', len - *i);
+      *i = close ? (size_t)(close - s) + 1 : len;
+      total += last * (n > 0 ? n - 1 : 0);
+      last = CORE_MIN(last * n, cap);
+    } else if (c != '*' && c != '?' && c != '|') { /* an atom */
+      if (c == '(') {
+        last = depth < 32 ? pattern_parts(s, len, i, depth + 1) + 1 : cap;
+        if (*i < len) (*i)++; /* its ')' */
+      } else {
+        if (c == '[') *i = skip_bracket(s, len, *i);
+        if (c == '\\' && *i < len) (*i)++;
+        last = 1;
+      }
+      total += last;
+    }
+  }
+  return CORE_MIN(total, cap);
+}
+
+/* Why an item of allowed_urls is refused before regcomp sees it, or NULL. */
+static const char *url_pattern_refused(const char *item, size_t len) {
+  if (len > URL_PATTERN_MAX) return "longer than 1024 characters";
+  size_t i = 0;
+  uint64_t parts = pattern_parts(item, len, &i, 0);
+  if (parts > URL_PATTERN_PARTS) return "regcomp would expand it to more than 65536 parts (x{n} is n copies of x, x+ two)";
+  /* a ')' with no '(' would close the group the item is wrapped in ("^(" item ")$") */
+  return i < len ? "a ')' closes no '('" : NULL;
 }
 
 /* Compiles one item of allowed_urls (not NUL-terminated) to match a whole url, any case. */
 static int compile_url_pattern(const char *item, size_t len, regex_t *re) {
-  if (!url_pattern_bounded(item, len)) return REG_ESIZE;
+  if (url_pattern_refused(item, len)) return REG_ESIZE;
   char *anchored = malloc(len + 5);
   if (!anchored) return REG_ESPACE;
   snprintf(anchored, len + 5, "^(%.*s)$", (int)len, item);
@@ -112,10 +158,9 @@ inferd_code config__set_url_patterns(char **out, const char *key, const char *va
     size_t len = end ? (size_t)(end - p) : strlen(p);
     regex_t re;
     int rc = compile_url_pattern(p, len, &re);
-    if (rc == REG_ESIZE && !url_pattern_bounded(p, len)) {
-      return config__fail(st, INFERD_INVALID_ARG, w, key,
-                          "'%.*s': at most %d characters, with at most %d repetition counts ({n}) each at most %d",
-                          (int)CORE_MIN(len, 200), p, URL_PATTERN_MAX, URL_PATTERN_COUNTS, URL_PATTERN_COUNT_MAX);
+    const char *refused = rc == REG_ESIZE ? url_pattern_refused(p, len) : NULL;
+    if (refused) {
+      return config__fail(st, INFERD_INVALID_ARG, w, key, "'%.*s': %s", (int)CORE_MIN(len, 200), p, refused);
     } else if (rc != 0) {
       char why[128];
       regerror(rc, NULL, why, sizeof why);

@@ -2,15 +2,17 @@
 # serve_download.sh - registering a model from an http:// url, as TorchServe's
 # POST /models?url=https://.../NAME.mar, on the real `inferd serve --enable-model-api`
 # (127.0.0.1, free ports) with archives served by Python's http.server on 127.0.0.1:
-#   allowed_urls (a regular expression) lets only /ok/ through: a url elsewhere is a 400
-#   naming it and downloads nothing; a register from /ok/mnet.mar downloads it into the
+#   allowed_urls (a regular expression) lets only /ok/ through: a url elsewhere is a 404
+#   naming it (TorchServe's ModelNotFoundException) and downloads nothing, and so is a
+#   redirect from /ok/ to elsewhere, while one within /ok/ is followed (a redirect loop
+#   stops after 5); a register from /ok/mnet.mar downloads it into the
 #   model store as mnet.mar, describe reports the url, the photo is classified; the same
 #   url again is a 409 (the file exists); a missing file (404), a url with no file name or
 #   a hidden one are 400s; a download that is no archive is a 400 and is deleted; no
 #   temporary file is left behind; the unregister deletes mnet.mar, after which the url
 #   registers again. An allowed_urls that is no regular expression stops the server at
 #   start with exit status 2, naming the key.
-#   A download blocks the management queue (the file server holds /ok/slow-* for 2 s),
+#   A download blocks the management queue (the file server holds /ok/slow-* for 3 s),
 #   which makes a race deterministic: an asynchronous scale without a version, queued
 #   behind it, scales the version that was the default when it came, not the one a
 #   set-default made the default meanwhile (TorchServe finds it when the request comes).
@@ -35,7 +37,7 @@ cp "$WORK/web/ok/mnet.mar" "$WORK/web/other/mnet.mar"
 "$INFERD" archive --model-name mnet --version 2.0 --serialized-file "$SRC/models/mobilenet_v2_imagenet.onnx" \
   --handler image_classifier --export-path "$WORK" >/dev/null
 mv "$WORK/mnet.mar" "$WORK/web/ok/mnet-v2.mar"
-"${INFERD_PYTHON:-/usr/bin/python3}" "$SRC/tests/fixtures/make_tiny.py" "$WORK/web/ok/slow-tiny.onnx"
+"${INFERD_PYTHON:-/usr/bin/python3}" "$SRC/tests/fixtures/make_tiny.py" "$WORK/web/ok/tiny.onnx"
 head -c 4096 /dev/urandom >"$WORK/web/ok/junk.mar"
 printf 'not hidden\n' >"$WORK/web/ok/.hidden"
 
@@ -46,22 +48,36 @@ for p in "$@"; do
   case $p in "$INFERENCE_PORT" | "$MANAGEMENT_PORT" | "$METRICS_PORT") ;; *) WEB_PORT=$p ;; esac
 done
 [ -n "$WEB_PORT" ] || { echo "serve_download: no free port for the file server" >&2; exit 1; }
-# Python's http.server, holding every /ok/slow-* for 2 s before it answers
-(cd "$WORK/web" && exec /usr/bin/python3 -c '
-import functools, http.server, sys, time
+# Python's http.server, where /ok/slow-X is X after 3 s (writing "begin /ok/slow-X" to
+# its log first), /ok/moved-X redirects to /ok/X, /ok/away-X to /other/X and /ok/loop-X
+# to itself
+(cd "$WORK/web" && exec /usr/bin/python3 -u -c '
+import http.server, sys, time
 class Handler(http.server.SimpleHTTPRequestHandler):
     def do_GET(self):
+        for prefix, to in (("/ok/moved-", "/ok/"), ("/ok/away-", "/other/"), ("/ok/loop-", "/ok/loop-")):
+            if self.path.startswith(prefix):
+                self.send_response(302)
+                self.send_header("Location", to + self.path[len(prefix):])
+                self.send_header("Content-Length", "9")
+                self.end_headers()
+                self.wfile.write(b"redirect\n")
+                return
         if self.path.startswith("/ok/slow-"):
-            time.sleep(2)
+            print("begin " + self.path, flush=True)
+            time.sleep(3)
+            self.path = "/ok/" + self.path[len("/ok/slow-"):]
         super().do_GET()
 http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
 ' "$WEB_PORT" >"$WORK/web.log" 2>&1) &
 WEB_PID=$!
 W="http://127.0.0.1:$WEB_PORT"
+web_up=no
 for i in $(seq 1 100); do
-  curl -s -o /dev/null --max-time 2 "$W/ok/mnet.mar" && break
+  curl -sf -o /dev/null --max-time 2 "$W/ok/mnet.mar" && { web_up=yes; break; }
   sleep 0.1
 done
+[ "$web_up" = yes ] || { echo "FAIL: the file server did not start: $(cat "$WORK/web.log")" >&2; exit 1; }
 
 # an allowed_urls that does not compile: the server does not start
 serve_config "$WORK/bad.properties" "model_store=$WORK/store" "allowed_urls=http://ok/.*,(unclosed"
@@ -87,14 +103,22 @@ no_temporaries() {
   if ls -A "$WORK/store" | grep -q '^\.'; then fail "$1: a temporary file is left: $(ls -A "$WORK/store")"; fi
 }
 
-call "a url allowed_urls does not match" 400 \
+call "a url allowed_urls does not match" 404 \
   "'does not match any allowed URL(s)' in r['message'] and '/other/mnet.mar' in r['message']" \
   -X POST "$M/models?url=$W/other/mnet.mar"
 store_has mnet.mar && fail "the url that is not allowed was downloaded"
+call "a redirect out of allowed_urls" 404 \
+  "'does not match any allowed URL(s)' in r['message'] and '/other/mnet.mar' in r['message']" \
+  -X POST "$M/models?url=$W/ok/away-mnet.mar"
+store_has away-mnet.mar && fail "the redirect out of allowed_urls was downloaded"
+call "a redirect loop" 400 "'more than 5 redirects' in r['message']" -X POST "$M/models?url=$W/ok/loop-x.mar"
 
 call "register from an allowed url" 200 "'registered with 1 initial workers' in r['status']" \
   -X POST "$M/models?url=$W/ok/mnet.mar&initial_workers=1"
 store_has mnet.mar || fail "mnet.mar is not in the model store"
+mode=$(stat -c %a "$WORK/store/mnet.mar") want=$(printf '%o' $((0666 & ~$(umask))))
+[ "$mode" = "$want" ] && echo "ok   the download's mode is the umask's ($mode)" ||
+  fail "mnet.mar has mode $mode, the umask makes $want (a temporary file's 600 kept?)"
 call "describe: modelUrl is the url" 200 "r[0]['modelUrl'] == '$W/ok/mnet.mar'" "$M/models/mnet"
 call "classify with the downloaded model" 200 "len(r) == 5 and any('cat' in k for k in r)" \
   -X POST "$I/predictions/mnet" -T "$PHOTO"
@@ -111,15 +135,20 @@ call "a download that is no archive" 400 "'junk.mar' in r['message']" -X POST "$
 store_has junk.mar && fail "junk.mar was kept after its register failed"
 no_temporaries "after the failed downloads"
 
-# the race: scale mnet (default 1.0) asynchronously behind a 2 s download, set-default 2.0
-call "register version 2.0 from a url" 200 "'registered with 1 initial workers' in r['status']" \
-  -X POST "$M/models?url=$W/ok/mnet-v2.mar&initial_workers=1"
+# the race: scale mnet (default 1.0) asynchronously behind a 3 s download, set-default 2.0
+call "register version 2.0 from a redirected url" 200 "'registered with 1 initial workers' in r['status']" \
+  -X POST "$M/models?url=$W/ok/moved-mnet-v2.mar&initial_workers=1"
+store_has moved-mnet-v2.mar || fail "the redirected download is not in the store as moved-mnet-v2.mar"
 curl -s --max-time 60 -o "$WORK/slow.json" -X POST "$M/models?url=$W/ok/slow-tiny.onnx&model_name=tiny&initial_workers=1" &
 SLOW_PID=$!
-sleep 0.5 # the download has begun: the management thread waits for it
+for i in $(seq 1 200); do # until the download has begun: the management thread waits for it
+  grep -q "begin /ok/slow-tiny.onnx" "$WORK/web.log" && break
+  sleep 0.05
+done
 call "an asynchronous scale without a version, queued behind the download" 202 '' \
   -X PUT "$M/models/mnet?min_worker=2"
 call "set-default 2.0 while the scale waits" 200 '' -X PUT "$M/models/mnet/2.0/set-default"
+call "the scale waits behind the download" 200 "r[0]['minWorkers'] == 1" "$M/models/mnet/1.0"
 wait "$SLOW_PID" || fail "the slow register: curl exit $?"
 check_json "$WORK/slow.json" "'registered with 1 initial workers' in r['status']" "the slow download registered"
 for i in $(seq 1 100); do
@@ -133,7 +162,7 @@ call "not to 2.0, the default when it ran" 200 "r[0]['minWorkers'] == 1" "$M/mod
 call "unregister version 1.0" 200 '' -X DELETE "$M/models/mnet/1.0"
 call "unregister version 2.0" 200 '' -X DELETE "$M/models/mnet/2.0"
 call "unregister slow-tiny" 200 '' -X DELETE "$M/models/tiny"
-store_has mnet-v2.mar && fail "the unregister left mnet-v2.mar"
+store_has moved-mnet-v2.mar && fail "the unregister left moved-mnet-v2.mar"
 store_has slow-tiny.onnx && fail "the unregister left slow-tiny.onnx"
 store_has mnet.mar && fail "the unregister left mnet.mar in the model store"
 call "the url registers again" 200 "'registered with 1 initial workers' in r['status']" \

@@ -331,9 +331,17 @@ static void allowed_urls(void **state) {
   assert_false(config_url_allowed(cfg.allowed_urls, "https://models.example/a.mar"));
   config_free(&cfg);
   parse_fails("allowed_urls=http://a/.*,(unclosed\n", INFERD_INVALID_ARG, "allowed_urls", "'(unclosed'");
-  /* repetition counts that glibc's regcomp would expand for seconds and gigabytes */
-  parse_fails("allowed_urls=((a{1000}){1000}){1000}\n", INFERD_INVALID_ARG, "allowed_urls", "at most 255");
-  parse_fails("allowed_urls=(a{9}){9}x{9}\n", INFERD_INVALID_ARG, "allowed_urls", "at most 2 repetition");
+  /* repetitions that glibc's regcomp would expand for seconds and gigabytes */
+  parse_fails("allowed_urls=((a{1000}){1000}){1000}\n", INFERD_INVALID_ARG, "allowed_urls", "65536 parts");
+  parse_fails("allowed_urls=(((((((((((((((((((a)+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)+\n", INFERD_INVALID_ARG,
+              "allowed_urls", "65536 parts");
+  parse_fails("allowed_urls=([]{(]{300}){300}\n", INFERD_INVALID_ARG, "allowed_urls", "65536 parts");
+  parse_fails("allowed_urls=([[:alpha:]]{300}){300}\n", INFERD_INVALID_ARG, "allowed_urls", "65536 parts");
+  /* a lone ')' would end the group the item is wrapped in: x)|(.* would match any url */
+  parse_fails("allowed_urls=x)|(.*\n", INFERD_INVALID_ARG, "allowed_urls", "closes no '('");
+  parse_fails("allowed_urls=a)+++++++++++++++++++++++++\n", INFERD_INVALID_ARG, "allowed_urls", "closes no '('");
+  cfg = parse_ok("allowed_urls=(a{255}){255},(b+)+x{9}[]{]{9}\n");
+  config_free(&cfg);
   /* commas separate items, as TorchServe splits the key, so a count is {n} only */
   cfg = parse_ok("allowed_urls=http://h:[0-9]{4}/(ab|ba){2}\n");
   assert_true(config_url_allowed(cfg.allowed_urls, "http://h:8080/abba"));

@@ -266,8 +266,9 @@ static void test_url_file_name(void **state) {
   assert_string_equal(name, "m-2.onnx");
   assert_true(http_url_file_name("http://h:80/x", name, sizeof name));
   assert_string_equal(name, "x");
-  const char *bad[] = {"http://h/", "http://h/a/", "http://h/.hidden", "http://h/..", "http://h/a/..?x=1",
-                       "http://h/a%2Fb.mar", "http://h/a b.mar", "http://h/m.mar/", "http://h/?q=m.mar"};
+  const char *bad[] = {"http://h/",          "http://h/a/",      "http://h/.hidden",  "http://h/..",
+                       "http://h/a/..?x=1",  "http://h/a%2Fb.mar", "http://h/a b.mar", "http://h/m.mar/",
+                       "http://h/?q=m.mar",  "http://host",      "http://h?x=1",      "https://h#m.mar"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
     if (http_url_file_name(bad[i], name, sizeof name)) fail_msg("%s gave the file name '%s'", bad[i], name);
   assert_false(http_url_file_name("http://h/0123456789.mar", name, 8)); /* does not fit */
