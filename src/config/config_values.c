@@ -121,7 +121,8 @@ static const char *url_pattern_refused(const char *item, size_t len) {
   if (len > URL_PATTERN_MAX) return "longer than 1024 characters";
   size_t i = 0;
   uint64_t parts = pattern_parts(item, len, &i, 0);
-  if (parts > URL_PATTERN_PARTS) return "regcomp would expand it to more than 65536 parts (x{n} is n copies of x, x+ two)";
+  if (parts > URL_PATTERN_PARTS)
+    return "regcomp would expand it to more than 65536 parts (x{n} is n copies of x, x+ two)";
   /* a ')' with no '(' would close the group the item is wrapped in ("^(" item ")$") */
   return i < len ? "a ')' closes no '('" : NULL;
 }
@@ -137,38 +138,48 @@ static int compile_url_pattern(const char *item, size_t len, regex_t *re) {
   return rc;
 }
 
+/* The next comma-separated item of allowed_urls: *item and *len, *rest moved past it
+ * (NULL after the last); false when there is none. */
+static bool next_url_item(const char **rest, const char **item, size_t *len) {
+  if (!*rest) return false;
+  const char *end = strchr(*rest, ',');
+  *item = *rest;
+  *len = end ? (size_t)(end - *rest) : strlen(*rest);
+  *rest = end ? end + 1 : NULL;
+  return true;
+}
+
 bool config_url_allowed(const char *patterns, const char *url) {
-  for (const char *p = patterns; p;) {
-    const char *end = strchr(p, ',');
+  const char *item;
+  size_t len;
+  for (const char *rest = patterns; next_url_item(&rest, &item, &len);) {
     regex_t re;
-    if (compile_url_pattern(p, end ? (size_t)(end - p) : strlen(p), &re) == 0) {
+    if (compile_url_pattern(item, len, &re) == 0) {
       bool match = regexec(&re, url, 0, NULL, 0) == 0;
       regfree(&re);
       if (match) return true;
     }
-    p = end ? end + 1 : NULL;
   }
   return false;
 }
 
 inferd_code config__set_url_patterns(char **out, const char *key, const char *value, const config__where *w,
                                      inferd_status *st) {
-  for (const char *p = value; *value && p;) {
-    const char *end = strchr(p, ',');
-    size_t len = end ? (size_t)(end - p) : strlen(p);
+  const char *item;
+  size_t len;
+  for (const char *rest = *value ? value : NULL; next_url_item(&rest, &item, &len);) {
     regex_t re;
-    int rc = compile_url_pattern(p, len, &re);
-    const char *refused = rc == REG_ESIZE ? url_pattern_refused(p, len) : NULL;
+    int rc = compile_url_pattern(item, len, &re);
+    const char *refused = rc == REG_ESIZE ? url_pattern_refused(item, len) : NULL;
     if (refused) {
-      return config__fail(st, INFERD_INVALID_ARG, w, key, "'%.*s': %s", (int)CORE_MIN(len, 200), p, refused);
+      return config__fail(st, INFERD_INVALID_ARG, w, key, "'%.*s': %s", (int)CORE_MIN(len, 200), item, refused);
     } else if (rc != 0) {
       char why[128];
       regerror(rc, NULL, why, sizeof why);
       return config__fail(st, INFERD_INVALID_ARG, w, key, "'%.*s' is not a regular expression (POSIX extended): %s",
-                          (int)len, p, why);
+                          (int)CORE_MIN(len, 200), item, why);
     }
     regfree(&re);
-    p = end ? end + 1 : NULL;
   }
   char *copy = strdup(value); /* "" stays "": no url is allowed (unset is the default) */
   if (!copy) return core_fail(st, INFERD_NO_MEMORY, "out of memory");

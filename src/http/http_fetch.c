@@ -109,7 +109,8 @@ static inferd_code transfer_failed(CURLcode rc, long status, const char *url, co
 
 /* Downloads url to the open file sink->fd, following redirects that allowed_urls allows. */
 static inferd_code download(const config_server *cfg, const char *url, fetch_sink *sink, inferd_status *st) {
-  if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) return core_fail(st, INFERD_INTERNAL, "curl_global_init failed");
+  if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+    return core_fail(st, INFERD_INTERNAL, "curl_global_init failed");
   CURL *e = curl_easy_init();
   if (!e) {
     curl_global_cleanup();
