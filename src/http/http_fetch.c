@@ -160,7 +160,8 @@ static inferd_code download(const config_server *cfg, const char *url, fetch_sin
         continue;
       }
     } else if (status < 200 || status >= 300) {
-      code = core_fail(st, INFERD_INVALID_ARG, "Failed to download archive from: %s: HTTP status %ld", at, status);
+      /* a 1xx, a 3xx without a Location */
+      code = transfer_failed(CURLE_HTTP_RETURNED_ERROR, status, at, reason, sink, st);
     }
     break;
   }
@@ -181,9 +182,9 @@ inferd_code http__fetch(const config_server *cfg, const char *url, const atomic_
                      url);
   static unsigned downloads; /* the management thread's */
   char final[4096], temp[4096];
-  if (snprintf(final, sizeof final, "%s/%s", cfg->model_store, name) >= (int)sizeof final ||
-      snprintf(temp, sizeof temp, "%s/.download-%d-%u", cfg->model_store, (int)getpid(), ++downloads) >=
-          (int)sizeof temp)
+  if (http__resolve_path(cfg, name, true, final, sizeof final, st) != INFERD_OK) return st->code;
+  if (snprintf(temp, sizeof temp, "%s/.download-%d-%u", cfg->model_store, (int)getpid(), ++downloads) >=
+      (int)sizeof temp)
     return core_fail(st, INFERD_INVALID_ARG, "url '%s': path too long", url);
   struct stat sb;
   if (lstat(final, &sb) == 0) return core_fail(st, INFERD_ALREADY_EXISTS, "Model file already exists %s", name);
@@ -209,7 +210,8 @@ inferd_code http__fetch(const config_server *cfg, const char *url, const atomic_
 
 void http__fetch_remove(const config_server *cfg, const char *name) {
   char path[4096];
-  if (!cfg->model_store || snprintf(path, sizeof path, "%s/%s", cfg->model_store, name) >= (int)sizeof path) return;
+  inferd_status st;
+  if (http__resolve_path(cfg, name, true, path, sizeof path, &st) != INFERD_OK) return;
   if (unlink(path) != 0 && errno != ENOENT)
     core_log(CORE_LOG_WARN, "model_store: cannot remove the downloaded %s: %s", path, strerror(errno));
 }
