@@ -56,6 +56,7 @@ typedef struct cli__run_options {
   int threads;                /* 0 (default: the engine's choice) or 1..1024 */
   int batch;                  /* --bench's batch, 1..1024; default 1 */
   int bench, json, profile, no_winograd, transformed_winograd;
+  inferd_precision precision;
   double seconds;             /* --bench's time, (0, 86400]; default 5 */
   bool help;
 } cli__run_options;

@@ -2,9 +2,9 @@
  * cli_run.c - `inferd run`: one model, no server.
  *
  *   inferd run MODEL.onnx --input X.npy --output Y.npy [--threads N] [--profile]
- *                         [--no-winograd | --transformed-winograd]
+ *                         [--no-winograd | --transformed-winograd] [--precision fp32|bf16]
  *   inferd run MODEL.onnx --bench [--batch N] [--threads T] [--seconds S] [--json] [--profile]
- *                                 [--no-winograd | --transformed-winograd]
+ *                                 [--no-winograd | --transformed-winograd] [--precision fp32|bf16]
  *
  * The first form runs one batch read from a float32 .npy (the model's input shape
  * with any batch size) and writes the first output as .npy. The second warms up, then
@@ -12,7 +12,8 @@
  * `throughput: <float> images/s`, or one JSON object with --json. --no-winograd keeps
  * every convolution direct (inferd_model_params.no_winograd); --transformed-winograd
  * keeps Winograd's weights transformed, trading memory for speed
- * (inferd_model_params.winograd_transformed). --profile then prints, on
+ * (inferd_model_params.winograd_transformed); --precision bf16 runs the convolutions
+ * in bfloat16 (inferd_model_params.precision). --profile then prints, on
  * stderr, the time per op kind and the PROFILE_STEPS slowest steps of the plan (each with its node,
  * oneDNN kernel, output shape and GFLOP/s); with --bench, of the timed runs only (the
  * warm-up's first touch of the scratch made some steps look 2x slower than they run).
@@ -33,9 +34,9 @@ enum { PROFILE_STEPS = 20 };
 static void run_usage(FILE *f) {
   fprintf(f,
           "usage: inferd run MODEL.onnx --input X.npy --output Y.npy [--threads N] [--profile]\n"
-          "                             [--no-winograd | --transformed-winograd]\n"
+          "                             [--no-winograd | --transformed-winograd] [--precision fp32|bf16]\n"
           "       inferd run MODEL.onnx --bench [--batch N] [--threads T] [--seconds S] [--json] [--profile]\n"
-          "                                     [--no-winograd | --transformed-winograd]\n");
+          "                                     [--no-winograd | --transformed-winograd] [--precision fp32|bf16]\n");
 }
 
 static int fail(const inferd_status *st) {
@@ -51,7 +52,7 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
   return 0;
 }
 
-enum { OPT_BENCH = CLI__LONG_ONLY, OPT_JSON, OPT_PROFILE, OPT_NO_WINOGRAD, OPT_TRANSFORMED_WINOGRAD };
+enum { OPT_BENCH = CLI__LONG_ONLY, OPT_JSON, OPT_PROFILE, OPT_NO_WINOGRAD, OPT_TRANSFORMED_WINOGRAD, OPT_PRECISION };
 
 inferd_code cli__run_parse(int argc, char **argv, cli__run_options *o, inferd_status *st) {
   static const char shorts[] = "i:o:t:b:s:h";
@@ -61,7 +62,8 @@ inferd_code cli__run_parse(int argc, char **argv, cli__run_options *o, inferd_st
       {"seconds", required_argument, 0, 's'},      {"bench", no_argument, 0, OPT_BENCH},
       {"json", no_argument, 0, OPT_JSON},          {"profile", no_argument, 0, OPT_PROFILE},
       {"no-winograd", no_argument, 0, OPT_NO_WINOGRAD}, {"help", no_argument, 0, 'h'},
-      {"transformed-winograd", no_argument, 0, OPT_TRANSFORMED_WINOGRAD}, {0, 0, 0, 0},
+      {"transformed-winograd", no_argument, 0, OPT_TRANSFORMED_WINOGRAD},
+      {"precision", required_argument, 0, OPT_PRECISION},  {0, 0, 0, 0},
   };
   *o = (cli__run_options){.batch = 1, .seconds = 5.0};
   optind = 0; /* glibc: start afresh; 1 would go on inside an option cluster an earlier parse left */
@@ -101,6 +103,11 @@ inferd_code cli__run_parse(int argc, char **argv, cli__run_options *o, inferd_st
     case OPT_PROFILE: o->profile = 1; break;
     case OPT_NO_WINOGRAD: o->no_winograd = 1; break;
     case OPT_TRANSFORMED_WINOGRAD: o->transformed_winograd = 1; break;
+    case OPT_PRECISION:
+      if (strcmp(optarg, "fp32") == 0) o->precision = INFERD_PRECISION_FP32;
+      else if (strcmp(optarg, "bf16") == 0) o->precision = INFERD_PRECISION_BF16;
+      else return core_fail(st, INFERD_INVALID_ARG, "--precision wants fp32 or bf16");
+      break;
     case 'h': o->help = true; return INFERD_OK;
     default: {
       char letter[3];
@@ -262,17 +269,19 @@ static int run_bench(inferd_model *m, inferd_session *s, const cli__run_options 
   double p50 = bench_nearest_rank(lat, iters, 0.5), p99 = bench_nearest_rank(lat, iters, 0.99);
   double throughput = iters * o->batch / total, gflop = inferd_model_flops_per_item(m) * 1e-9;
   int threads = inferd_session_threads(s);
+  const char *precision = o->precision == INFERD_PRECISION_BF16 ? "bf16" : "fp32";
   if (o->json) {
     json_t *path = json_stringn_nocheck(o->model, strlen(o->model)); /* a path need not be UTF-8 */
     char *model = path ? json_dumps(path, JSON_ENCODE_ANY) : NULL;
     json_decref(path);
-    printf("{\"model\": %s, \"batch\": %d, \"threads\": %d, \"iterations\": %d, \"seconds\": %.3f, "
-           "\"throughput\": %.3f, \"latency_ms\": {\"mean\": %.3f, \"p50\": %.3f, \"p99\": %.3f}, "
+    printf("{\"model\": %s, \"batch\": %d, \"threads\": %d, \"precision\": \"%s\", \"iterations\": %d, "
+           "\"seconds\": %.3f, \"throughput\": %.3f, \"latency_ms\": {\"mean\": %.3f, \"p50\": %.3f, \"p99\": %.3f}, "
            "\"gflop_per_image\": %.4f}\n",
-           model ? model : "null", o->batch, threads, iters, total, throughput, mean, p50, p99, gflop);
+           model ? model : "null", o->batch, threads, precision, iters, total, throughput, mean, p50, p99, gflop);
     free(model);
   } else {
-    printf("model: %s\nbatch: %d\nthreads: %d\niterations: %d in %.2f s\n", o->model, o->batch, threads, iters, total);
+    printf("model: %s\nbatch: %d\nthreads: %d\nprecision: %s\niterations: %d in %.2f s\n", o->model, o->batch, threads,
+           precision, iters, total);
     printf("latency_ms: mean %.2f  p50 %.2f  p99 %.2f\n", mean, p50, p99);
     printf("gflop_per_image: %.3f  achieved: %.1f GFLOP/s\n", gflop, gflop * throughput);
     printf("throughput: %.2f images/s\n", throughput);
@@ -298,7 +307,8 @@ int cli_run(int argc, char **argv) {
   int opt_batch = o.bench ? o.batch : x.rank >= 1 && x.dims[0] >= 1 && x.dims[0] <= 1024 ? (int)x.dims[0] : 1;
   inferd_model *m;
   inferd_model_params mp = {
-      .opt_batch = opt_batch, .no_winograd = o.no_winograd, .winograd_transformed = o.transformed_winograd};
+      .opt_batch = opt_batch, .no_winograd = o.no_winograd, .winograd_transformed = o.transformed_winograd,
+      .precision = o.precision};
   if (inferd_model_load(o.model, &mp, &m, &st) != INFERD_OK) {
     core_npy_free(&x);
     return fail(&st);

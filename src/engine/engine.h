@@ -226,6 +226,7 @@ struct inferd_model {
   size_t max_scratch; /* bytes of activations + scratchpad a plan may need */
   bool no_winograd;
   bool winograd_transformed; /* Winograd weights kept transformed (inferd_model_params) */
+  bool bf16; /* convolutions in bfloat16 (inferd_model_params.precision) */
   int opt_batch; /* compiled at load: its kernel choices fix the weights' layouts */
   size_t opt_scratch; /* that plan's activations + scratchpad: what a session running it holds */
   int fixed_batch; /* > 0: the inputs declare this batch size as a number; no other runs */
@@ -288,6 +289,7 @@ dnnl_engine_t plan_engine(const plan_ctx *c);
 int plan_batch(const plan_ctx *c);
 bool plan_winograd(const plan_ctx *c); /* may 3x3 convolutions use Winograd */
 bool plan_winograd_transformed(const plan_ctx *c); /* ... with their weights kept transformed */
+bool plan_bf16(const plan_ctx *c); /* convolutions and pooling in bfloat16 (inferd_precision) */
 /* oneDNN gave only its reference (plain C++ loop) kernel for this descriptor */
 bool plan_pd_is_reference(const_dnnl_primitive_desc_t pd);
 
@@ -304,6 +306,11 @@ void plan_define_alias(plan_ctx *c, int out, int in, const dnnl_memory_desc_t *m
  * new buffer when v lives in another layout, or takes the weight cache's copy when v
  * is a constant. */
 inferd_code plan_src(plan_ctx *c, int v, const dnnl_memory_desc_t *want, plan_ref *out, inferd_status *st);
+/* A value's physical data type may differ from its own (plan_value.dtype): with
+ * plan_bf16, float32 values that convolutions write are held in bfloat16. plan_src
+ * with want NULL gives them in float32 (a reorder); plan_src_typed gives any value as
+ * it is, for the ops that compute in bfloat16 too (they check ref.md.data_type). */
+inferd_code plan_src_typed(plan_ctx *c, int v, plan_ref *out, inferd_status *st);
 /* Constant v as a weight in layout `want`; `src` says how its plain data is laid
  * out (NULL: dense row-major in its own shape; a reshape or strides otherwise). */
 inferd_code plan_weight(plan_ctx *c, int v, const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *want,

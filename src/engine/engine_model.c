@@ -163,6 +163,7 @@ static inferd_code finish_load(ir_graph *g, const inferd_model_params *params, i
   m->max_scratch = params && params->max_scratch_bytes ? params->max_scratch_bytes : (size_t)8 << 30;
   m->no_winograd = params && params->no_winograd;
   m->winograd_transformed = !m->no_winograd && params && params->winograd_transformed;
+  m->bf16 = params && params->precision == INFERD_PRECISION_BF16;
   m->opt_batch = params && params->opt_batch > 0 ? CORE_MIN(params->opt_batch, m->max_batch) : 1;
   inferd_code rc = INFERD_OK;
   m->extra = calloc((size_t)g->n_nodes + 1, sizeof *m->extra);
@@ -170,6 +171,13 @@ static inferd_code finish_load(ir_graph *g, const inferd_model_params *params, i
   if (!m->extra || !m->weight_arena) rc = core_fail(st, INFERD_NO_MEMORY, "out of memory");
   if (rc == INFERD_OK && dnnl_engine_create(&m->engine, dnnl_cpu, 0) != dnnl_success)
     rc = core_fail(st, INFERD_INTERNAL, "oneDNN has no CPU engine");
+  if (rc == INFERD_OK && params && params->precision != INFERD_PRECISION_FP32 &&
+      params->precision != INFERD_PRECISION_BF16)
+    rc = core_fail(st, INFERD_INVALID_ARG, "unknown precision %d", (int)params->precision);
+  /* below AVX-512, oneDNN 2.6 has only its reference kernels for bfloat16 */
+  if (rc == INFERD_OK && m->bf16 &&
+      (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) != dnnl_cpu_isa_avx512_core) /* isa bits */
+    rc = core_fail(st, INFERD_UNSUPPORTED, "bf16 precision needs a CPU with AVX-512 (avx512f, bw, vl, dq)");
   if (rc == INFERD_OK) rc = describe_io(m, st);
   if (rc == INFERD_OK) rc = engine_passes_run(m, st);
   /* one slot per value, sized after the passes, which add values (folded weights) */

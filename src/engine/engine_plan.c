@@ -98,6 +98,7 @@ dnnl_engine_t plan_engine(const plan_ctx *c) { return c->m->engine; }
 int plan_batch(const plan_ctx *c) { return c->p->batch; }
 bool plan_winograd(const plan_ctx *c) { return !c->m->no_winograd; }
 bool plan_winograd_transformed(const plan_ctx *c) { return c->m->winograd_transformed; }
+bool plan_bf16(const plan_ctx *c) { return c->m->bf16; }
 
 bool plan_pd_is_reference(const_dnnl_primitive_desc_t pd) {
   const char *impl = NULL;
@@ -318,11 +319,26 @@ dnnl_primitive_attr_t plan_attr_fused(const plan_ctx *c, int node) {
   return attr;
 }
 
+inferd_code plan_src_typed(plan_ctx *c, int v, plan_ref *out, inferd_status *st) {
+  plan_value *pv = &c->vals[v];
+  if (pv->is_const || !pv->defined) return plan_src(c, v, NULL, out, st);
+  *out = pv->ref;
+  return INFERD_OK;
+}
+
 inferd_code plan_src(plan_ctx *c, int v, const dnnl_memory_desc_t *want, plan_ref *out, inferd_status *st) {
   plan_value *pv = &c->vals[v];
   if (pv->is_const) return const_ref(c, v, want, out, st);
   if (!pv->defined)
     return core_fail(st, INFERD_INTERNAL, "value '%s' is used before it is computed", c->m->graph->values[v].name);
+  dnnl_memory_desc_t own_type;
+  if (!want && pv->ref.md.data_type == dnnl_bf16 && md_dtype(pv->dtype) == dnnl_f32) {
+    /* a float32 value a convolution wrote in bfloat16, read by an op that computes in
+     * its own type: float32 in the same layout (a blocked md's strides count elements) */
+    own_type = pv->ref.md;
+    own_type.data_type = dnnl_f32;
+    want = &own_type;
+  }
   if (!want || dnnl_memory_desc_equal(want, &pv->ref.md)) {
     *out = pv->ref;
     return INFERD_OK;
@@ -396,7 +412,8 @@ static inferd_code bind_outputs(plan_ctx *c, inferd_status *st) {
       if (u != v && c->vals[u].defined && !c->vals[u].is_const && c->vals[u].ref.kind == REF_BUFFER &&
           c->vals[u].ref.index == b)
         shared = true;
-    if (!shared && md_is_plain(&pv->ref.md) && p->buffers[b].bind == REF_BUFFER) {
+    if (!shared && md_is_plain(&pv->ref.md) && pv->ref.md.data_type == plain.data_type &&
+        p->buffers[b].bind == REF_BUFFER) {
       p->buffers[b].bind = REF_OUTPUT;
       p->buffers[b].io_index = k;
       continue;

@@ -17,7 +17,7 @@
 # and the regex (grep -Ei) the stderr line must match. Then bad arguments, by the same
 # rule: --bench on a model with two inputs (it crashed), --batch or --json without
 # --bench, --bench with --input, an unknown option, a missing value, --no-winograd with
-# --transformed-winograd, another option as the value of --output or --input, and an
+# --transformed-winograd, an unknown --precision, another option as the value of --output or --input, and an
 # unknown command (`inferd` itself) with a newline in its name. Last, the good
 # model's --bench, which must run for the seconds asked (it stopped at 65536 runs, 0.8 s
 # on this model) and end with its throughput line.
@@ -107,6 +107,7 @@ arg_case "--bench with --input" "--input and --output go without" "$work/good.on
 arg_case "an unknown option" "unknown option.*--frobnicate" "$work/good.onnx" --bench --frobnicate
 arg_case "two Winograd modes" "--no-winograd and --transformed-winograd" "$work/good.onnx" --bench --no-winograd \
     --transformed-winograd
+arg_case "an unknown precision" "--precision wants fp32 or bf16" "$work/good.onnx" --bench --precision fp16
 arg_case "a missing value" "missing value.*--threads" "$work/good.onnx" --bench --threads
 # another option is not a value (it wrote the output to a file named --profile, exit 0)
 arg_case "an option as --output's value" "missing value for --output" "$work/good.onnx" --input "$work/good.npy" \

@@ -169,9 +169,9 @@ static void run_command(line *l, answer *out) {
   }
   snprintf(out->text, sizeof out->text,
            "help=%d model=%s input=%s output=%s threads=%d batch=%d bench=%d json=%d profile=%d no_winograd=%d "
-           "transformed_winograd=%d seconds=%a",
+           "transformed_winograd=%d precision=%d seconds=%a",
            o.help, or_null(o.model), or_null(o.input), or_null(o.output), o.threads, o.batch, o.bench, o.json, o.profile,
-           o.no_winograd, o.transformed_winograd, o.seconds);
+           o.no_winograd, o.transformed_winograd, (int)o.precision, o.seconds);
   if (o.help) return;
   if (!o.model || !is_argument(l, o.model)) fail("the model is not an argument", out->text);
   if ((o.input && !in_argument(l, o.input)) || (o.output && !in_argument(l, o.output)))

@@ -1266,12 +1266,15 @@ static char *index_str(int rank, const int64_t *dims, int64_t flat, char *buf, s
 }
 
 /* Fails, printing the first bad element (index, got, expected) and the worst one. */
+/* The bound on max|diff| / max(1, max|ref|): float32's (check_graph_bf16 widens it). */
+static double close_rtol = 1e-4;
+
 static void expect_close(const builder *b, const char *output, int batch, int threads, const float *got,
                          const tensor *ref) {
   int64_t count = t_count(ref), first_bad = -1, n_bad = 0, worst = 0;
   double max_ref = 0, worst_diff = 0;
   for (int64_t i = 0; i < count; i++) max_ref = fmax(max_ref, fabs(ref->v[i]));
-  double tol = 1e-4 * fmax(1.0, max_ref);
+  double tol = close_rtol * fmax(1.0, max_ref);
   for (int64_t i = 0; i < count; i++) {
     double d = fabs((double)got[i] - ref->v[i]);
     if (!(d <= tol)) { /* NaN too */
@@ -1422,6 +1425,25 @@ static void check_graph_winograd(builder *b) { check_graph_with(b, &tuned_params
 static const inferd_model_params transformed_params = {.opt_batch = 4, .winograd_transformed = true};
 static void check_graph_transformed(builder *b) {
   check_graph_with(b, &transformed_params, tuned_batches, N_TUNED, true);
+}
+
+/* check_graph_tuned with the convolutions in bfloat16 (inferd_model_params.precision):
+ * 8 significant bits, so every rounding of an activation or a weight moves it by up to
+ * 2^-9 of itself; these small graphs stay within 2% of the double reference's magnitude
+ * (measured worst 0.74%), a value read in the wrong type is off by far more (100% in the
+ * regression test_bf16_se_block guards). The weights must be
+ * held in bfloat16 too: less than 3/4 of the float32 model's bytes (biases stay float32). */
+static const inferd_model_params bf16_params = {.opt_batch = 4, .precision = INFERD_PRECISION_BF16};
+static void check_graph_bf16(builder *(*make)(const char *), const char *what) {
+  builder *b = make(what);
+  inferd_model *m32 = load_or_fail(b, &tuned_params), *m16 = load_or_fail(b, &bf16_params);
+  size_t w32 = inferd_model_weights_bytes(m32), w16 = inferd_model_weights_bytes(m16);
+  inferd_model_free(m32);
+  inferd_model_free(m16);
+  if (!(w16 * 4 < w32 * 3)) fail_msg("%s: bf16 weights take %zu bytes, float32 %zu", what, w16, w32);
+  close_rtol = 2e-2;
+  check_graph_with(b, &bf16_params, tuned_batches, N_TUNED, false);
+  close_rtol = 1e-4;
 }
 
 /* Loads b's model expecting failure with `code` and every string of `needles` in the
@@ -3489,7 +3511,7 @@ static void test_sub_div_by_constant(void **state) {
 }
 
 /* SE block: x * Sigmoid(GlobalAveragePool(x)), the per-channel scale broadcast over H, W. */
-static void run_se_block(const char *name, int64_t c, bool scale_first) {
+static builder *se_graph(const char *name, int64_t c, bool scale_first) {
   builder *b = b_new(name);
   add_stem(b, 3, c, 6, 6);
   b_node(b, "GlobalAveragePool", IN("x0"), OUT("g"), NULL);
@@ -3498,11 +3520,11 @@ static void run_se_block(const char *name, int64_t c, bool scale_first) {
   b_node(b, "Sigmoid", IN("gc"), OUT("s"), NULL);
   b_node(b, "Mul", scale_first ? IN("s", "x0") : IN("x0", "s"), OUT("y"), NULL);
   b_output(b, "y");
-  check_graph(b);
+  return b;
 }
 
-static void test_se_block_c24(void **state) { run_se_block(__func__, 24, false); }
-static void test_se_block_c32_scale_first(void **state) { run_se_block(__func__, 32, true); }
+static void test_se_block_c24(void **state) { check_graph(se_graph(__func__, 24, false)); }
+static void test_se_block_c32_scale_first(void **state) { check_graph(se_graph(__func__, 32, true)); }
 
 static void test_se_block_plain(void **state) {
   builder *b = b_new(__func__);
@@ -3790,6 +3812,40 @@ static void test_regnet_blocks_off_reference_kernels(void **state) {
     run_profile(se_block(__func__), &tuned_params, batch, true, true, profile, sizeof profile);
     expect_steps_off_reference(profile, (const char *const[]){"Mul_7", "Conv_8", NULL}, batch);
   }
+}
+
+/* ---- bfloat16 ---- */
+
+/* residual sums accumulated in place into bfloat16 buffers, a max-pool between them */
+static builder *bf16_residual_blocks(const char *what) { return two_residual_blocks(what, 16, 9, 10); }
+static void test_bf16_residual_blocks(void **state) { check_graph_bf16(bf16_residual_blocks, __func__); }
+
+/* Regression: the squeeze-excitation product read its [N, C, 1, 1] scales, which a
+ * bfloat16 convolution wrote, as float32 (the pair's kernel was made for the bfloat16
+ * layout, the operand handed over converted): efficientnet_b0 and mobilenet_v3 were
+ * off by 99% of their output's magnitude. The graph ends in a Conv: its bfloat16 output
+ * must reach the caller as float32. */
+static builder *bf16_se_graph(const char *what) { return se_graph(what, 32, true); }
+static void test_bf16_se_block(void **state) {
+  check_graph_bf16(bf16_se_graph, __func__);
+  check_graph_bf16(se_block, __func__);
+}
+
+/* the stride-2 convolutions in nhwc (ops_conv.c) between blocked ones */
+static void test_bf16_downsampling(void **state) { check_graph_bf16(downsampling_graph, __func__); }
+
+static void test_error_precision_unknown(void **state) {
+  builder *b = se_block(__func__);
+  size_t size;
+  void *buf = b_pack(b, &size);
+  inferd_model *m = NULL;
+  inferd_status st = {0};
+  inferd_model_params mp = {.precision = (inferd_precision)7};
+  assert_int_equal(inferd_model_load_memory(buf, size, &mp, &m, &st), INFERD_INVALID_ARG);
+  assert_non_null(strstr(st.message, "unknown precision 7"));
+  assert_null(m);
+  free(buf);
+  b_free(b);
 }
 
 /* Once the Identity and Dropout nodes are gone, the Relu reads the Gemm's output and
@@ -4590,6 +4646,10 @@ int main(void) {
       cmocka_unit_test(test_error_fold_types),
       cmocka_unit_test(test_split_sizes_and_parts),
       cmocka_unit_test(test_error_split_parts),
+      cmocka_unit_test(test_bf16_residual_blocks),
+      cmocka_unit_test(test_bf16_se_block),
+      cmocka_unit_test(test_bf16_downsampling),
+      cmocka_unit_test(test_error_precision_unknown),
   };
   /* e.g. INFERD_TEST_FILTER='test_residual*' to run some; INFERD_TEST_SKIP to leave some out */
   if (getenv("INFERD_TEST_FILTER")) cmocka_set_test_filter(getenv("INFERD_TEST_FILTER"));

@@ -261,7 +261,7 @@ inferd_code ops_binary_lower(plan_ctx *c, int node, inferd_status *st) {
   if (v1->rank == rank && memcmp(v1->dims, dims, (size_t)rank * sizeof *dims) == 0 && !v1->is_const) {
     rc = plan_src(c, src1, &args[0].md, &args[1], st);
   } else if ((pd = broadcast_as_is(c, alg, &args[0].md, v1, rank, attr))) {
-    rc = plan_src(c, src1, NULL, &args[1], st);
+    rc = plan_src_typed(c, src1, &args[1], st); /* as the pair was made: in bfloat16 too */
   } else {
     int64_t d1[IR_MAX_RANK];
     for (int i = 0; i < rank; i++) d1[i] = i < rank - v1->rank ? 1 : v1->dims[i - (rank - v1->rank)];

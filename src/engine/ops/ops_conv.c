@@ -115,7 +115,7 @@ static bool conv_wants_blocked(const window *w, int64_t group, int64_t batch, in
 static void md_blocked16(dnnl_memory_desc_t *md, const plan_value *v) {
   if (v->rank != 4 || v->dims[1] % 16) return;
   dnnl_dims_t d = {v->dims[0], v->dims[1], v->dims[2], v->dims[3]};
-  dnnl_memory_desc_init_by_tag(md, 4, d, dnnl_f32, dnnl_nChw16c);
+  dnnl_memory_desc_init_by_tag(md, 4, d, md->data_type, dnnl_nChw16c);
 }
 
 static bool conv_is_winograd(const_dnnl_primitive_desc_t pd) {
@@ -278,6 +278,10 @@ inferd_code ops_conv_lower(plan_ctx *c, int node, inferd_status *st) {
   bool in_place = residual != IR_NONE && !plan_val(c, residual)->is_const &&
                   plan_val(c, residual)->rank == ov->rank &&
                   memcmp(plan_val(c, residual)->dims, ov->dims, (size_t)ov->rank * sizeof *ov->dims) == 0;
+  /* bfloat16 source, weights and output (float32 bias and accumulation); a residual
+   * added by a separate binary op (add_residual_unfused) keeps the Conv in float32 */
+  bool bf16 = plan_bf16(c) && (residual == IR_NONE || in_place);
+  if (bf16) src_any.data_type = w_any.data_type = dst_any.data_type = dnnl_bf16;
   dnnl_primitive_attr_t attr = residual == IR_NONE || in_place ? plan_attr_fused(c, node) : plan_attr_new();
   /* Weights already reordered for another plan: ask for that layout first (with either
    * algorithm), so the model keeps one copy; oneDNN's own choice (any) when no kernel
@@ -286,7 +290,7 @@ inferd_code ops_conv_lower(plan_ctx *c, int node, inferd_status *st) {
    * Winograd with its weights transformed gets a copy of its own blocking, shared by
    * every plan whose kernel blocks them the same way. */
   const dnnl_memory_desc_t *have = plan_weight_layout(c, n->inputs[1], &w_plain);
-  bool wino = winograd_pays(c, &w, group, batch, ic, oc);
+  bool wino = !bf16 && winograd_pays(c, &w, group, batch, ic, oc); /* oneDNN's is float32 only */
   dnnl_memory_desc_t src_blocked = src_any, dst_blocked = dst_any;
   if (conv_wants_blocked(&w, group, batch, ic)) {
     md_blocked16(&src_blocked, xv);

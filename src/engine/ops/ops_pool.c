@@ -84,9 +84,12 @@ inferd_code ops_pool_lower(plan_ctx *c, int node, inferd_status *st) {
   ov->dims[1] = xv->dims[1];
   for (int i = 0; i < w.nsp; i++) ov->dims[2 + i] = w.out[i];
   plan_ref args[2];
-  if ((rc = plan_src(c, n->inputs[0], NULL, &args[0], st)) != INFERD_OK) return rc;
+  /* pooling between bfloat16 convolutions stays in bfloat16 (plan_bf16) */
+  rc = plan_bf16(c) ? plan_src_typed(c, n->inputs[0], &args[0], st) : plan_src(c, n->inputs[0], NULL, &args[0], st);
+  if (rc != INFERD_OK) return rc;
   dnnl_memory_desc_t dst_any;
   md_any(&dst_any, ov->rank, ov->dims);
+  dst_any.data_type = args[0].md.data_type;
   dnnl_dims_t dil;
   for (int i = 0; i < w.nsp; i++) dil[i] = w.dilation[i] - 1;
   dnnl_pooling_v2_desc_t desc;

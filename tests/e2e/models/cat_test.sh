@@ -7,7 +7,8 @@
 # tests/fixtures/make_cat_input.py (ctest fixture "cat").
 #
 # Usage: cat_test.sh INFERD_BIN FIXDIR MODEL
-# Environment: INFERD_PYTHON (default /usr/bin/python3).
+# Environment: INFERD_PYTHON (default /usr/bin/python3); INFERD_RUN_FLAGS, more options
+#   for `inferd run` (--precision bf16); INFERD_RTOL, the error bound (default 1e-4).
 # Prints one line per photo; exits 1 at the first failure, 2 on bad usage or missing files.
 set -u
 
@@ -17,6 +18,8 @@ if [ $# -ne 3 ]; then
 fi
 inferd=$1 fixdir=$2 model=$3
 python=${INFERD_PYTHON:-/usr/bin/python3}
+flags=${INFERD_RUN_FLAGS:-}
+rtol=${INFERD_RTOL:-1e-4}
 compare="$(cd "$(dirname "$0")/../../fixtures" && pwd)/compare.py"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/inferd-cat-test.XXXXXX") || exit 2
@@ -29,14 +32,15 @@ for image in chelsea coffee; do
     done
     got="$tmp/$image.npy"
     status=0
-    "$inferd" run "$model" --input "$fixdir/$image.input.npy" --output "$got" --threads 2 \
+    # shellcheck disable=SC2086 # flags: words
+    "$inferd" run "$model" --input "$fixdir/$image.input.npy" --output "$got" --threads 2 $flags \
             >"$tmp/run.log" 2>&1 || status=$?
     if [ "$status" -ne 0 ]; then
         echo "FAIL $image: inferd run exited with status $status:"
         sed 's/^/  /' "$tmp/run.log"
         exit 1
     fi
-    if ! line=$("$python" "$compare" "$fixdir/$image.output.npy" "$got" --rtol 1e-4 --top5); then
+    if ! line=$("$python" "$compare" "$fixdir/$image.output.npy" "$got" --rtol "$rtol" --top5); then
         echo "FAIL $image: ${line#FAIL: }"
         exit 1
     fi

@@ -5,7 +5,7 @@
 # size) must leave a model's numbers where PyTorch eager has them. The model, inputs and
 # references come from tests/fixtures/make_models.py (ctest fixture "models"); this runs
 # the real binary on each (batch, seed) pair and checks the output with
-# tests/fixtures/compare.py --rtol 1e-4 --top5.
+# tests/fixtures/compare.py --rtol 1e-4 --top5 (bounds that INFERD_RTOL and INFERD_TOP1 change).
 #
 # Usage: run_model_test.sh INFERD_BIN FIXDIR NAME [BATCHES] [SEEDS] [MODEL]
 #   BATCHES  comma-separated batch sizes (default 1,8)
@@ -13,7 +13,10 @@
 #   MODEL    the ONNX file to run (default FIXDIR/NAME.onnx; e.g. FIXDIR/NAME.keepbn.onnx)
 # Environment: INFERD_PYTHON (default /usr/bin/python3); INFERD_TOP5=0 leaves out the
 #   top-5 check (for outputs that are not class scores: only the error bound is checked);
-#   INFERD_RUN_FLAGS, more options for every `inferd run` (e.g. --transformed-winograd).
+#   INFERD_RUN_FLAGS, more options for every `inferd run` (e.g. --transformed-winograd);
+#   INFERD_RTOL, the error bound (default 1e-4); INFERD_TOP1=1 checks the top class
+#   instead of the top-5 set; INFERD_LIKE=bf16 bounds the error by 1.5x PyTorch's own
+#   bfloat16 error (NAME.bB.sK.bf16.npy, make_bf16_refs.py), INFERD_RTOL its floor.
 # Prints one line per run and the worst max_rel_err; exits 1 at the first failure
 # (after printing inferd's or compare.py's message), 2 on bad usage or missing files.
 set -u
@@ -26,7 +29,10 @@ inferd=$1 fixdir=$2 name=$3 batches=${4:-1,8} seeds=${5:-3} model=${6:-$2/$3.onn
 python=${INFERD_PYTHON:-/usr/bin/python3}
 top5=--top5
 flags=${INFERD_RUN_FLAGS:-}
+rtol=${INFERD_RTOL:-1e-4}
 [ "${INFERD_TOP5:-1}" = 0 ] && top5=""
+[ "${INFERD_TOP1:-0}" = 1 ] && top5=--top1
+like=${INFERD_LIKE:-}
 compare="$(cd "$(dirname "$0")/../../fixtures" && pwd)/compare.py"
 
 for f in "$inferd" "$model" "$compare"; do
@@ -56,7 +62,13 @@ for b in $(echo "$batches" | tr ',' ' '); do
             echo "  command: $inferd run $model --input $stem.input.npy --output $got --threads 2 $flags"
             exit 1
         fi
-        if ! line=$("$python" "$compare" "$stem.output.npy" "$got" --rtol 1e-4 $top5); then
+        peer=""
+        if [ -n "$like" ]; then
+            [ -e "$stem.$like.npy" ] || { echo "$name: missing $stem.$like.npy (run make_bf16_refs.py)" >&2; exit 2; }
+            peer="--like $stem.$like.npy"
+        fi
+        # shellcheck disable=SC2086 # top5, peer: words
+        if ! line=$("$python" "$compare" "$stem.output.npy" "$got" --rtol "$rtol" $top5 $peer); then
             echo "FAIL $name b$b s$k: ${line#FAIL: }"
             exit 1
         fi
