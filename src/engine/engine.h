@@ -315,10 +315,11 @@ inferd_code plan_src_typed(plan_ctx *c, int v, plan_ref *out, inferd_status *st)
  * out (NULL: dense row-major in its own shape; a reshape or strides otherwise). */
 inferd_code plan_weight(plan_ctx *c, int v, const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *want,
                         plan_ref *out, inferd_status *st);
-/* The layout of the model's existing copy of constant v read as `src`, or NULL:
- * lowerings ask for it first so that every plan shares one copy of a weight. Never a
- * Winograd-transformed copy (engine_md_is_wino). */
-const dnnl_memory_desc_t *plan_weight_layout(plan_ctx *c, int v, const dnnl_memory_desc_t *src);
+/* The layout of the model's existing copy of constant v read as `src`, held in `type`,
+ * or NULL: lowerings ask for it first so that every plan shares one copy of a weight.
+ * Never a Winograd-transformed copy (engine_md_is_wino). */
+const dnnl_memory_desc_t *plan_weight_layout(plan_ctx *c, int v, const dnnl_memory_desc_t *src,
+                                             dnnl_data_type_t type);
 /* A new attribute with the user scratchpad mode every primitive of a plan uses. */
 dnnl_primitive_attr_t plan_attr_new(void);
 /* Creates the primitive for `pd` (taking ownership of pd) and appends it as a step. */

@@ -286,10 +286,11 @@ inferd_code plan_weight(plan_ctx *c, int v, const dnnl_memory_desc_t *src, const
   return INFERD_OK;
 }
 
-const dnnl_memory_desc_t *plan_weight_layout(plan_ctx *c, int v, const dnnl_memory_desc_t *src) {
+const dnnl_memory_desc_t *plan_weight_layout(plan_ctx *c, int v, const dnnl_memory_desc_t *src,
+                                             dnnl_data_type_t type) {
   if (c->m->graph->values[v].producer != IR_NONE) return NULL;
   for (const weight_copy *w = c->m->weights[v]; w; w = w->next)
-    if (dnnl_memory_desc_equal(&w->src, src) && !engine_md_is_wino(&w->md)) return &w->md;
+    if (dnnl_memory_desc_equal(&w->src, src) && !engine_md_is_wino(&w->md) && w->md.data_type == type) return &w->md;
   return NULL;
 }
 

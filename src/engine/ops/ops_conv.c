@@ -289,7 +289,7 @@ inferd_code ops_conv_lower(plan_ctx *c, int node, inferd_status *st) {
    * transformed Winograd copy is never offered (engine_md_is_wino): a kernel that picks
    * Winograd with its weights transformed gets a copy of its own blocking, shared by
    * every plan whose kernel blocks them the same way. */
-  const dnnl_memory_desc_t *have = plan_weight_layout(c, n->inputs[1], &w_plain);
+  const dnnl_memory_desc_t *have = plan_weight_layout(c, n->inputs[1], &w_plain, w_any.data_type);
   bool wino = !bf16 && winograd_pays(c, &w, group, batch, ic, oc); /* oneDNN's is float32 only */
   dnnl_memory_desc_t src_blocked = src_any, dst_blocked = dst_any;
   if (conv_wants_blocked(&w, group, batch, ic)) {

@@ -33,7 +33,7 @@ static inferd_code emit_matmul(plan_ctx *c, int node, const plan_ref *a, int b_v
   dnnl_primitive_desc_t pd = NULL;
   dnnl_primitive_attr_t attr = plan_attr_fused(c, node);
   /* one copy of the weights: the layout another plan already chose, if a kernel takes it */
-  const dnnl_memory_desc_t *have = bv->is_const ? plan_weight_layout(c, b_value, b_src) : NULL;
+  const dnnl_memory_desc_t *have = bv->is_const ? plan_weight_layout(c, b_value, b_src, dnnl_f32) : NULL;
   dnnl_status_t drc = dnnl_runtime_error;
   for (int attempt = have ? 0 : 1; attempt < 2 && drc != dnnl_success; attempt++) {
     dnnl_matmul_desc_t desc;
