@@ -71,6 +71,8 @@ typedef struct config_model {
   int response_timeout_s;  /* responseTimeout, seconds */
   int min_workers;         /* minWorkers; 0 = automatic (one per NUMA node) */
   int max_workers;         /* maxWorkers; 0 = automatic */
+  int precision;           /* inferd only, "precision": "fp32" or "bf16" (an inferd_precision);
+                              -1 when not given (then fp32), also after config_finish */
 } config_model;
 
 typedef struct config_models {
@@ -184,7 +186,8 @@ const config_model *config_find_model(const config_server *cfg, const char *name
  * TorchServe's frontend reads minWorkers, maxWorkers, batchSize, maxBatchDelay and
  * responseTimeout from its top-level mapping, and leaves the rest (the `handler:`
  * section, deviceType, ...) to the handler. inferd reads the same five keys with the
- * ranges of models={...}; each must be a plain integer. Other top-level keys are listed
+ * ranges of models={...}; each must be a plain integer. It also reads its own key
+ * `precision: fp32` or `bf16` (inferd_precision). Other top-level keys are listed
  * in `ignored` (but `handler`, the handler's own section), never expanded or resolved
  * (aliases are not followed). Refused, with the file's line: invalid YAML, a top level
  * that is not a mapping, more than one document, one of the five keys twice or not a
@@ -202,7 +205,7 @@ enum { CONFIG_MODEL_YAML_MAX_BYTES = 1 << 20 };
 /* Every value "not given": what a model without a model-config.yaml has. */
 #define CONFIG_MODEL_YAML_NONE                                                                              \
   ((config_model_yaml){.values = {.batch_size = -1, .max_batch_delay_ms = -1, .response_timeout_s = -1,    \
-                                  .min_workers = -1, .max_workers = -1}})
+                                  .min_workers = -1, .max_workers = -1, .precision = -1}})
 
 /* Parses `text` (need not be NUL-terminated); `source` names it in messages:
  * "model-config.yaml: line 3: batchSize: expected an integer in 1..1024, got 'eight'". */
@@ -210,6 +213,10 @@ inferd_code config_model_yaml_parse(const void *text, size_t size, const char *s
                                     inferd_status *status);
 /* The same on a file; the path names it in messages. */
 inferd_code config_model_yaml_read_file(const char *path, config_model_yaml *out, inferd_status *status);
+
+/* "fp32" or "bf16" (exactly `len` bytes) as an inferd_precision; false for anything else. */
+bool config_precision_parse(const char *text, size_t len, int *out);
+const char *config_precision_name(int precision); /* "fp32", "bf16" */
 
 /* True when `name` is a valid model name: [A-Za-z0-9][A-Za-z0-9_.-]* (TorchServe's
  * rule; names go into URLs). */

@@ -109,6 +109,21 @@ static inferd_code read_int(reader *r, const char *key, int64_t min, int64_t max
                    r->source, line_of(r), key, (long long)min, (long long)max, got);
 }
 
+/* precision: fp32 or bf16, a plain or quoted scalar */
+static inferd_code read_precision(reader *r, int *out) {
+  const yaml_event_t *e = &r->event;
+  char got[40] = "a mapping or a list";
+  if (e->type == YAML_ALIAS_EVENT) snprintf(got, sizeof got, "an alias");
+  if (e->type == YAML_SCALAR_EVENT) {
+    if (config_precision_parse((const char *)e->data.scalar.value, e->data.scalar.length, out)) return INFERD_OK;
+    got[0] = '\'';
+    printable(got + 1, sizeof got - 2, e->data.scalar.value, e->data.scalar.length);
+    strcat(got, "'");
+  }
+  return core_fail(r->st, INFERD_INVALID_ARG, "%s: line %zu: precision: expected fp32 or bf16, got %s", r->source,
+                   line_of(r), got);
+}
+
 /* Adds a top-level key inferd does not use to out->ignored. */
 static void note_ignored(config_model_yaml *out, const yaml_event_t *key) {
   size_t used = strlen(out->ignored), room = sizeof out->ignored - used;
@@ -134,8 +149,15 @@ static inferd_code read_mapping(reader *r, config_model_yaml *out) {
     bool whole = r->event.data.scalar.length < sizeof key && strlen(key) == r->event.data.scalar.length;
     int64_t min, max;
     int *field = whole ? config__model_field(&out->values, key, &min, &max) : NULL;
-    if (!field && strcmp(key, "handler") != 0) note_ignored(out, &r->event);
+    bool precision = whole && strcmp(key, "precision") == 0;
+    if (!field && !precision && strcmp(key, "handler") != 0) note_ignored(out, &r->event);
     if ((rc = next(r)) != INFERD_OK) return rc;
+    if (precision) {
+      if (out->values.precision >= 0)
+        return core_fail(r->st, INFERD_INVALID_ARG, "%s: line %zu: precision is given twice", r->source, line_of(r));
+      if ((rc = read_precision(r, &out->values.precision)) != INFERD_OK) return rc;
+      continue;
+    }
     if (!field) {
       if ((rc = skip_node(r)) != INFERD_OK) return rc;
       continue;

@@ -49,7 +49,8 @@ static const config__option options[] = {
      "space-separated after --models), relative to model_store"},
     {"models", NULL, NULL, CONFIG_T_MODELS, 0, AT(models), 0, 0, NULL,
      "per-model settings, JSON: {\"NAME\": {\"VERSION\": {\"marName\", \"batchSize\", \"maxBatchDelay\", "
-     "\"responseTimeout\", \"minWorkers\", \"maxWorkers\", \"defaultVersion\"}}}"},
+     "\"responseTimeout\", \"minWorkers\", \"maxWorkers\", \"defaultVersion\", \"precision\" (inferd only: "
+     "\"fp32\" or \"bf16\")}}}"},
     {"default_workers_per_model", NULL, NULL, CONFIG_T_INT, 0, AT(default_workers_per_model), 0, CONFIG_MAX_WORKERS, "0",
      "workers per model (0: automatic, one per NUMA node on its physical cores)"},
     {"job_queue_size", NULL, NULL, CONFIG_T_INT, 0, AT(job_queue_size), 1, 10000000, "100",

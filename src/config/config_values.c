@@ -378,6 +378,15 @@ int *config__model_field(config_model *m, const char *name, int64_t *min, int64_
   return NULL;
 }
 
+bool config_precision_parse(const char *text, size_t len, int *out) {
+  if (len == 4 && memcmp(text, "fp32", 4) == 0) *out = INFERD_PRECISION_FP32;
+  else if (len == 4 && memcmp(text, "bf16", 4) == 0) *out = INFERD_PRECISION_BF16;
+  else return false;
+  return true;
+}
+
+const char *config_precision_name(int precision) { return precision == INFERD_PRECISION_BF16 ? "bf16" : "fp32"; }
+
 void config__free_models(config_models *v) {
   for (int i = 0; i < v->count; i++) {
     free(v->items[i].name);
@@ -398,6 +407,7 @@ static int line_at(const config__where *w, size_t position, size_t size) {
 static inferd_code parse_model_version(config_server *cfg, config_model *m, json_t *params, const config__where *w,
                                        const char *key, inferd_status *st) {
   m->batch_size = m->max_batch_delay_ms = m->response_timeout_s = m->min_workers = m->max_workers = -1;
+  m->precision = -1;
   if (!json_is_object(params))
     return config__fail(st, INFERD_INVALID_ARG, w, key, "'%s' version '%s': expected an object", m->name, m->version);
   const char *field;
@@ -415,6 +425,12 @@ static inferd_code parse_model_version(config_server *cfg, config_model *m, json
         return config__fail(st, INFERD_INVALID_ARG, w, key, "'%s' version '%s': defaultVersion must be true or false",
                             m->name, m->version);
       m->default_version = json_is_true(v);
+      continue;
+    }
+    if (strcmp(field, "precision") == 0) {
+      if (!json_is_string(v) || !config_precision_parse(json_string_value(v), json_string_length(v), &m->precision))
+        return config__fail(st, INFERD_INVALID_ARG, w, key, "'%s' version '%s': precision must be \"fp32\" or \"bf16\"",
+                            m->name, m->version);
       continue;
     }
     int64_t min, max, x;

@@ -328,6 +328,7 @@ typedef struct http__model {
   size_t classes;            /* floats of the first output's item: an image classifier's classes */
   size_t answer_bytes;       /* bound of one top-5 answer's JSON */
   int batch_size, max_batch_delay_ms, response_timeout_s;
+  int precision;             /* inferd_precision: model-config.yaml's, then models={...}'s, else fp32 */
   /* Set by scale (management thread), read by describe (HTTP threads). The model runs
    * min_workers; max_workers (>= min_workers) is only reported, as inferd does not
    * autoscale. A describe during a scale may see one of the two from before it. */

@@ -442,6 +442,7 @@ static json_t *describe(http__model *m) {
       info.batch_size, "maxBatchDelay", info.max_batch_delay_ms, "responseTimeout", m->response_timeout_s,
       "loadedAtStartup", m->loaded_at_startup, "isDefault", atomic_load(&m->is_default), "ready", info.ready,
       "memoryUsage", (json_int_t)inferd_model_weights_bytes(m->engine));
+  json_object_set_new(d, "precision", json_string(config_precision_name(m->precision))); /* inferd only */
   json_object_set_new(d, "jobQueueStatus", json_pack("{s:i, s:i, s:i}", "queueSize", info.job_queue_size,
                                                      "remainingCapacity", info.job_queue_size - info.queue_depth,
                                                      "pendingRequests", info.queue_depth));

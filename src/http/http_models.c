@@ -681,6 +681,7 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
                                cm ? cm->max_batch_delay_ms : cfg->max_batch_delay);
   m->response_timeout_s = pick(p->response_timeout_s, y->response_timeout_s,
                                cm ? cm->response_timeout_s : cfg->default_response_timeout);
+  m->precision = pick(-1, y->precision, cm && cm->precision >= 0 ? cm->precision : INFERD_PRECISION_FP32);
   /* Workers, as TorchServe counts them: the yaml's minWorkers and maxWorkers only
    * together, with 0 < minWorkers <= maxWorkers (else they are logged and left). Over the
    * API: initial_workers, the yaml's, default_workers_per_model when set above 0, else
@@ -708,7 +709,8 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
     inferd_model_params mp = {.max_batch = m->batch_size,
                               .max_cached_plans = m->batch_size,
                               .opt_batch = m->batch_size,
-                              .mapped_file = archive_onnx_mapped(ar)};
+                              .mapped_file = archive_onnx_mapped(ar),
+                              .precision = (inferd_precision)m->precision};
     /* the engine's copy is about the file's size */
     code = memory_fits(m->name, "its weights", size, scratch_to_come(r, NULL, NULL), st);
     if (code == INFERD_OK) code = inferd_model_load_memory(onnx, size, &mp, &m->engine, st);

@@ -28,7 +28,10 @@
 #   when a set-default made the failing version the default meanwhile; a synchronous
 #   scale whose workers fail to start is a 500 as such a register is; an
 #   archive's model-config.yaml sets workers and batching (a request's values win), and a
-#   broken or missing one is a 400 naming it.
+#   broken or missing one is a 400 naming it. inferd's own `precision: bf16`, from a
+#   model-config.yaml or from models={...}: describe says so, the weights take less than
+#   3/4 of the fp32 model's memory (9.7 MB against 14.2: the convolutions' weights are
+#   halved, the classifier's Gemm stays float32), and the cat photo keeps its class.
 #   A model of load_models scaled to 0 leaves /ping and /v2/health/ready at 200 (its own
 #   v2 ready is 503), as TorchServe's /ping counts minWorkers.
 # The server is stopped in every path, and must exit 0 on SIGTERM.
@@ -64,6 +67,13 @@ yaml_archive ym default
 printf 'minWorkers: 2\nbatchSize: 2\n' >"$WORK/yw.yaml" # minWorkers without maxWorkers: not taken
 yaml_archive yw default "$WORK/yw.yaml"
 mv "$WORK/v2/ys.mar" "$WORK/v2/ym.mar" "$WORK/v2/yw.mar" "$WORK/store/"
+# MobileNetV2 in bfloat16: by its model-config.yaml (mnet16), by models={...} (mnet16j)
+printf 'precision: bf16\n' >"$WORK/bf16.yaml"
+for name in mnet16 mnet16j; do
+  "$INFERD" archive --model-name "$name" --serialized-file "$SRC/models/mobilenet_v2_imagenet.onnx" \
+    --handler image_classifier --extra-files "$SRC/models/index_to_name.json" --export-path "$WORK/store" \
+    $([ "$name" = mnet16 ] && echo --config-file "$WORK/bf16.yaml") >/dev/null
+done
 yaml_archive ym no-archive # the directory v2/ym, broken below as ybad
 
 serve_ports
@@ -72,7 +82,7 @@ serve_config "$WORK/config.properties" \
   "enable_model_api=true" \
   "load_models=ys.mar" \
   "default_workers_per_model=1" \
-  'models={"dv": {"2.0": {"defaultVersion": true, "batchSize": 8}}, "ys": {"1.0": {"batchSize": 8, "minWorkers": 2, "maxBatchDelay": 5}}}'
+  'models={"dv": {"2.0": {"defaultVersion": true, "batchSize": 8}}, "ys": {"1.0": {"batchSize": 8, "minWorkers": 2, "maxBatchDelay": 5}}, "mnet16j": {"1.0": {"precision": "bf16"}}}'
 serve_start "$WORK" --ts-config "$WORK/config.properties" --foreground
 serve_wait_ready 60
 serve_keys "$WORK"
@@ -405,6 +415,22 @@ rm "$WORK/store/ybad/model-config.yaml"
 mcall "a configFile missing from the archive: 400" 400 '"is not in the archive" in r["message"]' \
   "${MA[@]}" -X POST "$M/models?url=ybad&synchronous=true"
 mcall "which registered nothing" 404 '' "${MA[@]}" "$M/models/ym"
+
+# ---- precision: bf16 ---------------------------------------------------------------------------
+mcall "register the fp32 MobileNetV2 as mnet32" 200 '' "${MA[@]}" -X POST \
+  "$M/models?url=mnet.mar&model_name=mnet32&initial_workers=0&synchronous=true"
+mcall "describe mnet32: fp32, the default" 200 'r[0]["precision"] == "fp32"' "${MA[@]}" "$M/models/mnet32"
+fp32_bytes=$(curl -s "${MA[@]}" "$M/models/mnet32" |
+  /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["memoryUsage"])')
+mcall "unregister mnet32" 200 '' "${MA[@]}" -X DELETE "$M/models/mnet32"
+for name in mnet16 mnet16j; do
+  mcall "register $name (bf16)" 200 '' "${MA[@]}" -X POST "$M/models?url=$name.mar&synchronous=true"
+  mcall "describe $name: bf16, weights below 3/4 of the fp32 model's $fp32_bytes bytes" 200 \
+    "r[0]['precision'] == 'bf16' and 0 < r[0]['memoryUsage'] < 0.75 * $fp32_bytes" "${MA[@]}" "$M/models/$name"
+  mcall "classify with $name" 200 'list(r)[0] == "Egyptian cat" and len(r) == 5' "${IA[@]}" -T "$PHOTO" \
+    "$I/predictions/$name"
+  mcall "unregister $name" 200 '' "${MA[@]}" -X DELETE "$M/models/$name"
+done
 
 # ---- lookups while the registry changes ------------------------------------------------------
 # Two clients send v2 infer to "steady" (always registered) and to "churn", which is

@@ -145,6 +145,7 @@ static void issue_3_file(void **state) {
   assert_int_equal(m->response_timeout_s, 200);
   assert_int_equal(m->min_workers, 2); /* from default_workers_per_model, set after models= */
   assert_int_equal(m->max_workers, 2);
+  assert_int_equal(m->precision, -1); /* not given: the server runs fp32 */
   assert_int_equal(cfg.default_workers_per_model, 2);
   assert_int_equal(cfg.job_queue_size, 100);
   assert_int_equal(cfg.number_of_netty_threads, 4);
@@ -486,6 +487,14 @@ static void models_errors(void **state) {
   parse_fails("models={\"m\": {\"1.0\": {\"batchSize\": \"8x\"}}}\n", INFERD_INVALID_ARG, "batchSize", NULL);
   parse_fails("models={\"m\": {\"1.0\": {\"responseTimeout\": true}}}\n", INFERD_INVALID_ARG, "responseTimeout", NULL);
   parse_fails("models={\"m\": {\"1.0\": {\"marName\": 5}}}\n", INFERD_INVALID_ARG, "marName", NULL);
+  parse_fails("models={\"m\": {\"1.0\": {\"precision\": \"fp16\"}}}\n", INFERD_INVALID_ARG,
+              "precision must be \"fp32\" or \"bf16\"", NULL);
+  parse_fails("models={\"m\": {\"1.0\": {\"precision\": 16}}}\n", INFERD_INVALID_ARG, "precision", NULL);
+  config_server bf16 =
+      parse_ok("models={\"m\": {\"1.0\": {\"precision\": \"bf16\"}, \"2.0\": {\"precision\": \"fp32\"}}}\n");
+  assert_int_equal(config_find_model(&bf16, "m", "1.0")->precision, INFERD_PRECISION_BF16);
+  assert_int_equal(config_find_model(&bf16, "m", "2.0")->precision, INFERD_PRECISION_FP32);
+  config_free(&bf16);
   parse_fails("models={\"m\": {\"1.0\": {\"defaultVersion\": 1}}}\n", INFERD_INVALID_ARG, "defaultVersion", NULL);
   parse_fails("models={\"m\": {\"1.0\": {\"minWorkers\": 4, \"maxWorkers\": 2}}}\n", INFERD_INVALID_ARG, "minWorkers 4",
               "maxWorkers 2");
@@ -910,6 +919,14 @@ static void model_yaml_keys(void **state) {
   y = yaml_ok("batchSize: !!int 4\n");
   assert_int_equal(y.values.batch_size, 4);
   assert_int_equal(y.values.min_workers, -1);
+  assert_int_equal(y.values.precision, -1);
+  /* inferd's own key, not listed as ignored */
+  y = yaml_ok("precision: bf16\nbatchSize: 2\n");
+  assert_int_equal(y.values.precision, INFERD_PRECISION_BF16);
+  assert_int_equal(y.values.batch_size, 2);
+  assert_string_equal(y.ignored, "");
+  y = yaml_ok("precision: \"fp32\"\n");
+  assert_int_equal(y.values.precision, INFERD_PRECISION_FP32);
   assert_string_equal(y.ignored, "");
   /* empty files and documents give nothing */
   const char *empty[] = {"", "# only a comment\n", "---\n", "~\n", "--- null\n...\n"};
@@ -949,6 +966,9 @@ static void model_yaml_errors(void **state) {
   yaml_fails("batchSize: [8]\n", "got a mapping or a list", NULL);
   yaml_fails("a: &x 8\nbatchSize: *x\n", "line 2", "got an alias");
   yaml_fails("batchSize: 8\nbatchSize: 4\n", "line 2", "batchSize is given twice");
+  yaml_fails("batchSize: 8\nprecision: fp16\n", "line 2", "precision: expected fp32 or bf16, got 'fp16'");
+  yaml_fails("precision: bf16\nprecision: fp32\n", "line 2", "precision is given twice");
+  yaml_fails("precision: [bf16]\n", "precision", "got a mapping or a list");
   yaml_fails("maxBatchDelay: 010\n", "got '010'", NULL); /* YAML 1.1: octal 8 */
   yaml_fails("batchSize: +08\n", "got '+08'", NULL);
   yaml_fails("batchSize: 0x10\n", "got '0x10'", NULL);
