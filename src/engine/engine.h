@@ -327,6 +327,10 @@ inferd_code plan_emit(plan_ctx *c, int node, op_kind op, dnnl_primitive_desc_t p
                       const int *arg_kinds, const plan_ref *args, double flops, inferd_status *st);
 inferd_code plan_emit_custom(plan_ctx *c, int node, op_kind op, step_fn fn, int n_args, const plan_ref *args,
                              const int64_t *params, int n_params, inferd_status *st);
+/* A new buffer in layout `md` (src's dims, another type or layout) and the reorder that
+ * fills it from `src` now; *out is where it lives. */
+inferd_code plan_convert(plan_ctx *c, int node, const plan_ref *src, const dnnl_memory_desc_t *md, plan_ref *out,
+                         inferd_status *st);
 /* Inserts a reorder from `src` into `dst` (both refs). */
 inferd_code plan_emit_reorder(plan_ctx *c, int node, const plan_ref *src, const plan_ref *dst, inferd_status *st);
 

@@ -257,6 +257,14 @@ inferd_code plan_emit_reorder(plan_ctx *c, int node, const plan_ref *src, const 
   return plan_emit(c, node, OP_REORDER, pd, 2, kinds, args, 0, st);
 }
 
+inferd_code plan_convert(plan_ctx *c, int node, const plan_ref *src, const dnnl_memory_desc_t *md, plan_ref *out,
+                         inferd_status *st) {
+  int b = new_buffer(c, dnnl_memory_desc_get_size(md));
+  if (b < 0) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
+  *out = (plan_ref){.kind = REF_BUFFER, .index = b, .md = *md};
+  return plan_emit_reorder(c, node, src, out, st);
+}
+
 /* Constants: graph initializers come from the weight cache (it outlives the IR's
  * plain copy); constants folded for this plan live in the plan's own arena. */
 inferd_code plan_weight(plan_ctx *c, int v, const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *want,

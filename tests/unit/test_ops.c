@@ -3205,6 +3205,21 @@ static void test_matmul_3d_by_constant_2d(void **state) {
   check_graph(b);
 }
 
+/* A Transformer's linear layer on [N, H, W, C] (ConvNeXt): the weights, with leading
+ * axes of 1, are shared by every row, so the engine runs one product of all N*H*W rows */
+static builder *linear_nhwc(const char *what) {
+  builder *b = b_new(what);
+  b_input(b, "x", DIMS(0, 3, 4, 64));
+  b_random(b, "w", DIMS(1, 1, 64, 96), -0.2f, 0.2f);
+  b_random(b, "bias", DIMS(96), -0.5f, 0.5f);
+  b_node(b, "MatMul", IN("x", "w"), OUT("m"), NULL);
+  b_node(b, "Add", IN("m", "bias"), OUT("a"), NULL);
+  b_node(b, "Relu", IN("a"), OUT("y"), NULL);
+  b_output(b, "y");
+  return b;
+}
+static void test_matmul_4d_rows_folded(void **state) { check_graph(linear_nhwc(__func__)); }
+
 /* Regression: a weight read in another shape at another batch size. Squeeze without
  * axes (torch's x.squeeze() exports so) makes the MatMul 2-D at batch 1 and 3-D at batch
  * 3, so the weight is read as [6,5], then as [1,6,5]; batch 3 failed with "no copy left
@@ -3833,6 +3848,9 @@ static void test_bf16_se_block(void **state) {
 
 /* the stride-2 convolutions in nhwc (ops_conv.c) between blocked ones */
 static void test_bf16_downsampling(void **state) { check_graph_bf16(downsampling_graph, __func__); }
+
+/* a product by constant weights reads A (a converted copy) and the weights in bfloat16 */
+static void test_bf16_linear(void **state) { check_graph_bf16(linear_nhwc, __func__); }
 
 static void test_error_precision_unknown(void **state) {
   builder *b = se_block(__func__);
@@ -4649,6 +4667,8 @@ int main(void) {
       cmocka_unit_test(test_bf16_residual_blocks),
       cmocka_unit_test(test_bf16_se_block),
       cmocka_unit_test(test_bf16_downsampling),
+      cmocka_unit_test(test_bf16_linear),
+      cmocka_unit_test(test_matmul_4d_rows_folded),
       cmocka_unit_test(test_error_precision_unknown),
   };
   /* e.g. INFERD_TEST_FILTER='test_residual*' to run some; INFERD_TEST_SKIP to leave some out */
