@@ -60,7 +60,7 @@ typedef struct config_load_models {
 /* One model version of models={"name": {"version": {...}}}. Before config_finish an
  * int field is -1 where the JSON did not give it; after, it holds the global key's
  * value (batch_size, max_batch_delay, default_response_timeout,
- * default_workers_per_model). */
+ * default_workers_per_model), but for precision, which has no global key. */
 typedef struct config_model {
   char *name;              /* the model name (validated as TorchServe does) */
   char *version;           /* "1.0" */
@@ -190,8 +190,9 @@ const config_model *config_find_model(const config_server *cfg, const char *name
  * `precision: fp32` or `bf16` (inferd_precision). Other top-level keys are listed
  * in `ignored` (but `handler`, the handler's own section), never expanded or resolved
  * (aliases are not followed). Refused, with the file's line: invalid YAML, a top level
- * that is not a mapping, more than one document, one of the five keys twice or not a
- * decimal integer in range (010, which YAML 1.1 reads as 8, too), a file above 1 MiB.
+ * that is not a mapping, more than one document, one of the six keys twice, one of the
+ * five not a decimal integer in range (010, which YAML 1.1 reads as 8, too), a
+ * precision other than fp32 or bf16, a file above 1 MiB.
  * A key given as 0 counts as not given, as in TorchServe (maxBatchDelay: 0 leaves the
  * delay to models={...} and the global key). An empty file or document gives nothing. The workers are taken only as TorchServe
  * takes them (0 < minWorkers <= maxWorkers): the registry's rule, not this reader's. */

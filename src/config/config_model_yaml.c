@@ -2,11 +2,11 @@
  * config_model_yaml.c - a .mar's model-config.yaml (config.h), read with libyaml's
  * event parser.
  *
- * Events rather than a document tree: nothing is built that the five keys do not need,
- * an alias stays an event (never expanded, so nested aliases cost nothing), and
- * skipping the handler's section is counting the starts and ends of its nodes. libyaml
- * checks the syntax; this file checks the shape (a mapping at the top, one document)
- * and the five values.
+ * Events rather than a document tree: nothing is built that the five integer keys and
+ * inferd's `precision` do not need, an alias stays an event (never expanded, so nested
+ * aliases cost nothing), and skipping the handler's section is counting the starts and
+ * ends of its nodes. libyaml checks the syntax; this file checks the shape (a mapping
+ * at the top, one document) and the six values.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -109,13 +109,16 @@ static inferd_code read_int(reader *r, const char *key, int64_t min, int64_t max
                    r->source, line_of(r), key, (long long)min, (long long)max, got);
 }
 
-/* precision: fp32 or bf16, a plain or quoted scalar */
+/* precision: fp32 or bf16, a plain or quoted scalar (a tag other than !!str refused) */
 static inferd_code read_precision(reader *r, int *out) {
   const yaml_event_t *e = &r->event;
   char got[40] = "a mapping or a list";
   if (e->type == YAML_ALIAS_EVENT) snprintf(got, sizeof got, "an alias");
   if (e->type == YAML_SCALAR_EVENT) {
-    if (config_precision_parse((const char *)e->data.scalar.value, e->data.scalar.length, out)) return INFERD_OK;
+    const char *tag = (const char *)e->data.scalar.tag;
+    if ((!tag || !strcmp(tag, YAML_STR_TAG)) &&
+        config_precision_parse((const char *)e->data.scalar.value, e->data.scalar.length, out))
+      return INFERD_OK;
     got[0] = '\'';
     printable(got + 1, sizeof got - 2, e->data.scalar.value, e->data.scalar.length);
     strcat(got, "'");

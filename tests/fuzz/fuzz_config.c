@@ -56,6 +56,7 @@ static void check_values(const config_server *c) {
         m->max_workers < 0)
       fail("a per-model value left unset or out of range");
     if (m->max_workers > 0 && m->min_workers > m->max_workers) fail("minWorkers above maxWorkers");
+    if (m->precision < -1 || m->precision > INFERD_PRECISION_BF16) fail("a precision out of range");
   }
   for (int i = 0; i < c->warning_count; i++)
     if (!c->warnings[i][0] || strchr(c->warnings[i], '\n')) fail("a warning that is not one line");

@@ -3,10 +3,10 @@
  * (config_model_yaml_parse, src/config/config_model_yaml.c).
  *
  * Each input is a model-config.yaml. On failure: INVALID_ARG or NO_MEMORY, a one-line
- * message, and every value -1. On success: each of the five keys is -1 (not given) or
- * in the range of its models={...} field (batchSize 1..1024, maxBatchDelay 0..600000,
- * responseTimeout 1..86400, workers 0..256), and the list of ignored keys one
- * NUL-terminated line.
+ * message, and every value -1. On success: each of the five integer keys is -1 (not
+ * given) or in the range of its models={...} field (batchSize 1..1024, maxBatchDelay
+ * 0..600000, responseTimeout 1..86400, workers 0..256), precision -1 or an
+ * inferd_precision, and the list of ignored keys one NUL-terminated line.
  *
  * Seeds: tests/fuzz/corpus/model_yaml/ (TorchServe's example files, flow style,
  * anchors and aliases, several documents, deep nesting).
@@ -36,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         strchr(st.message, '\n'))
       fail("a refusal without INVALID_ARG and a one-line message");
     if (v->batch_size != -1 || v->min_workers != -1 || v->max_workers != -1 || v->max_batch_delay_ms != -1 ||
-        v->response_timeout_s != -1 || y.ignored[0])
+        v->response_timeout_s != -1 || v->precision != -1 || y.ignored[0])
       fail("a refusal that left values behind");
     return 0;
   }
@@ -45,6 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   check_range(v->response_timeout_s, 1, 86400, "responseTimeout out of range");
   check_range(v->min_workers, 0, CONFIG_MAX_WORKERS, "minWorkers out of range");
   check_range(v->max_workers, 0, CONFIG_MAX_WORKERS, "maxWorkers out of range");
+  check_range(v->precision, INFERD_PRECISION_FP32, INFERD_PRECISION_BF16, "precision out of range");
   if (v->name || v->version || v->mar_name) fail("a string field set");
   if (!memchr(y.ignored, '\0', sizeof y.ignored)) fail("ignored is not terminated");
   for (const char *c = y.ignored; *c; c++)

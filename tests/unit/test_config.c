@@ -969,6 +969,7 @@ static void model_yaml_errors(void **state) {
   yaml_fails("batchSize: 8\nprecision: fp16\n", "line 2", "precision: expected fp32 or bf16, got 'fp16'");
   yaml_fails("precision: bf16\nprecision: fp32\n", "line 2", "precision is given twice");
   yaml_fails("precision: [bf16]\n", "precision", "got a mapping or a list");
+  yaml_fails("precision: !!int bf16\n", "precision: expected fp32 or bf16", NULL);
   yaml_fails("maxBatchDelay: 010\n", "got '010'", NULL); /* YAML 1.1: octal 8 */
   yaml_fails("batchSize: +08\n", "got '+08'", NULL);
   yaml_fails("batchSize: 0x10\n", "got '0x10'", NULL);

@@ -170,9 +170,9 @@ static inferd_code matmul(plan_ctx *c, int node, inferd_status *st) {
    * batch of N*H small ones (ConvNeXt's: 28 products of 7 rows at 40% of the peak) */
   bool shared = bv->is_const;
   for (int i = 0; i < rank - 2; i++) shared = shared && bd[i] == 1;
-  if (shared && rank > 2) {
-    int64_t rows = 1;
-    for (int i = 0; i < rank - 1; i++) rows *= ad[i];
+  int64_t rows = 1;
+  for (int i = 0; i < rank - 1 && shared; i++) shared = !__builtin_mul_overflow(rows, ad[i], &rows);
+  if (shared && rank > 2) { /* (an A too large to count is refused by emit_matmul) */
     int64_t a2[2] = {rows, ad[rank - 1]}, b2[2] = {bd[rank - 2], bd[rank - 1]};
     md_plain(&a.md, 2, a2, INFERD_DTYPE_FLOAT);
     md_plain(&b_src, 2, b2, INFERD_DTYPE_FLOAT);
