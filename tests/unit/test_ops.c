@@ -3849,6 +3849,31 @@ static void test_bf16_se_block(void **state) {
 /* the stride-2 convolutions in nhwc (ops_conv.c) between blocked ones */
 static void test_bf16_downsampling(void **state) { check_graph_bf16(downsampling_graph, __func__); }
 
+/* a gate: the product of two bfloat16 tensors of one shape stays bfloat16, read by the
+ * next convolution as it is */
+static builder *gated_convs(const char *what) {
+  builder *b = b_new(what);
+  b_input(b, "x", DIMS(0, 16, 6, 7));
+  b_random(b, "wa", DIMS(32, 16, 3, 3), -0.3f, 0.3f);
+  b_random(b, "wb", DIMS(32, 16, 1, 1), -0.3f, 0.3f);
+  b_random(b, "wo", DIMS(16, 32, 1, 1), -0.3f, 0.3f);
+  b_node(b, "Conv", IN("x", "wa"), OUT("ca"), ATTRS(A_INTS("pads", 1, 1, 1, 1)));
+  b_node(b, "Relu", IN("ca"), OUT("a"), NULL);
+  b_node(b, "Conv", IN("x", "wb"), OUT("cb"), NULL);
+  b_node(b, "Sigmoid", IN("cb"), OUT("g"), NULL);
+  b_node(b, "Mul", IN("a", "g"), OUT("m"), NULL);
+  b_node(b, "Conv", IN("m", "wo"), OUT("y"), NULL);
+  b_output(b, "y");
+  return b;
+}
+static void test_bf16_gated(void **state) {
+  check_graph_bf16(gated_convs, __func__);
+  char profile[8192];
+  run_profile(gated_convs(__func__), &bf16_params, 4, false, true, profile, sizeof profile);
+  if (strstr(profile, "(reorder of a)") || strstr(profile, "(reorder of g)") || strstr(profile, "(reorder of m)"))
+    fail_msg("the gate's operands or product went through float32:\n%s", profile);
+}
+
 /* a product by constant weights reads A (a converted copy) and the weights in bfloat16 */
 static void test_bf16_linear(void **state) { check_graph_bf16(linear_nhwc, __func__); }
 
@@ -4668,6 +4693,7 @@ int main(void) {
       cmocka_unit_test(test_bf16_se_block),
       cmocka_unit_test(test_bf16_downsampling),
       cmocka_unit_test(test_bf16_linear),
+      cmocka_unit_test(test_bf16_gated),
       cmocka_unit_test(test_matmul_4d_rows_folded),
       cmocka_unit_test(test_error_precision_unknown),
   };
