@@ -94,7 +94,7 @@ typedef struct inferd_tensor_info {
 typedef struct inferd_model inferd_model;
 typedef struct inferd_session inferd_session;
 
-/* The arithmetic of a model's convolutions. */
+/* The arithmetic a model runs in. */
 typedef enum inferd_precision {
   INFERD_PRECISION_FP32 = 0, /* float32 everywhere (the default) */
   INFERD_PRECISION_BF16 = 1, /* convolutions and the pooling between them read, write and

@@ -226,7 +226,7 @@ struct inferd_model {
   size_t max_scratch; /* bytes of activations + scratchpad a plan may need */
   bool no_winograd;
   bool winograd_transformed; /* Winograd weights kept transformed (inferd_model_params) */
-  bool bf16; /* convolutions in bfloat16 (inferd_model_params.precision) */
+  bool bf16; /* INFERD_PRECISION_BF16 (inferd_model_params.precision; inferd.h says which ops) */
   int opt_batch; /* compiled at load: its kernel choices fix the weights' layouts */
   size_t opt_scratch; /* that plan's activations + scratchpad: what a session running it holds */
   int fixed_batch; /* > 0: the inputs declare this batch size as a number; no other runs */
@@ -289,7 +289,7 @@ dnnl_engine_t plan_engine(const plan_ctx *c);
 int plan_batch(const plan_ctx *c);
 bool plan_winograd(const plan_ctx *c); /* may 3x3 convolutions use Winograd */
 bool plan_winograd_transformed(const plan_ctx *c); /* ... with their weights kept transformed */
-bool plan_bf16(const plan_ctx *c); /* convolutions and pooling in bfloat16 (inferd_precision) */
+bool plan_bf16(const plan_ctx *c); /* the model runs in bfloat16 where an op can (inferd_precision) */
 /* oneDNN gave only its reference (plain C++ loop) kernel for this descriptor */
 bool plan_pd_is_reference(const_dnnl_primitive_desc_t pd);
 
