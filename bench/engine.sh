@@ -111,31 +111,12 @@ bench_build engine.sh
 bench_load_warning engine.sh
 
 # ---- models: exported once from the same seeded torchvision network -------------------
-mkdir -p "$TMP"
-[ -f "$TMP/.gitignore" ] || printf '# made by bench/engine.sh: cached models and raw results\n*\n' >"$TMP/.gitignore"
-rm -rf "$RUN"
-mkdir -p "$RUN"
-
-export_model() {  # export_model NAME -> $TMP/NAME.onnx, remade when missing or stale
-  local m=$1 onnx="$TMP/$1.onnx"
-  if [ -s "$onnx" ] && [ "$onnx" -nt "$TORCH_BENCH" ]; then
-    return 0
-  fi
-  echo "engine.sh: exporting $m to ${onnx#"$ROOT"/}" >&2
-  "$PY" "$TORCH_BENCH" --model "$m" --export-onnx "$onnx" >&2 || die "exporting $m failed"
-}
-for m in "${MODEL_LIST[@]}"; do export_model "$m"; done
-if [ "$PROFILE" = 1 ]; then export_model resnet50; fi
+bench_workdirs
+for m in "${MODEL_LIST[@]}"; do bench_export_model engine.sh "$m"; done
+if [ "$PROFILE" = 1 ]; then bench_export_model engine.sh resnet50; fi
 
 # ---- measurements: strictly one after another ----------------------------------------
-run_logged() {  # run_logged OUT LOG WHAT cmd...: stdout to OUT, stderr to LOG, clear error
-  local out=$1 log=$2 what=$3; shift 3
-  if ! "$@" >"$out" 2>"$log"; then
-    echo "engine.sh: $what failed: $*" >&2
-    tail -n 20 "$log" | sed 's/^/  | /' >&2
-    exit 1
-  fi
-}
+run_logged() { bench_run_logged engine.sh "$@"; }  # run_logged OUT LOG WHAT cmd...
 
 check_json() {  # check_json FILE WHAT: exactly one JSON object with a positive "throughput"
   "$PY" -I - "$1" "$2" <<'EOF'

@@ -123,3 +123,37 @@ bench_serve_stop() {
   wait "$pid" 2>/dev/null || true
   pid=""
 }
+
+# ---- scripts that measure the exported torchvision models (engine.sh, peers.sh,
+# precision.sh). These also expect PY, TORCH_BENCH (bench/engine_torch.py), TMP (the
+# model cache, bench/results/tmp) and RUN (this run's raw results under it).
+
+# Makes the cache (ignored by git through its own .gitignore) and an empty RUN.
+bench_workdirs() {
+  mkdir -p "$TMP"
+  [ -f "$TMP/.gitignore" ] || printf '# made by bench/engine.sh: cached models and raw results\n*\n' >"$TMP/.gitignore"
+  rm -rf "$RUN"
+  mkdir -p "$RUN"
+}
+
+# bench_export_model ME NAME: $TMP/NAME.onnx from the seeded torchvision NAME, remade
+# when missing or older than engine_torch.py.
+bench_export_model() {
+  local me=$1 m=$2 onnx="$TMP/$2.onnx"
+  if [ -s "$onnx" ] && [ "$onnx" -nt "$TORCH_BENCH" ]; then
+    return 0
+  fi
+  echo "$me: exporting $m to ${onnx#"$ROOT"/}" >&2
+  "$PY" "$TORCH_BENCH" --model "$m" --export-onnx "$onnx" >&2 || die "exporting $m failed"
+}
+
+# bench_run_logged ME OUT LOG WHAT cmd...: stdout to OUT, stderr to LOG; on failure a
+# line naming WHAT and the log's tail, and the script exits 1.
+bench_run_logged() {
+  local me=$1 out=$2 log=$3 what=$4; shift 4
+  if ! "$@" >"$out" 2>"$log"; then
+    echo "$me: $what failed: $*" >&2
+    tail -n 20 "$log" | sed 's/^/  | /' >&2
+    exit 1
+  fi
+}

@@ -149,30 +149,11 @@ export NODE_PATH="$ORT_DIR/node_modules"
 bench_load_warning peers.sh
 
 # ---- models: exported once from the same seeded torchvision network -------------------
-mkdir -p "$TMP"
-[ -f "$TMP/.gitignore" ] || printf '# made by bench/engine.sh: cached models and raw results\n*\n' >"$TMP/.gitignore"
-rm -rf "$RUN"
-mkdir -p "$RUN"
-
-export_model() {  # same cache and staleness rule as bench/engine.sh
-  local m=$1 onnx="$TMP/$1.onnx"
-  if [ -s "$onnx" ] && [ "$onnx" -nt "$TORCH_BENCH" ]; then
-    return 0
-  fi
-  echo "peers.sh: exporting $m to ${onnx#"$ROOT"/}" >&2
-  "$PY" "$TORCH_BENCH" --model "$m" --export-onnx "$onnx" >&2 || die "exporting $m failed"
-}
-for m in "${MODEL_LIST[@]}"; do export_model "$m"; done
+bench_workdirs
+for m in "${MODEL_LIST[@]}"; do bench_export_model peers.sh "$m"; done
 
 # ---- measurements: strictly one after another ----------------------------------------
-run_logged() {  # run_logged OUT LOG WHAT cmd...: stdout to OUT, stderr to LOG, clear error
-  local out=$1 log=$2 what=$3; shift 3
-  if ! "$@" >"$out" 2>"$log"; then
-    echo "peers.sh: $what failed: $*" >&2
-    tail -n 20 "$log" | sed 's/^/  | /' >&2
-    exit 1
-  fi
-}
+run_logged() { bench_run_logged peers.sh "$@"; }  # run_logged OUT LOG WHAT cmd...
 
 n=$(( ${#MODEL_LIST[@]} * ${#BATCH_LIST[@]} * ${#THREAD_LIST[@]} ))
 i=0

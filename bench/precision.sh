@@ -87,25 +87,10 @@ IFS=, read -r -a BATCH_LIST <<<"$BATCHES"
 bench_build precision.sh
 bench_load_warning precision.sh
 
-mkdir -p "$TMP"
-[ -f "$TMP/.gitignore" ] || printf '# made by bench/engine.sh: cached models and raw results\n*\n' >"$TMP/.gitignore"
-rm -rf "$RUN"
-mkdir -p "$RUN"
-for m in "${MODEL_LIST[@]}"; do  # same cache and staleness rule as bench/engine.sh
-  if ! { [ -s "$TMP/$m.onnx" ] && [ "$TMP/$m.onnx" -nt "$TORCH_BENCH" ]; }; then
-    echo "precision.sh: exporting $m" >&2
-    "$PY" "$TORCH_BENCH" --model "$m" --export-onnx "$TMP/$m.onnx" >&2 || die "exporting $m failed"
-  fi
-done
+bench_workdirs
+for m in "${MODEL_LIST[@]}"; do bench_export_model precision.sh "$m"; done
 
-run_logged() {  # run_logged OUT LOG WHAT cmd...
-  local out=$1 log=$2 what=$3; shift 3
-  if ! "$@" >"$out" 2>"$log"; then
-    echo "precision.sh: $what failed: $*" >&2
-    tail -n 20 "$log" | sed 's/^/  | /' >&2
-    exit 1
-  fi
-}
+run_logged() { bench_run_logged precision.sh "$@"; }  # run_logged OUT LOG WHAT cmd...
 
 # ---- speed ---------------------------------------------------------------------------
 for m in "${MODEL_LIST[@]}"; do
