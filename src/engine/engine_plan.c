@@ -357,11 +357,9 @@ inferd_code plan_src(plan_ctx *c, int v, const dnnl_memory_desc_t *want, plan_re
       *out = c->variants[i].ref;
       return INFERD_OK;
     }
-  int b = new_buffer(c, dnnl_memory_desc_get_size(want));
-  if (b < 0) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
-  plan_ref dst = {.kind = REF_BUFFER, .index = b, .md = *want};
+  plan_ref dst;
   int steps = c->p->n_steps;
-  inferd_code rc = plan_emit_reorder(c, -1, &pv->ref, &dst, st);
+  inferd_code rc = plan_convert(c, -1, &pv->ref, want, &dst, st);
   if (rc != INFERD_OK) return rc;
   if (c->p->n_steps > steps) { /* none for an empty tensor */
     /* the profile names the value this reorder copies, not a node */
