@@ -11,7 +11,8 @@
  *      each op's definitions up to that opset (ReduceMean's and Pad's `axes` inputs of
  *      opset 18 included), and a later version of an op may mean something else;
  *   2. Identity and Dropout (inference) are removed by rewiring their consumers (a
- *      Dropout whose training_mode input is not a constant false is refused); then
+ *      Dropout whose training_mode input is not a constant false is refused), and so
+ *      is a Pad by constant zeros on every side (pads_nothing); then
  *      more pattern rewrites, on nodes whose attributes are checked: the ReduceMean/
  *      Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul(/Add) chain of an exported LayerNorm becomes
  *      one LayerNormalization node, x * Sigmoid(x) (SiLU) one Swish node and
@@ -22,6 +23,9 @@
  *      (Relu, Clip, LeakyRelu, Sigmoid, HardSigmoid, HardSwish, Tanh) and a residual
  *      Add that follows it, so the whole chain is one oneDNN primitive; the residual
  *      Add becomes a "sum" post-op that accumulates into the other operand's buffer.
+ *      A BatchNormalization left standing (no Conv before it to fold into: DenseNet's
+ *      pre-activation) absorbs the Relu after it: oneDNN's fuse_norm_relu, one pass
+ *      over the tensor instead of two.
  *
  * The readers of a value are found through an index built once before the passes
  * (value -> node inputs, "who reads each value" below), not by scanning every node,
@@ -333,12 +337,34 @@ static inferd_code lookup_ops(inferd_model *m, inferd_status *st) {
   return INFERD_OK;
 }
 
+/* A Pad that adds nothing: torch.onnx writes one before every AveragePool with
+ * count_include_pad=True (DenseNet's transitions). Lowered, it copied its input into
+ * the plain layout, and the Concats that read the pooled result beside blocked tensors
+ * ran on oneDNN's reference kernel: a third of densenet121's time. The pads must be a
+ * constant of 2 x the input's rank (when known) and no `axes` input may select them;
+ * its mode must be one the lowering knows, so a Pad it would refuse still is. */
+static bool pads_nothing(const ir_graph *g, const ir_node *n) {
+  if (n->n_inputs < 2 || n->n_inputs > 3 || n->inputs[0] == IR_NONE || n->inputs[1] == IR_NONE) return false;
+  const char *mode = ir_attr_string(n, "mode", "constant");
+  if (strcmp(mode, "constant") != 0 && strcmp(mode, "reflect") != 0 && strcmp(mode, "edge") != 0) return false;
+  const ir_value *p = &g->values[n->inputs[1]], *x = &g->values[n->inputs[0]];
+  if (!p->data || p->dtype != INFERD_DTYPE_INT64 || p->producer != IR_NONE || p->is_input) return false;
+  int64_t count = ir_value_count(p);
+  if (count <= 0 || (x->rank >= 0 && count != 2 * (int64_t)x->rank)) return false;
+  for (int64_t k = 0; k < count; k++) {
+    int64_t v;
+    memcpy(&v, (const char *)p->data + k * (int64_t)sizeof v, sizeof v);
+    if (v != 0) return false;
+  }
+  return true;
+}
+
 static inferd_code remove_identities(inferd_model *m, uses *u, inferd_status *st) {
   ir_graph *g = m->graph;
   for (int i = 0; i < g->n_nodes; i++) {
     ir_node *n = &g->nodes[i];
     op_kind op = m->extra[i].op;
-    if (n->dead || (op != OP_IDENTITY && op != OP_DROPOUT)) continue;
+    if (n->dead || (op != OP_IDENTITY && op != OP_DROPOUT && !(op == OP_PAD && pads_nothing(g, n)))) continue;
     if (n->n_inputs < 1 || n->inputs[0] == IR_NONE || n->n_outputs < 1 || n->outputs[0] == IR_NONE)
       return core_fail(st, INFERD_INVALID_ARG, "node '%s' (%s): needs one input and one output", n->name, n->op_type);
     if (n->n_outputs > 1 && n->outputs[1] != IR_NONE && g->values[n->outputs[1]].consumers > 0)
@@ -728,11 +754,25 @@ static bool repeats_eltwise(const node_extra *x, const fused_op *ops, int k) {
   return false;
 }
 
+/* oneDNN's batch normalization fuses only a ReLU of slope 0 (dnnl_fuse_norm_relu) */
+static void fuse_norm_relu(inferd_model *m, uses *u, int i) {
+  ir_graph *g = m->graph;
+  ir_node *n = &g->nodes[i];
+  int c = sole_consumer(g, u, n->outputs[0]);
+  fused_op ops[2];
+  if (c == IR_NONE || engine_eltwise_of(g, &g->nodes[c], m->extra[c].op, ops) != 1 ||
+      ops[0].alg != dnnl_eltwise_relu || ops[0].alpha != 0.0f)
+    return;
+  m->extra[i].fused[m->extra[i].n_fused++] = ops[0];
+  absorb(g, n, i, &g->nodes[c], IR_NONE);
+}
+
 static void fuse_post_ops(inferd_model *m, uses *u) {
   ir_graph *g = m->graph;
   for (int i = 0; i < g->n_nodes; i++) {
     ir_node *n = &g->nodes[i];
     node_extra *x = &m->extra[i];
+    if (!n->dead && x->op == OP_BATCHNORM && n->n_outputs >= 1 && x->n_fused == 0) fuse_norm_relu(m, u, i);
     if (n->dead || (x->op != OP_CONV && x->op != OP_GEMM && x->op != OP_MATMUL) || n->n_outputs != 1) continue;
     for (;;) {
       int c = sole_consumer(g, u, n->outputs[0]);

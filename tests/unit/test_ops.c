@@ -3330,14 +3330,27 @@ static void test_concat_negative_axis_then_conv(void **state) {
   check_graph(b);
 }
 
-static void test_concat_input_and_conv(void **state) {
-  builder *b = b_new(__func__);
-  b_input(b, "x", DIMS(0, 3, 5, 5));
-  b_random(b, "w", DIMS(24, 3, 3, 3), -1.0f, 1.0f);
+static builder *concat_input_and_conv(const char *what) {
+  builder *b = b_new(what);
+  b_input(b, "x", DIMS(0, 16, 5, 5));
+  b_random(b, "w", DIMS(32, 16, 3, 3), -0.3f, 0.3f);
   b_node(b, "Conv", IN("x", "w"), OUT("c"), ATTRS(A_INTS("kernel_shape", 3, 3), A_INTS("pads", 1, 1, 1, 1)));
   b_node(b, "Concat", IN("c", "x"), OUT("y"), ATTRS(A_INT("axis", 1)));
   b_output(b, "y");
-  check_graph(b);
+  return b;
+}
+
+/* From batch 4 the Conv writes the blocked layout and the input is plain: given both,
+ * oneDNN's concat ran its reference kernel. The input, which has fewer bytes, is
+ * reordered to the Conv's layout first (ops_concat.c, concat_form), not both to plain
+ * (which a channel count that is not a multiple of 16 needs: test_concat_channels_*). */
+static void test_concat_input_and_conv(void **state) {
+  check_graph(concat_input_and_conv(__func__));
+  check_graph_tuned(concat_input_and_conv(__func__));
+  char profile[8192];
+  run_profile(concat_input_and_conv(__func__), &tuned_params, 4, false, true, profile, sizeof profile);
+  expect_steps_off_reference(profile, (const char *const[]){"Concat_1", NULL}, 4);
+  if (strstr(profile, "(reorder of c)")) fail_msg("the Conv's output was reordered for the Concat:\n%s", profile);
 }
 
 /* The exporter's Flatten: Shape -> Gather -> Unsqueeze -> Concat -> Reshape, folded per
@@ -3872,6 +3885,91 @@ static void test_bf16_gated(void **state) {
   run_profile(gated_convs(__func__), &bf16_params, 4, false, true, profile, sizeof profile);
   if (strstr(profile, "(reorder of a)") || strstr(profile, "(reorder of g)") || strstr(profile, "(reorder of m)"))
     fail_msg("the gate's operands or product went through float32:\n%s", profile);
+}
+
+/* DenseNet's pattern, as torch.onnx writes it. Two dense layers: each joins the
+ * features before it (Concat), normalizes them with a BatchNormalization that no Conv
+ * precedes (so it is not folded), Relu, a 1x1 and a 3x3 Conv whose 16 channels join the
+ * next Concat. Then a transition: the same normalization, a 1x1 Conv, a Pad by zeros
+ * and an AveragePool counting padding, joined with a Conv of the result. */
+static builder *dense_block(const char *what) {
+  builder *b = b_new(what);
+  b_input(b, "x", DIMS(0, 16, 8, 8));
+  b_random(b, "w0", DIMS(32, 16, 3, 3), -0.3f, 0.3f);
+  b_node(b, "Conv", IN("x", "w0"), OUT("f0"), ATTRS(A_INTS("pads", 1, 1, 1, 1))); /* 0 */
+  const char *cat[] = {"f0", "c1", "c2"}, *relu[] = {"r1", "r2", "r3"}, *bn[] = {"n1", "n2", "n3"};
+  char w1[8], w2[8], h[8], hr[8], g[8];
+  for (int l = 0; l < 3; l++) { /* nodes 1-5, 7-11, 13-15 */
+    int64_t in_ch = 32 + 16 * l;
+    add_post_op(b, "BN", cat[l], bn[l], in_ch, l);
+    b_node(b, "Relu", IN(bn[l]), OUT(relu[l]), NULL);
+    snprintf(w1, sizeof w1, "w1_%d", l);
+    snprintf(h, sizeof h, "h%d", l);
+    b_random(b, w1, DIMS(32, in_ch, 1, 1), -0.3f, 0.3f);
+    b_node(b, "Conv", IN(relu[l], w1), OUT(h), NULL);
+    if (l == 2) break;
+    snprintf(w2, sizeof w2, "w2_%d", l);
+    snprintf(hr, sizeof hr, "hr%d", l);
+    snprintf(g, sizeof g, "g%d", l);
+    b_random(b, w2, DIMS(16, 32, 3, 3), -0.3f, 0.3f);
+    b_node(b, "Relu", IN(h), OUT(hr), NULL);
+    b_node(b, "Conv", IN(hr, w2), OUT(g), ATTRS(A_INTS("pads", 1, 1, 1, 1)));
+    if (l == 0) b_node(b, "Concat", IN("f0", "g0"), OUT("c1"), ATTRS(A_INT("axis", 1))); /* 6 */
+    else b_node(b, "Concat", IN("f0", "g0", "g1"), OUT("c2"), ATTRS(A_INT("axis", 1)));  /* 12 */
+  }
+  b_ints(b, "zeros", 8, (const int64_t[]){0, 0, 0, 0, 0, 0, 0, 0});
+  b_node(b, "Pad", IN("h2", "zeros"), OUT("tp"), ATTRS(A_STR("mode", "constant"))); /* 16 */
+  b_node(b, "AveragePool", IN("tp"), OUT("p"),
+         ATTRS(A_INTS("kernel_shape", 2, 2), A_INTS("strides", 2, 2), A_INT("count_include_pad", 1)));
+  b_random(b, "w3", DIMS(16, 32, 3, 3), -0.3f, 0.3f);
+  b_node(b, "Conv", IN("p", "w3"), OUT("g3"), ATTRS(A_INTS("pads", 1, 1, 1, 1)));
+  b_node(b, "Concat", IN("p", "g3"), OUT("y"), ATTRS(A_INT("axis", 1))); /* 19 */
+  b_output(b, "y");
+  return b;
+}
+
+/* The BatchNormalizations absorb their Relus (one oneDNN step each), the Pad by zeros
+ * is gone, and no Concat runs oneDNN's reference kernel: the Pad's plain output beside
+ * the blocked Conv made the last one do so, and every later Concat of a DenseNet block. */
+static void test_dense_block(void **state) {
+  check_graph(dense_block(__func__));
+  check_graph_tuned(dense_block(__func__));
+  char profile[8192], line[256];
+  run_profile(dense_block(__func__), &tuned_params, 4, false, true, profile, sizeof profile);
+  for (const char *const *gone = (const char *const[]){"Relu_2", "Relu_8", "Relu_14", "Pad_16", NULL}; *gone; gone++)
+    if (profile_line(profile, *gone, line, sizeof line)) fail_msg("%s is a step of its own:\n%s", *gone, profile);
+  expect_steps_off_reference(profile, (const char *const[]){"BatchNormalization_1", "Concat_6", "Concat_12",
+                                                            "AveragePool_17", "Concat_19", NULL}, 4);
+}
+
+/* A BatchNormalization absorbs only a Relu of slope 0 that alone reads it */
+static builder *bn_then(const char *what, const char *act, bool shared) {
+  builder *b = b_new(what);
+  b_input(b, "x", DIMS(0, 16, 5, 5));
+  add_post_op(b, "BN", "x", "n", 16, 0);
+  add_post_op(b, act, "n", shared ? "a" : "y", 16, 1);
+  if (shared) b_node(b, "Add", IN("a", "n"), OUT("y"), NULL);
+  b_output(b, "y");
+  return b;
+}
+static void test_batchnorm_activation(void **state) {
+  check_graph(bn_then(__func__, "Relu", false));
+  check_graph(bn_then(__func__, "Relu", true));
+  check_graph(bn_then(__func__, "LeakyRelu", false));
+  check_graph(bn_then(__func__, "Clip6", false));
+}
+
+/* DenseNet's Concat, BatchNormalization and Relu keep the bfloat16 that its Convs
+ * write: no value but the graph's input and output passes through float32 */
+static void test_bf16_dense_block(void **state) {
+  check_graph_bf16(dense_block, __func__);
+  char profile[8192];
+  run_profile(dense_block(__func__), &bf16_params, 4, false, true, profile, sizeof profile);
+  for (const char *at = profile; (at = strstr(at, "(reorder of ")) != NULL; at++) {
+    const char *name = at + strlen("(reorder of ");
+    if (strncmp(name, "x)", 2) != 0 && strncmp(name, "y)", 2) != 0)
+      fail_msg("a value inside the block went through float32:\n%s", profile);
+  }
 }
 
 /* a product by constant weights reads A (a converted copy) and the weights in bfloat16 */
@@ -4693,6 +4791,9 @@ int main(void) {
       cmocka_unit_test(test_bf16_se_block),
       cmocka_unit_test(test_bf16_downsampling),
       cmocka_unit_test(test_bf16_linear),
+      cmocka_unit_test(test_bf16_dense_block),
+      cmocka_unit_test(test_dense_block),
+      cmocka_unit_test(test_batchnorm_activation),
       cmocka_unit_test(test_bf16_gated),
       cmocka_unit_test(test_matmul_4d_rows_folded),
       cmocka_unit_test(test_error_precision_unknown),

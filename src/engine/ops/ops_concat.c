@@ -1,6 +1,7 @@
 /*
- * ops_concat.c - Concat (oneDNN concat over the inputs' own layouts, falling back to
- * plain layouts when the kernel refuses a mix; constants are joined at plan time)
+ * ops_concat.c - Concat (oneDNN concat over one layout and one data type for all its
+ * inputs, concat_form; plain float32 when the kernel refuses them; constants are
+ * joined at plan time)
  * and Softmax and LogSoftmax (oneDNN softmax, its log algorithm for LogSoftmax, on the
  * plain layout; before opset 13 the input is viewed as 2-D around `axis`, as the older
  * definition says).
@@ -35,6 +36,55 @@ static inferd_code concat_consts(plan_ctx *c, int node, int axis, const int64_t 
   inferd_code rc = plan_set_const(c, n->outputs[0], first->dtype, first->rank, dims, out, st);
   free(out);
   return rc;
+}
+
+/* How a run-time Concat reads its inputs. oneDNN's optimized kernel copies blocks of
+ * one layout; given a mix it runs its reference kernel, element by element (a plain or
+ * nhwc tensor beside blocked ones: shufflenet_v2's, inception_v3's and, before their
+ * empty Pads were dropped, densenet121's Concats, a third of its time). So a mix of
+ * 4-D layouts becomes the one that holds most of the bytes, the others reordered to it.
+ * With plan_bf16, inputs that are all held in bfloat16 are joined in bfloat16. */
+typedef struct concat_form {
+  dnnl_format_tag_t tag; /* every input in this layout; dnnl_format_tag_undef: as they are */
+  dnnl_data_type_t type;
+} concat_form;
+
+/* md for a 4-D shape in one of oneDNN's named layouts */
+static void md_by_tag(dnnl_memory_desc_t *md, const int64_t *dims, dnnl_data_type_t type, dnnl_format_tag_t tag) {
+  dnnl_dims_t d = {dims[0], dims[1], dims[2], dims[3]};
+  if (dnnl_memory_desc_init_by_tag(md, 4, d, type, tag) != dnnl_success) memset(md, 0, sizeof *md);
+}
+
+static concat_form concat_plan(plan_ctx *c, const ir_node *n) {
+  static const dnnl_format_tag_t tags[] = {dnnl_nChw16c, dnnl_nhwc, dnnl_nchw};
+  enum { N_TAGS = sizeof tags / sizeof *tags };
+  concat_form f = {dnnl_format_tag_undef, plan_bf16(c) ? dnnl_bf16 : dnnl_f32};
+  size_t bytes[N_TAGS] = {0};
+  int seen = 0;
+  bool other = false;
+  for (int k = 0; k < n->n_inputs; k++) {
+    plan_value *v = plan_val(c, n->inputs[k]);
+    if (v->is_const || !v->defined || v->ref.md.data_type != dnnl_bf16) f.type = dnnl_f32;
+    if (v->is_const || !v->defined) continue;
+    int t = 0;
+    for (dnnl_memory_desc_t md; t < N_TAGS && v->rank == 4; t++) {
+      md_by_tag(&md, v->dims, v->ref.md.data_type, tags[t]);
+      if (dnnl_memory_desc_equal(&md, &v->ref.md)) break;
+    }
+    if (v->rank != 4 || t == N_TAGS) {
+      other = true;
+      continue;
+    }
+    seen |= 1 << t;
+    bytes[t] += dnnl_memory_desc_get_size(&v->ref.md);
+  }
+  if (seen & (seen - 1) || (seen && other)) { /* two layouts, or one and another */
+    int best = 0;
+    for (int t = 1; t < N_TAGS; t++)
+      if (bytes[t] > bytes[best]) best = t;
+    f.tag = tags[best];
+  }
+  return f;
 }
 
 inferd_code ops_concat_lower(plan_ctx *c, int node, inferd_status *st) {
@@ -75,24 +125,33 @@ inferd_code ops_concat_lower(plan_ctx *c, int node, inferd_status *st) {
   dnnl_memory_desc_t *mds = malloc((size_t)n->n_inputs * sizeof *mds);
   dnnl_primitive_desc_t pd = NULL;
   inferd_code rc = args && kinds && mds ? INFERD_OK : core_fail(st, INFERD_NO_MEMORY, "out of memory");
+  concat_form form = concat_plan(c, n);
   for (int attempt = 0; attempt < 2 && !pd && rc == INFERD_OK; attempt++) {
-    /* first the inputs' own layouts; then everything plain */
+    /* first concat_form; then everything plain float32 */
     for (int k = 0; k < n->n_inputs && rc == INFERD_OK; k++) {
       plan_value *v = plan_val(c, n->inputs[k]);
-      dnnl_memory_desc_t plain;
-      md_plain(&plain, v->rank, v->dims, v->dtype);
-      bool keep = attempt == 0 && !v->is_const;
-      rc = plan_src(c, n->inputs[k], keep ? NULL : &plain, &args[k], st);
+      dnnl_memory_desc_t want;
+      md_plain(&want, v->rank, v->dims, v->dtype);
+      if (attempt == 0 && form.tag != dnnl_format_tag_undef)
+        md_by_tag(&want, v->dims, form.type, form.tag);
+      if (attempt > 0 || v->is_const || form.tag != dnnl_format_tag_undef) rc = plan_src(c, n->inputs[k], &want, &args[k], st);
+      else if (form.type == dnnl_bf16) rc = plan_src_typed(c, n->inputs[k], &args[k], st);
+      else rc = plan_src(c, n->inputs[k], NULL, &args[k], st);
       mds[k] = args[k].md;
       kinds[k] = DNNL_ARG_MULTIPLE_SRC + k;
     }
     if (rc != INFERD_OK) break;
     dnnl_memory_desc_t dst;
-    if (attempt == 0) md_any(&dst, ov->rank, ov->dims);
-    else md_plain(&dst, ov->rank, ov->dims, ov->dtype);
+    if (attempt > 0) md_plain(&dst, ov->rank, ov->dims, ov->dtype);
+    else if (form.tag != dnnl_format_tag_undef) md_by_tag(&dst, ov->dims, form.type, form.tag);
+    else md_any(&dst, ov->rank, ov->dims), dst.data_type = form.type;
     dnnl_primitive_attr_t attr = plan_attr_new();
     if (dnnl_concat_primitive_desc_create(&pd, &dst, n->n_inputs, axis, mds, attr, plan_engine(c)) != dnnl_success)
       pd = NULL;
+    else if (attempt == 0 && plan_pd_is_reference(pd)) {
+      dnnl_primitive_desc_destroy(pd);
+      pd = NULL;
+    }
     dnnl_primitive_attr_destroy(attr);
   }
   if (rc == INFERD_OK && !pd) rc = node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN refuses this concatenation");

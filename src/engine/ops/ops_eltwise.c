@@ -4,6 +4,9 @@
  * Reciprocal, Gelu) and standalone BatchNormalization. Both work on whatever layout the
  * input has, so they never force a reorder; a two-op activation (HardSigmoid = linear
  * then clip) runs its second op in place. LayerNormalization too, on the plain layout.
+ * With plan_bf16, both read a value held in bfloat16 as it is and write bfloat16 where
+ * oneDNN has an optimized kernel for it (DenseNet's BatchNormalization + Relu between
+ * its bfloat16 Concat and Conv), rather than converting it to float32 and back.
  */
 #include <string.h>
 
@@ -16,6 +19,24 @@ static inferd_code same_shape_output(plan_ctx *c, const ir_node *n, plan_value *
   (*ov)->rank = (*xv)->rank;
   memcpy((*ov)->dims, (*xv)->dims, sizeof (*ov)->dims);
   return INFERD_OK;
+}
+
+static dnnl_status_t eltwise_pd(plan_ctx *c, const fused_op *op, const dnnl_memory_desc_t *md,
+                                dnnl_primitive_desc_t *pd) {
+  dnnl_eltwise_desc_t desc;
+  dnnl_primitive_attr_t attr = plan_attr_new();
+  dnnl_status_t drc = dnnl_eltwise_forward_desc_init(&desc, dnnl_forward_inference, op->alg, md, op->alpha, op->beta);
+  if (drc == dnnl_success) drc = dnnl_primitive_desc_create(pd, &desc, attr, plan_engine(c), NULL);
+  dnnl_primitive_attr_destroy(attr);
+  return drc;
+}
+
+/* Whether a bfloat16 source may stay so: oneDNN made a pd (destroyed here) that is
+ * not its reference kernel. Else the op reads it in float32. */
+static bool pd_fits(dnnl_status_t drc, dnnl_primitive_desc_t pd) {
+  bool ok = drc == dnnl_success && !plan_pd_is_reference(pd);
+  if (drc == dnnl_success) dnnl_primitive_desc_destroy(pd);
+  return ok;
 }
 
 inferd_code ops_eltwise_lower(plan_ctx *c, int node, inferd_status *st) {
@@ -33,23 +54,36 @@ inferd_code ops_eltwise_lower(plan_ctx *c, int node, inferd_status *st) {
                      plan_extra(c, node)->op == OP_GELU ? "approximate must be \"none\" or \"tanh\""
                                                          : "bounds must be constants with min <= max");
   plan_ref src;
-  inferd_code rc = plan_src(c, n->inputs[0], NULL, &src, st);
+  inferd_code rc = plan_bf16(c) ? plan_src_typed(c, n->inputs[0], &src, st) : plan_src(c, n->inputs[0], NULL, &src, st);
   if (rc != INFERD_OK) return rc;
+  bool fits = true;
+  for (int i = 0; i < k && fits && src.md.data_type == dnnl_bf16; i++) {
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t drc = eltwise_pd(c, &ops[i], &src.md, &pd);
+    fits = pd_fits(drc, pd);
+  }
+  if (!fits && (rc = plan_src(c, n->inputs[0], NULL, &src, st)) != INFERD_OK) return rc;
   if ((rc = plan_define(c, n->outputs[0], &src.md, st)) != INFERD_OK) return rc;
   for (int i = 0; i < k; i++) {
-    dnnl_eltwise_desc_t desc;
     dnnl_primitive_desc_t pd;
-    dnnl_primitive_attr_t attr = plan_attr_new();
-    dnnl_status_t drc = dnnl_eltwise_forward_desc_init(&desc, dnnl_forward_inference, ops[i].alg, &src.md,
-                                                       ops[i].alpha, ops[i].beta);
-    if (drc == dnnl_success) drc = dnnl_primitive_desc_create(&pd, &desc, attr, plan_engine(c), NULL);
-    dnnl_primitive_attr_destroy(attr);
-    if (drc != dnnl_success) return node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN refuses this element-wise op");
+    if (eltwise_pd(c, &ops[i], &src.md, &pd) != dnnl_success)
+      return node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN refuses this element-wise op");
     plan_ref args[2] = {i == 0 ? src : ov->ref, ov->ref};
     int kinds[2] = {DNNL_ARG_SRC, DNNL_ARG_DST};
     if ((rc = plan_emit(c, node, plan_extra(c, node)->op, pd, 2, kinds, args, 0, st)) != INFERD_OK) return rc;
   }
   return INFERD_OK;
+}
+
+static dnnl_status_t bnorm_pd(plan_ctx *c, const dnnl_memory_desc_t *md, float eps, bool relu,
+                              dnnl_primitive_desc_t *pd) {
+  dnnl_batch_normalization_desc_t desc;
+  unsigned flags = dnnl_use_global_stats | dnnl_use_scale | dnnl_use_shift | (relu ? dnnl_fuse_norm_relu : 0);
+  dnnl_primitive_attr_t attr = plan_attr_new();
+  dnnl_status_t drc = dnnl_batch_normalization_forward_desc_init(&desc, dnnl_forward_inference, md, eps, flags);
+  if (drc == dnnl_success) drc = dnnl_primitive_desc_create(pd, &desc, attr, plan_engine(c), NULL);
+  dnnl_primitive_attr_destroy(attr);
+  return drc;
 }
 
 inferd_code ops_batchnorm_lower(plan_ctx *c, int node, inferd_status *st) {
@@ -71,17 +105,18 @@ inferd_code ops_batchnorm_lower(plan_ctx *c, int node, inferd_status *st) {
                        (long long)ch);
   }
   plan_ref args[6];
-  inferd_code rc = plan_src(c, n->inputs[0], NULL, &args[0], st);
+  inferd_code rc = plan_bf16(c) ? plan_src_typed(c, n->inputs[0], &args[0], st)
+                                : plan_src(c, n->inputs[0], NULL, &args[0], st);
   if (rc != INFERD_OK) return rc;
-  dnnl_batch_normalization_desc_t desc;
   dnnl_primitive_desc_t pd;
-  dnnl_primitive_attr_t attr = plan_attr_new();
-  unsigned flags = dnnl_use_global_stats | dnnl_use_scale | dnnl_use_shift;
-  dnnl_status_t drc = dnnl_batch_normalization_forward_desc_init(&desc, dnnl_forward_inference, &args[0].md,
-                                                                 ir_attr_float(n, "epsilon", 1e-5f), flags);
-  if (drc == dnnl_success) drc = dnnl_primitive_desc_create(&pd, &desc, attr, plan_engine(c), NULL);
-  dnnl_primitive_attr_destroy(attr);
-  if (drc != dnnl_success) return node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN refuses this batch normalization");
+  float eps = ir_attr_float(n, "epsilon", 1e-5f);
+  bool relu = plan_extra(c, node)->n_fused > 0; /* the Relu after it (engine_passes.c) */
+  if (args[0].md.data_type == dnnl_bf16) {
+    dnnl_status_t drc = bnorm_pd(c, &args[0].md, eps, relu, &pd);
+    if (!pd_fits(drc, pd) && (rc = plan_src(c, n->inputs[0], NULL, &args[0], st)) != INFERD_OK) return rc;
+  }
+  if (bnorm_pd(c, &args[0].md, eps, relu, &pd) != dnnl_success)
+    return node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN refuses this batch normalization");
   int kinds[6] = {DNNL_ARG_SRC, DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE, DNNL_ARG_DST};
   for (int k = 1; k < 5 && rc == INFERD_OK; k++) rc = plan_weight(c, n->inputs[k], NULL, NULL, &args[k], st);
   if (rc == INFERD_OK) rc = plan_define(c, n->outputs[0], &args[0].md, st);
