@@ -341,7 +341,9 @@ static inferd_code lookup_ops(inferd_model *m, inferd_status *st) {
  * count_include_pad=True (DenseNet's transitions). Lowered, it copied its input into
  * the plain layout, and the Concats that read the pooled result beside blocked tensors
  * ran on oneDNN's reference kernel: a third of densenet121's time. The pads must be a
- * constant of 2 x the input's rank (when known) and no `axes` input may select them;
+ * 1-D constant of an even count, 2 x the input's rank where this pass knows it (a graph
+ * input's; a computed value's rank is known only in the plan, so zeros of another even
+ * count, which pad nothing either, are not refused there), and no `axes` input may select them;
  * its mode must be one the lowering knows, so a Pad it would refuse still is. */
 static bool pads_nothing(const ir_graph *g, const ir_node *n) {
   if (n->n_inputs < 2 || n->n_inputs > 3 || n->inputs[0] == IR_NONE || n->inputs[1] == IR_NONE) return false;
@@ -350,7 +352,7 @@ static bool pads_nothing(const ir_graph *g, const ir_node *n) {
   const ir_value *p = &g->values[n->inputs[1]], *x = &g->values[n->inputs[0]];
   if (!p->data || p->dtype != INFERD_DTYPE_INT64 || p->producer != IR_NONE || p->is_input) return false;
   int64_t count = ir_value_count(p);
-  if (count <= 0 || (x->rank >= 0 && count != 2 * (int64_t)x->rank)) return false;
+  if (p->rank != 1 || count <= 0 || count % 2 || (x->rank >= 0 && count != 2 * (int64_t)x->rank)) return false;
   for (int64_t k = 0; k < count; k++) {
     int64_t v;
     memcpy(&v, (const char *)p->data + k * (int64_t)sizeof v, sizeof v);

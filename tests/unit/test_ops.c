@@ -3353,6 +3353,25 @@ static void test_concat_input_and_conv(void **state) {
   if (strstr(profile, "(reorder of c)")) fail_msg("the Conv's output was reordered for the Concat:\n%s", profile);
 }
 
+/* The input first, 8 channels: the Conv's 32 would start inside a 16-channel block, so
+ * oneDNN refuses the blocked layout and both are joined plain. The input must not have
+ * been reordered for the refused layout first (a step whose result nothing reads). */
+static builder *concat_narrow_input_first(const char *what) {
+  builder *b = b_new(what);
+  b_input(b, "x", DIMS(0, 8, 5, 5));
+  b_random(b, "w", DIMS(32, 8, 3, 3), -0.3f, 0.3f);
+  b_node(b, "Conv", IN("x", "w"), OUT("c"), ATTRS(A_INTS("kernel_shape", 3, 3), A_INTS("pads", 1, 1, 1, 1)));
+  b_node(b, "Concat", IN("x", "c"), OUT("y"), ATTRS(A_INT("axis", 1)));
+  b_output(b, "y");
+  return b;
+}
+static void test_concat_refused_layout_leaves_no_reorder(void **state) {
+  check_graph_tuned(concat_narrow_input_first(__func__));
+  char profile[8192];
+  run_profile(concat_narrow_input_first(__func__), &tuned_params, 4, false, true, profile, sizeof profile);
+  if (strstr(profile, "(reorder of x)")) fail_msg("a reorder of x that nothing reads:\n%s", profile);
+}
+
 /* The exporter's Flatten: Shape -> Gather -> Unsqueeze -> Concat -> Reshape, folded per
  * batch size at plan time. */
 static void test_shape_chain_reshape(void **state) {
@@ -3953,10 +3972,64 @@ static builder *bn_then(const char *what, const char *act, bool shared) {
   return b;
 }
 static void test_batchnorm_activation(void **state) {
-  check_graph(bn_then(__func__, "Relu", false));
-  check_graph(bn_then(__func__, "Relu", true));
-  check_graph(bn_then(__func__, "LeakyRelu", false));
-  check_graph(bn_then(__func__, "Clip6", false));
+  static const struct {
+    const char *act, *step; /* the activation and its node's name */
+    bool shared, absorbed;
+  } cases[] = {{"Relu", "Relu_1", false, true},
+               {"Relu", "Relu_1", true, false},
+               {"LeakyRelu", "LeakyRelu_1", false, false},
+               {"Clip6", "Clip_1", false, false}};
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+    builder *b = bn_then(__func__, cases[k].act, cases[k].shared);
+    b->in_lo = -8, b->in_hi = 8; /* normalized values beyond Clip's 6 */
+    check_graph(b);
+    char profile[4096], line[256];
+    run_profile(bn_then(__func__, cases[k].act, cases[k].shared), NULL, 4, false, true, profile, sizeof profile);
+    if (profile_line(profile, cases[k].step, line, sizeof line) == cases[k].absorbed)
+      fail_msg("%s%s: expected %s:\n%s", cases[k].act, cases[k].shared ? " (shared)" : "",
+               cases[k].absorbed ? "absorbed by the BatchNormalization" : "a step of its own", profile);
+  }
+}
+
+/* A Pad by zeros goes, but for one whose output is the graph's (kept, a copy) and one
+ * whose pads do not fit its input's rank (refused, as any Pad's would be) */
+static builder *zero_pad(const char *what, int count, bool on_input) {
+  builder *b = b_new(what);
+  b_input(b, "x", DIMS(0, 4, 3, 5));
+  b_ints(b, "zeros", count, (const int64_t[8]){0});
+  if (on_input) { /* the graph input's rank is known when the Pad would be removed */
+    b_node(b, "Pad", IN("x", "zeros"), OUT("p"), ATTRS(A_STR("mode", "constant")));
+    b_node(b, "Relu", IN("p"), OUT("y"), NULL);
+  } else {
+    b_node(b, "Relu", IN("x"), OUT("r"), NULL);
+    b_node(b, "Pad", IN("r", "zeros"), OUT("y"), ATTRS(A_STR("mode", "constant")));
+  }
+  b_output(b, "y");
+  return b;
+}
+static void test_pad_by_zeros_kept_or_refused(void **state) {
+  check_graph(zero_pad(__func__, 8, false));
+  char profile[4096], line[256];
+  run_profile(zero_pad(__func__, 8, false), NULL, 2, false, true, profile, sizeof profile);
+  if (!profile_line(profile, "Pad_1", line, sizeof line)) fail_msg("the graph's output has no step:\n%s", profile);
+  builder *b = zero_pad(__func__, 6, true);
+  size_t size;
+  void *buf = b_pack(b, &size);
+  inferd_model *m = NULL;
+  inferd_session *s = NULL;
+  inferd_status st = {0};
+  static float in[4 * 3 * 5], out[4 * 3 * 5];
+  inferd_code rc = inferd_model_load_memory(buf, size, NULL, &m, &st);
+  if (rc == INFERD_OK) {
+    assert_int_equal(inferd_session_new(m, &(inferd_session_params){.threads = 1}, &s, &st), INFERD_OK);
+    rc = inferd_session_run(s, 1, (const float *const[]){in}, (float *[]){out}, &st);
+  }
+  if (rc == INFERD_OK || !strstr(st.message, "pads must be a constant of 8 values"))
+    fail_msg("6 pads for a 4-D input: got %s (%s)", inferd_code_name(rc), st.message);
+  inferd_session_free(s);
+  inferd_model_free(m);
+  free(buf);
+  b_free(b);
 }
 
 /* DenseNet's Concat, BatchNormalization and Relu keep the bfloat16 that its Convs
@@ -4686,6 +4759,7 @@ int main(void) {
       cmocka_unit_test(test_concat_channels_c16_c16),
       cmocka_unit_test(test_concat_negative_axis_then_conv),
       cmocka_unit_test(test_concat_input_and_conv),
+      cmocka_unit_test(test_concat_refused_layout_leaves_no_reorder),
       cmocka_unit_test(test_shape_chain_reshape),
       cmocka_unit_test(test_gather_runtime),
       cmocka_unit_test(test_squeeze_unsqueeze),
@@ -4794,6 +4868,7 @@ int main(void) {
       cmocka_unit_test(test_bf16_dense_block),
       cmocka_unit_test(test_dense_block),
       cmocka_unit_test(test_batchnorm_activation),
+      cmocka_unit_test(test_pad_by_zeros_kept_or_refused),
       cmocka_unit_test(test_bf16_gated),
       cmocka_unit_test(test_matmul_4d_rows_folded),
       cmocka_unit_test(test_error_precision_unknown),

@@ -55,6 +55,21 @@ static void md_by_tag(dnnl_memory_desc_t *md, const int64_t *dims, dnnl_data_typ
   if (dnnl_memory_desc_init_by_tag(md, 4, d, type, tag) != dnnl_success) memset(md, 0, sizeof *md);
 }
 
+/* The concat of mds into dst; NULL where oneDNN refuses it, or offers only its reference
+ * kernel and reference_ok is false. */
+static dnnl_primitive_desc_t concat_pd(plan_ctx *c, const dnnl_memory_desc_t *dst, int n, int axis,
+                                       const dnnl_memory_desc_t *mds, bool reference_ok) {
+  dnnl_primitive_desc_t pd = NULL;
+  dnnl_primitive_attr_t attr = plan_attr_new();
+  if (dnnl_concat_primitive_desc_create(&pd, dst, n, axis, mds, attr, plan_engine(c)) != dnnl_success) pd = NULL;
+  dnnl_primitive_attr_destroy(attr);
+  if (pd && !reference_ok && plan_pd_is_reference(pd)) {
+    dnnl_primitive_desc_destroy(pd);
+    pd = NULL;
+  }
+  return pd;
+}
+
 static concat_form concat_plan(plan_ctx *c, const ir_node *n) {
   static const dnnl_format_tag_t tags[] = {dnnl_nChw16c, dnnl_nhwc, dnnl_nchw};
   enum { N_TAGS = sizeof tags / sizeof *tags };
@@ -128,32 +143,35 @@ inferd_code ops_concat_lower(plan_ctx *c, int node, inferd_status *st) {
   concat_form form = concat_plan(c, n);
   for (int attempt = 0; attempt < 2 && !pd && rc == INFERD_OK; attempt++) {
     /* first concat_form; then everything plain float32 */
+    dnnl_memory_desc_t dst;
+    if (attempt == 0 && form.tag != dnnl_format_tag_undef) {
+      /* decided before any input is reordered: a form oneDNN refuses (an input that
+       * starts inside a channel block) must leave no reorder behind in the plan */
+      for (int k = 0; k < n->n_inputs; k++) md_by_tag(&mds[k], plan_val(c, n->inputs[k])->dims, form.type, form.tag);
+      md_by_tag(&dst, ov->dims, form.type, form.tag);
+      pd = concat_pd(c, &dst, n->n_inputs, axis, mds, false);
+      for (int k = 0; k < n->n_inputs && pd && rc == INFERD_OK; k++) {
+        rc = plan_src(c, n->inputs[k], &mds[k], &args[k], st);
+        kinds[k] = DNNL_ARG_MULTIPLE_SRC + k;
+      }
+      continue;
+    }
     for (int k = 0; k < n->n_inputs && rc == INFERD_OK; k++) {
       plan_value *v = plan_val(c, n->inputs[k]);
       dnnl_memory_desc_t want;
       md_plain(&want, v->rank, v->dims, v->dtype);
-      if (attempt == 0 && form.tag != dnnl_format_tag_undef)
-        md_by_tag(&want, v->dims, form.type, form.tag);
-      if (attempt > 0 || v->is_const || form.tag != dnnl_format_tag_undef) rc = plan_src(c, n->inputs[k], &want, &args[k], st);
+      if (attempt > 0 || v->is_const) rc = plan_src(c, n->inputs[k], &want, &args[k], st);
       else if (form.type == dnnl_bf16) rc = plan_src_typed(c, n->inputs[k], &args[k], st);
       else rc = plan_src(c, n->inputs[k], NULL, &args[k], st);
       mds[k] = args[k].md;
       kinds[k] = DNNL_ARG_MULTIPLE_SRC + k;
     }
     if (rc != INFERD_OK) break;
-    dnnl_memory_desc_t dst;
     if (attempt > 0) md_plain(&dst, ov->rank, ov->dims, ov->dtype);
-    else if (form.tag != dnnl_format_tag_undef) md_by_tag(&dst, ov->dims, form.type, form.tag);
     else md_any(&dst, ov->rank, ov->dims), dst.data_type = form.type;
-    dnnl_primitive_attr_t attr = plan_attr_new();
-    if (dnnl_concat_primitive_desc_create(&pd, &dst, n->n_inputs, axis, mds, attr, plan_engine(c)) != dnnl_success)
-      pd = NULL;
-    else if (attempt == 0 && plan_pd_is_reference(pd)) {
-      dnnl_primitive_desc_destroy(pd);
-      pd = NULL;
-    }
-    dnnl_primitive_attr_destroy(attr);
+    pd = concat_pd(c, &dst, n->n_inputs, axis, mds, attempt > 0);
   }
+  if (rc != INFERD_OK && pd) dnnl_primitive_desc_destroy(pd);
   if (rc == INFERD_OK && !pd) rc = node_fail(c, node, INFERD_UNSUPPORTED, st, "oneDNN refuses this concatenation");
   if (rc == INFERD_OK) {
     rc = plan_define(c, n->outputs[0], dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), st);
