@@ -3330,12 +3330,14 @@ static void test_concat_negative_axis_then_conv(void **state) {
   check_graph(b);
 }
 
-static builder *concat_input_and_conv(const char *what) {
+/* Concat(c, x) of a graph input x[N, ch, 5, 5] and c = Conv(x) with 32 channels; with
+ * x_first, Concat(x, c) */
+static builder *input_and_conv(const char *what, int64_t ch, bool x_first) {
   builder *b = b_new(what);
-  b_input(b, "x", DIMS(0, 16, 5, 5));
-  b_random(b, "w", DIMS(32, 16, 3, 3), -0.3f, 0.3f);
+  b_input(b, "x", DIMS(0, ch, 5, 5));
+  b_random(b, "w", DIMS(32, ch, 3, 3), -0.3f, 0.3f);
   b_node(b, "Conv", IN("x", "w"), OUT("c"), ATTRS(A_INTS("kernel_shape", 3, 3), A_INTS("pads", 1, 1, 1, 1)));
-  b_node(b, "Concat", IN("c", "x"), OUT("y"), ATTRS(A_INT("axis", 1)));
+  b_node(b, "Concat", x_first ? IN("x", "c") : IN("c", "x"), OUT("y"), ATTRS(A_INT("axis", 1)));
   b_output(b, "y");
   return b;
 }
@@ -3345,10 +3347,10 @@ static builder *concat_input_and_conv(const char *what) {
  * reordered to the Conv's layout first (ops_concat.c, concat_form), not both to plain
  * (which a channel count that is not a multiple of 16 needs: test_concat_channels_*). */
 static void test_concat_input_and_conv(void **state) {
-  check_graph(concat_input_and_conv(__func__));
-  check_graph_tuned(concat_input_and_conv(__func__));
+  check_graph(input_and_conv(__func__, 16, false));
+  check_graph_tuned(input_and_conv(__func__, 16, false));
   char profile[8192];
-  run_profile(concat_input_and_conv(__func__), &tuned_params, 4, false, true, profile, sizeof profile);
+  run_profile(input_and_conv(__func__, 16, false), &tuned_params, 4, false, true, profile, sizeof profile);
   expect_steps_off_reference(profile, (const char *const[]){"Concat_1", NULL}, 4);
   if (strstr(profile, "(reorder of c)")) fail_msg("the Conv's output was reordered for the Concat:\n%s", profile);
 }
@@ -3356,19 +3358,10 @@ static void test_concat_input_and_conv(void **state) {
 /* The input first, 8 channels: the Conv's 32 would start inside a 16-channel block, so
  * oneDNN refuses the blocked layout and both are joined plain. The input must not have
  * been reordered for the refused layout first (a step whose result nothing reads). */
-static builder *concat_narrow_input_first(const char *what) {
-  builder *b = b_new(what);
-  b_input(b, "x", DIMS(0, 8, 5, 5));
-  b_random(b, "w", DIMS(32, 8, 3, 3), -0.3f, 0.3f);
-  b_node(b, "Conv", IN("x", "w"), OUT("c"), ATTRS(A_INTS("kernel_shape", 3, 3), A_INTS("pads", 1, 1, 1, 1)));
-  b_node(b, "Concat", IN("x", "c"), OUT("y"), ATTRS(A_INT("axis", 1)));
-  b_output(b, "y");
-  return b;
-}
 static void test_concat_refused_layout_leaves_no_reorder(void **state) {
-  check_graph_tuned(concat_narrow_input_first(__func__));
+  check_graph_tuned(input_and_conv(__func__, 8, true));
   char profile[8192];
-  run_profile(concat_narrow_input_first(__func__), &tuned_params, 4, false, true, profile, sizeof profile);
+  run_profile(input_and_conv(__func__, 8, true), &tuned_params, 4, false, true, profile, sizeof profile);
   if (strstr(profile, "(reorder of x)")) fail_msg("a reorder of x that nothing reads:\n%s", profile);
 }
 
