@@ -337,6 +337,14 @@ static inferd_code lookup_ops(inferd_model *m, inferd_status *st) {
   return INFERD_OK;
 }
 
+/* Removes node i from the graph: its inputs lose a reader. */
+static void kill_node(ir_graph *g, int i) {
+  ir_node *n = &g->nodes[i];
+  for (int k = 0; k < n->n_inputs; k++)
+    if (n->inputs[k] != IR_NONE) g->values[n->inputs[k]].consumers--;
+  n->dead = true;
+}
+
 /* A Pad that adds nothing: torch.onnx writes one before every AveragePool with
  * count_include_pad=True (DenseNet's transitions). Lowered, it copied its input into
  * the plain layout, and the Concats that read the pooled result beside blocked tensors
@@ -386,8 +394,7 @@ static inferd_code remove_identities(inferd_model *m, uses *u, inferd_status *st
     int in = n->inputs[0], out = n->outputs[0];
     if (g->values[out].is_output) continue; /* kept: lowered as a copy */
     if (!replace_uses(g, u, out, in)) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
-    g->values[in].consumers--;
-    n->dead = true;
+    kill_node(g, i); /* and a Pad's pads, a Dropout's ratio lose their reader */
   }
   return INFERD_OK;
 }
@@ -527,14 +534,6 @@ static bool near(float a, float b) { return fabsf(a - b) <= 1e-5f * fabsf(b); }
 
 /* The ONNX op `op` (default domain: a custom-domain Mul is some other op). */
 static bool is_onnx_op(const ir_node *n, const char *op) { return !*n->domain && strcmp(n->op_type, op) == 0; }
-
-/* Removes node i from the graph: its inputs lose a reader. */
-static void kill_node(ir_graph *g, int i) {
-  ir_node *n = &g->nodes[i];
-  for (int k = 0; k < n->n_inputs; k++)
-    if (n->inputs[k] != IR_NONE) g->values[n->inputs[k]].consumers--;
-  n->dead = true;
-}
 
 /* x * 0.5 * (1 + erf(x / sqrt(2))), as torch.onnx.export writes nn.GELU before
  * opset 20 (Div, Erf, Add, Mul, Mul), becomes one Gelu node. */
