@@ -18,6 +18,21 @@ What it makes, in OUT (the only argument):
                                                 and a Constant node
                                  attention_bits Slice with steps, Pad (reflect), Einsum,
                                                 a ScatterND of constants, Add
+                                 densenet_16_32 DenseNet's pattern: Conv, then
+                                                BatchNormalization -> Relu -> Conv
+                                                (no Conv before the BN: it keeps the
+                                                Relu), Concat of both Convs' outputs
+                                                (16 + 16), a Pad by zeros (int64
+                                                pads [0]*8) -> AveragePool, BN ->
+                                                Relu -> Conv, another Concat (32 + 16)
+                                 densenet_8_24  the same with 8 + 16 channels (24: no
+                                                whole channel block of 16 for the
+                                                first input) and a fixed batch of 4,
+                                                the batch from which Convs write
+                                                nChw16c: its plan mixes layouts at
+                                                each Concat (compiled at load; the
+                                                fuzzer runs batch 1 only, so a fixed
+                                                batch 4 is not run)
                                plus, when torch imports, torch_cnn.onnx: a small CNN
                                exported by torch.onnx.export (opset 13), so that the
                                corpus holds an exporter's own framing and names
@@ -49,8 +64,8 @@ OPSET = 13
 RNG = np.random.default_rng(20240601)
 
 
-def weights(*shape):
-    return (RNG.standard_normal(shape) * 0.5).astype(np.float32)
+def weights(*shape, rng=None):
+    return ((rng or RNG).standard_normal(shape) * 0.5).astype(np.float32)
 
 
 def init(name, array):
@@ -129,6 +144,45 @@ def attention_bits():
              init("pads", np.array([0, 0, 1, 0, 0, 1], np.int64)), init("mask", np.zeros((4, 4), np.float32)),
              init("rows", np.array([[1], [3]], np.int64)), init("fill", np.full((2, 4), -100.0, np.float32))]
     return model("attention_bits", nodes, [x_input(4, 6)], [y_output(4, 4)], inits)
+
+
+def densenet(name, c0, growth, batch="N"):
+    """Conv, BN -> Relu -> Conv, Concat, Pad by zeros -> AveragePool, BN -> Relu -> Conv,
+    Concat: the dense block and transition of torchvision's DenseNet, 1x1 convolutions
+    to keep the seed small. Its own generator, so that the other seeds keep their bytes."""
+    cin, c1 = 4, c0 + growth
+    rng = np.random.default_rng(c0 * 1000 + growth)
+
+    def w(*shape):
+        return weights(*shape, rng=rng)
+
+    def bn(tag, src, c, out):
+        return helper.make_node("BatchNormalization", [src, tag + "_s", tag + "_b", tag + "_m", tag + "_v"], [out],
+                                name=tag, epsilon=1e-5)
+
+    def bn_inits(tag, c):
+        return [init(tag + "_s", w(c) + 1), init(tag + "_b", w(c)), init(tag + "_m", w(c)),
+                init(tag + "_v", np.abs(w(c)) + 0.5)]
+
+    nodes = [
+        helper.make_node("Conv", ["x", "w0"], ["c0"], name="conv0", kernel_shape=[1, 1]),
+        bn("bn1", "c0", c0, "b1"),
+        helper.make_node("Relu", ["b1"], ["r1"], name="relu1"),
+        helper.make_node("Conv", ["r1", "w1"], ["c1"], name="conv1", kernel_shape=[1, 1]),
+        helper.make_node("Concat", ["c0", "c1"], ["cat1"], name="concat1", axis=1),
+        helper.make_node("Pad", ["cat1", "pads"], ["p"], name="pad_zeros", mode="constant"),
+        helper.make_node("AveragePool", ["p"], ["pool"], name="avgpool", kernel_shape=[2, 2], strides=[2, 2]),
+        bn("bn2", "pool", c1, "b2"),
+        helper.make_node("Relu", ["b2"], ["r2"], name="relu2"),
+        helper.make_node("Conv", ["r2", "w2", "bias2"], ["c2"], name="conv2", kernel_shape=[1, 1]),
+        helper.make_node("Concat", ["pool", "c2"], ["y"], name="concat2", axis=1),
+    ]
+    inits = [init("w0", w(c0, cin, 1, 1)), *bn_inits("bn1", c0), init("w1", w(growth, c0, 1, 1)),
+             init("pads", np.zeros(8, np.int64)), *bn_inits("bn2", c1), init("w2", w(growth, c1, 1, 1)),
+             init("bias2", w(growth))]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, cin, 4, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, c1 + growth, 2, 2])
+    return model(name, nodes, [x], [y], inits)
 
 
 def residual():
@@ -242,7 +296,8 @@ def main():
             os.unlink(os.path.join(d, f))
 
     models = {"conv_relu": conv_relu(), "gemm": gemm(), "reshape_chain": reshape_chain(), "concat": concat(),
-              "residual": residual(), "attention_bits": attention_bits()}
+              "residual": residual(), "attention_bits": attention_bits(),
+              "densenet_16_32": densenet("densenet_16_32", 16, 16), "densenet_8_24": densenet("densenet_8_24", 8, 16, 4)}
     exported = torch_cnn()
     if exported is not None:
         models["torch_cnn"] = exported
