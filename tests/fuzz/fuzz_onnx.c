@@ -4,11 +4,12 @@
  * Each input is taken as a serialized ONNX ModelProto and handed to
  * inferd_model_load_memory, which unpacks it (protobuf-c), validates the graph, runs
  * the load-time passes and compiles the batch-1 plan. When loading succeeds, the model
- * is described, a session is made and one batch of 1 is run on zeros, then everything
- * is freed. Any crash, sanitizer report, leak or abort is a bug: the engine promises
+ * is described, a session is made and a batch of 1 and one of 4 (from 4 convolutions
+ * write oneDNN's blocked layouts, and the plan places reorders between them and the
+ * plain ones) are run on zeros, then everything is freed. Any crash, sanitizer report, leak or abort is a bug: the engine promises
  * to answer every model file with a status (STYLE.md, "Errors").
  *
- * Running is skipped when the first input has more than 1<<20 elements or any output
+ * Running a batch is skipped when the first input has more than 1<<20 elements or any output
  * more than 1<<24, so that a fuzzed shape cannot make one iteration allocate gigabytes
  * of activations for nothing; the load-time plan (which checks every node) still runs.
  *
@@ -39,12 +40,12 @@
 
 enum { MAX_INPUT_ELEMENTS = 1 << 20, MAX_OUTPUT_ELEMENTS = 1 << 24, MAX_IO = 8 };
 
-/* Elements of a shape with the batch axis set to 1; -1 when unknown or too large. */
-static int64_t batch1_count(int rank, const int64_t *dims, int64_t limit) {
+/* Elements of a shape with the batch axis set to `batch`; -1 when unknown or too large. */
+static int64_t batch_count(int rank, const int64_t *dims, int64_t batch, int64_t limit) {
   if (rank < 0) return -1;
   int64_t n = 1;
   for (int i = 0; i < rank; i++) {
-    int64_t d = i == 0 ? 1 : dims[i];
+    int64_t d = i == 0 ? batch : dims[i];
     if (d < 0) return -1;
     if (d && n > limit / d) return -1;
     n *= d;
@@ -52,13 +53,13 @@ static int64_t batch1_count(int rank, const int64_t *dims, int64_t limit) {
   return n;
 }
 
-static void run_once(inferd_model *model) {
+static void run_once(inferd_model *model, int64_t batch) {
   inferd_status st = {0};
   int n_in = inferd_model_num_inputs(model), n_out = inferd_model_num_outputs(model);
   if (n_in < 1 || n_in > MAX_IO || n_out < 1 || n_out > MAX_IO) return;
   inferd_tensor_info info;
   if (inferd_model_input(model, 0, &info) != INFERD_OK) return;
-  int64_t first = batch1_count(info.rank, info.dims, MAX_INPUT_ELEMENTS);
+  int64_t first = batch_count(info.rank, info.dims, batch, MAX_INPUT_ELEMENTS);
   if (first < 0) return;
 
   inferd_session *session = NULL;
@@ -68,15 +69,15 @@ static void run_once(inferd_model *model) {
   bool ok = true;
   for (int k = 0; k < n_in && ok; k++) {
     ok = inferd_model_input(model, k, &info) == INFERD_OK;
-    int64_t count = ok ? batch1_count(info.rank, info.dims, MAX_INPUT_ELEMENTS) : -1;
+    int64_t count = ok ? batch_count(info.rank, info.dims, batch, MAX_INPUT_ELEMENTS) : -1;
     ok = count >= 0 && (inputs[k] = calloc((size_t)count + 1, sizeof(float))) != NULL;
   }
   for (int k = 0; k < n_out && ok; k++) {
     int rank = 0;
     int64_t dims[INFERD_MAX_RANK];
-    ok = inferd_session_output_shape(session, 1, k, &rank, dims, &st) == INFERD_OK;
+    ok = inferd_session_output_shape(session, batch, k, &rank, dims, &st) == INFERD_OK;
     int64_t count = -1;
-    if (ok) { /* the output shape at batch 1 is concrete: take it as it is */
+    if (ok) { /* the output shape at this batch is concrete: take it as it is */
       count = 1;
       for (int i = 0; i < rank && count >= 0; i++)
         count = dims[i] < 0 || (dims[i] && count > MAX_OUTPUT_ELEMENTS / dims[i]) ? -1 : count * dims[i];
@@ -85,7 +86,7 @@ static void run_once(inferd_model *model) {
   }
   if (ok) {
     const float *const *in = (const float *const *)inputs;
-    (void)inferd_session_run(session, 1, in, outputs, &st);
+    (void)inferd_session_run(session, batch, in, outputs, &st);
   }
   for (int k = 0; k < MAX_IO; k++) {
     free(inputs[k]);
@@ -364,7 +365,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     return 0;
   }
-  run_once(model);
+  run_once(model, 1);
+  run_once(model, 4);
   inferd_model_free(model);
   return 0;
 }

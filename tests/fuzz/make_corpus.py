@@ -297,7 +297,8 @@ def main():
 
     models = {"conv_relu": conv_relu(), "gemm": gemm(), "reshape_chain": reshape_chain(), "concat": concat(),
               "residual": residual(), "attention_bits": attention_bits(),
-              "densenet_16_32": densenet("densenet_16_32", 16, 16), "densenet_8_24": densenet("densenet_8_24", 8, 16, 4)}
+              "densenet_16_32": densenet("densenet_16_32", 16, 16),
+              "densenet_8_24": densenet("densenet_8_24", 8, 16, 4)}
     exported = torch_cnn()
     if exported is not None:
         models["torch_cnn"] = exported
