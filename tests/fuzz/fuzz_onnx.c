@@ -6,12 +6,14 @@
  * the load-time passes and compiles the batch-1 plan. When loading succeeds, the model
  * is described, a session is made and a batch of 1 and one of 4 (from 4 convolutions
  * write oneDNN's blocked layouts, and the plan places reorders between them and the
- * plain ones) are run on zeros, then everything is freed. Any crash, sanitizer report, leak or abort is a bug: the engine promises
- * to answer every model file with a status (STYLE.md, "Errors").
+ * plain ones) are run on zeros, then everything is freed. Any crash, sanitizer report,
+ * leak or abort is a bug: the engine promises to answer every model file with a status
+ * (STYLE.md, "Errors").
  *
- * Running a batch is skipped when the first input has more than 1<<20 elements or any output
- * more than 1<<24, so that a fuzzed shape cannot make one iteration allocate gigabytes
- * of activations for nothing; the load-time plan (which checks every node) still runs.
+ * Running a batch is skipped when the first input has more than 1<<20 elements or any
+ * output more than 1<<24, so that a fuzzed shape cannot make one iteration allocate
+ * gigabytes of activations for nothing; the load-time plan (which checks every node)
+ * still runs.
  *
  * Mutation: byte-level mutations of a protobuf mostly break its length framing, so
  * most of them die in the parser. LLVMFuzzerCustomMutator therefore also mutates the
