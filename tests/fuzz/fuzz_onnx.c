@@ -55,7 +55,9 @@ static int64_t batch_count(int rank, const int64_t *dims, int64_t batch, int64_t
   return n;
 }
 
-static void run_once(inferd_model *model, int64_t batch) {
+/* One batch of `batch` on zeros, in `session` (one session runs every batch size, as a
+ * server worker's does) */
+static void run_once(inferd_model *model, inferd_session *session, int64_t batch) {
   inferd_status st = {0};
   int n_in = inferd_model_num_inputs(model), n_out = inferd_model_num_outputs(model);
   if (n_in < 1 || n_in > MAX_IO || n_out < 1 || n_out > MAX_IO) return;
@@ -64,9 +66,6 @@ static void run_once(inferd_model *model, int64_t batch) {
   int64_t first = batch_count(info.rank, info.dims, batch, MAX_INPUT_ELEMENTS);
   if (first < 0) return;
 
-  inferd_session *session = NULL;
-  inferd_session_params sp = {.threads = 1};
-  if (inferd_session_new(model, &sp, &session, &st) != INFERD_OK) return;
   float *inputs[MAX_IO] = {0}, *outputs[MAX_IO] = {0};
   bool ok = true;
   for (int k = 0; k < n_in && ok; k++) {
@@ -94,7 +93,6 @@ static void run_once(inferd_model *model, int64_t batch) {
     free(inputs[k]);
     free(outputs[k]);
   }
-  inferd_session_free(session);
 }
 
 /* ---- the structure-aware mutator ------------------------------------------------ */
@@ -367,8 +365,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     return 0;
   }
-  run_once(model, 1);
-  run_once(model, 4);
+  inferd_session *session = NULL;
+  if (inferd_session_new(model, &(inferd_session_params){.threads = 1}, &session, &st) == INFERD_OK) {
+    run_once(model, session, 1);
+    run_once(model, session, 4);
+    inferd_session_free(session);
+  }
   inferd_model_free(model);
   return 0;
 }

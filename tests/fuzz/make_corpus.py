@@ -30,9 +30,8 @@ What it makes, in OUT (the only argument):
                                                 first input) and a fixed batch of 4,
                                                 the batch from which Convs write
                                                 nChw16c: its plan mixes layouts at
-                                                each Concat (compiled at load; the
-                                                fuzzer runs batch 1 only, so a fixed
-                                                batch 4 is not run)
+                                                each Concat (compiled at load, run by
+                                                the fuzzer's batch-4 run)
                                plus, when torch imports, torch_cnn.onnx: a small CNN
                                exported by torch.onnx.export (opset 13), so that the
                                corpus holds an exporter's own framing and names
