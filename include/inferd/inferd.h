@@ -143,6 +143,12 @@ typedef struct inferd_model_params {
                            and 8 with 1 and 2 threads was held 10x its size. Ignored with
                            no_winograd. */
   inferd_precision precision; /* INFERD_PRECISION_FP32 unless set; Winograd is float32 only */
+  const char *external_data_dir; /* inferd_model_load_memory only: the directory that tensors
+                           stored outside the model (ONNX external data: torch.onnx.export
+                           writes them beside any model over 2 GB) are read from, as the
+                           model file's directory would be; NULL refuses such a model.
+                           inferd_model_load reads them beside the model's file. A tensor's
+                           file must lie inside that directory (no absolute path, no ".."). */
 } inferd_model_params;
 
 /* Loads an ONNX model. `params` may be NULL for defaults. On success *out owns the
@@ -151,7 +157,8 @@ typedef struct inferd_model_params {
  * with its node named, never at run time. */
 inferd_code inferd_model_load(const char *path, const inferd_model_params *params,
                               inferd_model **out, inferd_status *status);
-/* Same from memory; `data` is borrowed for the duration of the call only. */
+/* Same from memory; `data` is borrowed for the duration of the call only
+ * (params->external_data_dir says where external data lies). */
 inferd_code inferd_model_load_memory(const void *data, size_t size,
                                      const inferd_model_params *params,
                                      inferd_model **out, inferd_status *status);

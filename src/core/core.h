@@ -101,6 +101,9 @@ inferd_code core_file_read(const char *path, uint64_t max, void **data, size_t *
  * O_NONBLOCK, so a FIFO with no writer is refused instead of blocking the caller. */
 inferd_code core_file_map(const char *path, const void **data, size_t *size, inferd_status *st);
 void core_file_unmap(const void *data, size_t size);
+/* The directory part of a file's path, malloc'd: "a/b" of "a/b/m.onnx", "/" of "/m.onnx",
+ * "." of "m.onnx". NULL when out of memory. */
+char *core_path_dir(const char *path);
 /* What a file that is not a regular file is, for messages: "a FIFO", "a directory",
  * "a character device", "a block device", "a socket"; else "a regular file" (or
  * "an unknown kind of file"). */

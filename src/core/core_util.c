@@ -150,6 +150,12 @@ void core_file_unmap(const void *data, size_t size) {
   if (data) munmap((void *)data, size);
 }
 
+char *core_path_dir(const char *path) {
+  const char *slash = strrchr(path, '/');
+  if (!slash) return strdup(".");
+  return strndup(path, slash == path ? 1 : (size_t)(slash - path));
+}
+
 double core_now_seconds(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

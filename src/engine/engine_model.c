@@ -233,7 +233,8 @@ inferd_code inferd_model_load_memory(const void *data, size_t size, const inferd
   *out = NULL;
   if (!data && size) return core_fail(st, INFERD_INVALID_ARG, "inferd_model_load_memory: data is NULL, size %zu", size);
   ir_graph *g;
-  inferd_code rc = onnx_load_memory(data, size, params && params->mapped_file, &g, st);
+  inferd_code rc = onnx_load_memory(data, size, params && params->mapped_file,
+                                    params ? params->external_data_dir : NULL, &g, st);
   if (rc != INFERD_OK) return rc;
   return finish_load(g, params, out, st);
 }

@@ -89,8 +89,11 @@ typedef struct ir_graph {
 /* Loads an ONNX model from memory (borrowed for the duration of the call) or from a
  * file. On success *out owns the graph; free with ir_graph_free. `mapped_file`: data
  * lies in a read-only private file mapping whose pages may be dropped once copied
- * (see inferd_model_params.mapped_file). */
-inferd_code onnx_load_memory(const void *data, size_t size, bool mapped_file, ir_graph **out, inferd_status *st);
+ * (see inferd_model_params.mapped_file). Tensors stored outside the model (ONNX
+ * external data, onnx_external.c) are read from files under `dir`, or for a file, under
+ * its own directory; with `dir` NULL such a model is refused. */
+inferd_code onnx_load_memory(const void *data, size_t size, bool mapped_file, const char *dir, ir_graph **out,
+                             inferd_status *st);
 inferd_code onnx_load_file(const char *path, ir_graph **out, inferd_status *st);
 void ir_graph_free(ir_graph *g);
 

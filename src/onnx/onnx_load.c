@@ -31,8 +31,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "onnx.pb-c.h"
-#include "onnx/onnx.h"
+#include "onnx/onnx_internal.h"
 
 /* ---- allocator for protobuf-c, with the file-page dropper --------------------- */
 
@@ -175,14 +174,13 @@ void ir_graph_free(ir_graph *g) {
   free(g);
 }
 
-/* Points v at the payload of tensor t (no copy when it is raw_data), checking that
- * the payload matches the declared type and shape. */
+/* Points v at the payload of tensor t (no copy when it is raw_data; read from its
+ * file when it is external data), checking that the payload matches the declared type
+ * and shape. */
 static inferd_code tensor_to_value(ir_graph *g, const Onnx__TensorProto *t, const char *what, ir_value *v,
-                                   inferd_status *st) {
+                                   onnx_external *ext, inferd_status *st) {
   if (t->n_dims > IR_MAX_RANK)
     return core_fail(st, INFERD_UNSUPPORTED, "%s: rank %zu above %d", what, t->n_dims, IR_MAX_RANK);
-  if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
-    return core_fail(st, INFERD_UNSUPPORTED, "%s: external tensor data is not supported", what);
   if (t->segment) return core_fail(st, INFERD_UNSUPPORTED, "%s: segmented tensors are not supported", what);
   v->dtype = (inferd_dtype)t->data_type;
   size_t esize = core_dtype_size(v->dtype);
@@ -198,6 +196,8 @@ static inferd_code tensor_to_value(ir_graph *g, const Onnx__TensorProto *t, cons
   v->nbytes = (size_t)count * esize;
   char shape[96];
   core_shape_str(v->rank, v->dims, shape, sizeof shape);
+  if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+    return onnx_external_read(g->arena, t, what, v->nbytes, ext, &v->data, st);
   if (t->has_raw_data) {
     if (t->raw_data.len != v->nbytes)
       return core_fail(st, INFERD_INVALID_ARG, "%s: raw data is %zu bytes, shape %s of %s needs %zu", what,
@@ -276,7 +276,8 @@ static inferd_code add_declared(ir_graph *g, name_table *names, const Onnx__Valu
 }
 
 /* Copies a node's attributes; TENSOR attributes become constant values. */
-static inferd_code convert_attrs(ir_graph *g, const Onnx__NodeProto *np, ir_node *n, inferd_status *st) {
+static inferd_code convert_attrs(ir_graph *g, const Onnx__NodeProto *np, ir_node *n, onnx_external *ext,
+                                 inferd_status *st) {
   n->n_attrs = (int)np->n_attribute;
   n->attrs = core_arena_calloc(g->arena, np->n_attribute ? np->n_attribute : 1, sizeof *n->attrs);
   if (!n->attrs) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
@@ -305,7 +306,7 @@ static inferd_code convert_attrs(ir_graph *g, const Onnx__NodeProto *np, ir_node
       if (idx == IR_NONE) return core_fail(st, INFERD_NO_MEMORY, "out of memory");
       char what[160];
       snprintf(what, sizeof what, "node '%s' attribute '%s'", n->name, a->name);
-      inferd_code rc = tensor_to_value(g, ap->t, what, &g->values[idx], st);
+      inferd_code rc = tensor_to_value(g, ap->t, what, &g->values[idx], ext, st);
       if (rc != INFERD_OK) return rc;
       g->values[idx].is_attr = true;
       a->tensor = idx;
@@ -457,7 +458,7 @@ out:
   return rc;
 }
 
-static inferd_code build_graph(ir_graph *g, const Onnx__ModelProto *m, inferd_status *st) {
+static inferd_code build_graph(ir_graph *g, const Onnx__ModelProto *m, onnx_external *ext, inferd_status *st) {
   const Onnx__GraphProto *gp = m->graph;
   if (!gp) return core_fail(st, INFERD_INVALID_ARG, "model has no graph");
   g->opset = 0;
@@ -498,7 +499,7 @@ static inferd_code build_graph(ir_graph *g, const Onnx__ModelProto *m, inferd_st
     }
     char what[160];
     snprintf(what, sizeof what, "initializer '%s'", t->name);
-    if ((rc = tensor_to_value(g, t, what, &g->values[idx], st)) != INFERD_OK) goto out;
+    if ((rc = tensor_to_value(g, t, what, &g->values[idx], ext, st)) != INFERD_OK) goto out;
     table_put(&names, g, idx);
   }
   for (size_t i = 0; i < gp->n_input; i++)
@@ -558,7 +559,7 @@ static inferd_code build_graph(ir_graph *g, const Onnx__ModelProto *m, inferd_st
       n->outputs[o] = *np->output[o] ? table_find(&names, g, np->output[o]) : IR_NONE;
       if (n->outputs[o] != IR_NONE) g->values[n->outputs[o]].producer = g->n_nodes - 1;
     }
-    if ((rc = convert_attrs(g, np, n, st)) != INFERD_OK) goto out;
+    if ((rc = convert_attrs(g, np, n, ext, st)) != INFERD_OK) goto out;
     if (strcmp(n->op_type, "Constant") == 0 && !*n->domain && (rc = fold_constant_node(g, n, st)) != INFERD_OK) goto out;
   }
 
@@ -589,7 +590,8 @@ out:
   return rc;
 }
 
-static inferd_code load(const void *data, size_t size, bool mapped, ir_graph **out, inferd_status *st) {
+static inferd_code load(const void *data, size_t size, bool mapped, const char *dir, ir_graph **out,
+                        inferd_status *st) {
   *out = NULL;
   ir_graph *g = calloc(1, sizeof *g);
   if (!g || !(g->arena = core_arena_new(4 << 20))) {
@@ -609,7 +611,9 @@ static inferd_code load(const void *data, size_t size, bool mapped, ir_graph **o
     ir_graph_free(g);
     return core_fail(st, INFERD_INVALID_ARG, "not a valid ONNX model: protobuf parse failed (truncated or corrupt file)");
   }
-  inferd_code rc = build_graph(g, m, st);
+  onnx_external ext = {.dir = dir, .dir_fd = -1};
+  inferd_code rc = build_graph(g, m, &ext, st);
+  onnx_external_close(&ext);
   if (rc != INFERD_OK) {
     ir_graph_free(g);
     return rc;
@@ -618,8 +622,9 @@ static inferd_code load(const void *data, size_t size, bool mapped, ir_graph **o
   return INFERD_OK;
 }
 
-inferd_code onnx_load_memory(const void *data, size_t size, bool mapped_file, ir_graph **out, inferd_status *st) {
-  return load(data, size, mapped_file, out, st);
+inferd_code onnx_load_memory(const void *data, size_t size, bool mapped_file, const char *dir, ir_graph **out,
+                             inferd_status *st) {
+  return load(data, size, mapped_file, dir, out, st);
 }
 
 inferd_code onnx_load_file(const char *path, ir_graph **out, inferd_status *st) {
@@ -627,7 +632,9 @@ inferd_code onnx_load_file(const char *path, ir_graph **out, inferd_status *st) 
   size_t size;
   inferd_code rc = core_file_map(path, &data, &size, st);
   if (rc != INFERD_OK) return rc;
-  rc = load(data, size, true, out, st);
+  char *dir = core_path_dir(path); /* external data is read beside the file */
+  rc = dir ? load(data, size, true, dir, out, st) : core_fail(st, INFERD_NO_MEMORY, "out of memory");
+  free(dir);
   core_file_unmap(data, size);
   if (rc != INFERD_OK) core_status_prefix(st, "%s", path);
   return rc;

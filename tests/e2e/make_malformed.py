@@ -27,6 +27,12 @@ What it makes, in OUT (the only argument):
                             holding the text "'fortran_order': False" before the real key
   after_dict.npy            good.npy's header with text after the dict's '}'
   two_inputs.onnx           Add(a, b): two inputs, where `inferd run` feeds one
+  ext_*.onnx, ext/          good.onnx with its Conv weight as external data that is wrong:
+                            a missing file, a location outside the model's directory
+                            (absolute, or through ".."), a file of 100 bytes for the
+                            432 the weight needs, an offset past its end, a length past
+                            it, an offset that is not a number, an unknown key, no
+                            location, a directory as the location, raw data as well
   cases.tsv                 one case a line: NAME <tab> MODEL <tab> INPUT <tab> REGEX, where
                             REGEX (grep -Ei) must match inferd's one-line message; MODEL
                             or INPUT may name a file that does not exist on purpose
@@ -216,6 +222,39 @@ def main():
     write(out, "two_inputs.onnx", m.SerializeToString())
     np.save(os.path.join(out, "two_rows.npy"), np.zeros((2, 3), np.float32))
     cases.append(("a model with two inputs", "two_inputs.onnx", "two_rows.npy", "2 inputs"))
+
+    # External data (the weight's bytes in a file beside the model) that is wrong
+    os.makedirs(os.path.join(out, "ext"), exist_ok=True)
+    write(out, "ext/short.bin", RNG.bytes(100))
+
+    def external(name, entries, keep_raw=False):
+        def make(w):
+            if not keep_raw:
+                w.ClearField("raw_data")
+            w.data_location = TensorProto.EXTERNAL
+            for key, value in entries:
+                e = w.external_data.add()
+                e.key, e.value = key, value
+        write(out, name, conv_model(make).SerializeToString())
+
+    ext_cases = [
+        ("ext_missing.onnx", [("location", "ext/no_such.bin")], False, "external data 'ext/no_such.bin'.*no such file"),
+        ("ext_absolute.onnx", [("location", "/etc/hostname")], False, "'/etc/hostname' is not a relative path inside"),
+        ("ext_dotdot.onnx", [("location", "ext/../../good.npy")], False, "not a relative path inside"),
+        ("ext_short.onnx", [("location", "ext/short.bin")], False, "'ext/short.bin' is 100 bytes.*need 432"),
+        ("ext_offset.onnx", [("location", "ext/short.bin"), ("offset", "1000")], False, "offset 1000 is past the end"),
+        ("ext_length.onnx", [("location", "ext/short.bin"), ("offset", "4"), ("length", "432")], False,
+         "has 96 bytes from offset 4, not the 432 of its length"),
+        ("ext_bad_offset.onnx", [("location", "ext/short.bin"), ("offset", "-4")], False,
+         "offset '-4' is not a byte count"),
+        ("ext_unknown_key.onnx", [("location", "ext/short.bin"), ("frob", "1")], False, "unknown external data key 'frob'"),
+        ("ext_no_location.onnx", [("offset", "0")], False, "external data without a location"),
+        ("ext_directory.onnx", [("location", "ext")], False, "'ext' is not a regular file"),
+        ("ext_and_raw.onnx", [("location", "ext/short.bin")], True, "both raw data and external data"),
+    ]
+    for name, entries, keep_raw, regex in ext_cases:
+        external(name, entries, keep_raw)
+        cases.append(("external data: " + name[4:-5].replace("_", " "), name, "good.npy", "initializer 'w': .*" + regex))
 
     with open(os.path.join(out, "cases.tsv"), "w") as f:
         for case in cases:

@@ -132,6 +132,8 @@ typedef struct builder {
   float in_lo, in_hi; /* range of the random inputs check_graph feeds */
   bool typed_data;    /* float and int64 constants as float_data / int64_data, not raw_data */
   bool reversed;      /* b_pack writes the nodes last first, so the loader must sort them */
+  const char *external_dir; /* b_pack writes float constants there (NAME.bin), as ONNX
+                               external data with "location" only, instead of raw_data */
   int n_inputs, n_outputs, n_consts, n_nodes;
   b_input_rec inputs[B_MAX_IO];
   char outputs[B_MAX_IO][B_NAME];
@@ -255,6 +257,9 @@ typedef struct pack_scratch {
   Onnx__AttributeProto *attr_ptrs[B_MAX_NODES][B_MAX_ATTRS];
   Onnx__TensorProto inits[B_MAX_CONSTS];
   Onnx__TensorProto *init_ptrs[B_MAX_CONSTS];
+  Onnx__StringStringEntryProto locations[B_MAX_CONSTS];
+  Onnx__StringStringEntryProto *location_ptrs[B_MAX_CONSTS];
+  char location_names[B_MAX_CONSTS][B_NAME + 8];
   Onnx__ValueInfoProto io[2 * B_MAX_IO];
   Onnx__ValueInfoProto *in_ptrs[B_MAX_IO], *out_ptrs[B_MAX_IO];
   Onnx__TypeProto types[2 * B_MAX_IO];
@@ -378,7 +383,23 @@ static void *b_pack(builder *b, size_t *size) {
     t->dims = c->dims;
     t->has_data_type = 1;
     t->data_type = c->dtype;
-    if (b->typed_data && c->dtype == INFERD_DTYPE_FLOAT && c->raw_len == c->nbytes) {
+    if (b->external_dir && c->dtype == INFERD_DTYPE_FLOAT) {
+      char path[512];
+      snprintf(s->location_names[i], sizeof s->location_names[i], "%s.bin", c->name);
+      snprintf(path, sizeof path, "%s/%s", b->external_dir, s->location_names[i]);
+      FILE *f = fopen(path, "wb");
+      assert_non_null(f);
+      assert_int_equal(fwrite(c->data, 1, c->raw_len, f), c->raw_len);
+      assert_int_equal(fclose(f), 0);
+      s->locations[i] = (Onnx__StringStringEntryProto)ONNX__STRING_STRING_ENTRY_PROTO__INIT;
+      s->locations[i].key = "location";
+      s->locations[i].value = s->location_names[i];
+      s->location_ptrs[i] = &s->locations[i];
+      t->has_data_location = 1;
+      t->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+      t->n_external_data = 1;
+      t->external_data = &s->location_ptrs[i];
+    } else if (b->typed_data && c->dtype == INFERD_DTYPE_FLOAT && c->raw_len == c->nbytes) {
       t->n_float_data = c->nbytes / sizeof(float);
       t->float_data = c->data;
     } else if (b->typed_data && c->dtype == INFERD_DTYPE_INT64 && c->raw_len == c->nbytes) {
@@ -4354,6 +4375,43 @@ static void test_error_weight_raw_data_short(void **state) {
   }
 }
 
+/* Weights as ONNX external data (each in a file beside the model, as torch.onnx.export
+ * writes models over 2 GB): a model from memory reads them from
+ * inferd_model_params.external_data_dir and computes what the reference does; without
+ * a directory it is refused, naming the tensor and its file. (Files, relative paths and
+ * bad locations: tests/e2e/external_data_test.sh and malformed_test.sh.) */
+static builder *external_model(const char *what, const char *dir) {
+  builder *b = b_new(what);
+  b->external_dir = dir;
+  b_input(b, "x", DIMS(0, 3, 6, 6));
+  b_random(b, "conv_w", DIMS(4, 3, 3, 3), -1.0f, 1.0f);
+  b_random(b, "conv_b", DIMS(4), -1.0f, 1.0f);
+  b_random(b, "fc", DIMS(4, 5), -1.0f, 1.0f);
+  b_node(b, "Conv", IN("x", "conv_w", "conv_b"), OUT("c"), ATTRS(A_INTS("kernel_shape", 3, 3)));
+  b_node(b, "Relu", IN("c"), OUT("r"), NULL);
+  b_node(b, "GlobalAveragePool", IN("r"), OUT("g"), NULL);
+  b_node(b, "Flatten", IN("g"), OUT("f"), NULL);
+  b_node(b, "MatMul", IN("f", "fc"), OUT("y"), NULL);
+  b_output(b, "y");
+  return b;
+}
+
+static void test_external_data_from_memory(void **state) {
+  char dir[] = "/tmp/inferd-test-external.XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  inferd_model_params params = {.external_data_dir = dir};
+  check_graph_with(external_model(__func__, dir), &params, NULL, 0, false);
+  expect_load_fails(external_model(__func__, dir), INFERD_UNSUPPORTED,
+                    (const char *const[]){"initializer 'conv_w'", "'conv_w.bin'", "not loaded from a directory", NULL});
+  static const char *const files[] = {"conv_w.bin", "conv_b.bin", "fc.bin"};
+  for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+    assert_int_equal(unlink(path), 0); /* each weight was external data */
+  }
+  assert_int_equal(rmdir(dir), 0);
+}
+
 /* Every prefix of a valid model is refused as INVALID_ARG, without a crash. */
 static void test_error_truncated_model(void **state) {
   builder *b = b_new(__func__);
@@ -4845,6 +4903,7 @@ int main(void) {
       cmocka_unit_test(test_error_name_defined_twice),
       cmocka_unit_test(test_fold_int64_exact),
       cmocka_unit_test(test_error_weight_raw_data_short),
+      cmocka_unit_test(test_external_data_from_memory),
       cmocka_unit_test(test_error_truncated_model),
       cmocka_unit_test(test_error_batch_size),
       cmocka_unit_test(test_error_group_does_not_divide_channels),
