@@ -94,6 +94,10 @@ void archive_release_onnx(archive_model *model);
  * file (a bare .onnx, a directory's, or a .mar's stored entry): pass it on as
  * inferd_model_params.mapped_file. */
 bool archive_onnx_mapped(const archive_model *model);
+/* The directory of the .onnx file on disk (a bare .onnx, or a directory's): where its
+ * external data lies (inferd_model_params.external_data_dir). NULL for a .mar, whose
+ * model must hold its own weights. */
+const char *archive_onnx_dir(const archive_model *model);
 
 /* Extra files: every other regular file of the archive, by its path inside it
  * ("index_to_name.json", "config/labels.txt"). archive_file returns the bytes of the

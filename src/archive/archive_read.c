@@ -59,6 +59,8 @@ struct archive_model {
   char *manifest_json;
   void *onnx;
   size_t onnx_size;
+  char *onnx_dir;       /* the directory of the .onnx file (a bare one, or a directory's);
+                           NULL for a .mar */
   const void *map_base; /* the file mapping holding onnx (the .onnx file, or the whole
                            .mar); NULL: onnx is core_pages_alloc'ed */
   size_t map_size;
@@ -229,6 +231,7 @@ void archive_close(archive_model *m) {
   }
   free(m->files);
   free(m->manifest_json);
+  free(m->onnx_dir);
   archive_manifest_free(&m->manifest);
   free(m);
 }
@@ -260,6 +263,8 @@ const void *archive_onnx(const archive_model *m, size_t *size) {
 }
 
 bool archive_onnx_mapped(const archive_model *m) { return m->onnx && m->map_base; }
+
+const char *archive_onnx_dir(const archive_model *m) { return m->onnx_dir; }
 
 int archive_file_count(const archive_model *m) { return m->file_count; }
 
@@ -661,6 +666,7 @@ static inferd_code open_directory(const char *path, const limits *lim, archive_m
         m->onnx = (void *)data;
         m->map_base = data;
         m->map_size = m->onnx_size;
+        if (!(m->onnx_dir = core_path_dir(file))) rc = core_fail(st, INFERD_NO_MEMORY, "out of memory");
       } else if (rc == INFERD_NOT_FOUND) {
         rc = core_fail(st, INFERD_INVALID_ARG, "serializedFile '%s' is not in the directory", m->manifest.serialized_file);
       }
@@ -702,6 +708,7 @@ static inferd_code open_onnx(const char *path, archive_model **out, inferd_statu
       m->onnx = (void *)data;
       m->map_base = data;
       m->map_size = m->onnx_size;
+      if (!(m->onnx_dir = core_path_dir(path))) rc = core_fail(st, INFERD_NO_MEMORY, "out of memory");
     }
   }
   if (rc != INFERD_OK) {

@@ -710,6 +710,7 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
                               .max_cached_plans = m->batch_size,
                               .opt_batch = m->batch_size,
                               .mapped_file = archive_onnx_mapped(ar),
+                              .external_data_dir = archive_onnx_dir(ar),
                               .precision = (inferd_precision)m->precision};
     /* the engine's copy is about the file's size */
     code = memory_fits(m->name, "its weights", size, scratch_to_come(r, NULL, NULL), st);

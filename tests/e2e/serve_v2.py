@@ -119,6 +119,10 @@ if j:
 json_infer("nested data equals flat", x3, y3, nested=True)
 r = post(request(x1), url=BASE + "/v2/models/small/versions/1.0/infer")
 check(r.status_code == 200, "versioned path /versions/1.0/infer", "HTTP %d %s" % (r.status_code, r.text[:200]))
+r = post(request(x1), url=BASE + "/v2/models/small_ext/infer")
+ok, detail = close(np.array(r.json()["outputs"][0]["data"]).reshape(1, 10), y1) if r.status_code == 200 else \
+    (False, "HTTP %d %s" % (r.status_code, r.text[:300]))
+check(ok, "small_ext (small's weights in small_ext.weights beside it: ONNX external data) equals inferd run", detail)
 json_infer("outputs named, binary_data false: inline", x1, y1, outputs=[{"name": "logits"}])
 
 # Binary input and binary output.

@@ -55,6 +55,11 @@ graph = helper.make_graph(nodes, "small", [helper.make_tensor_value_info("input"
 model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 onnx.checker.check_model(model)
 onnx.save(model, os.path.join(work, "store", "small.onnx"))
+# The same with its weights outside the .onnx, in small_ext.weights (ONNX external data)
+from onnx import external_data_helper
+external_data_helper.convert_model_to_external_data(model, all_tensors_to_one_file=True, location="small_ext.weights",
+                                                    size_threshold=0)
+onnx.save(model, os.path.join(work, "store", "small_ext.onnx"))
 # Two outputs of different sizes, a = relu(x) [N,4] and b = sigmoid(x @ wb) [N,3]; the
 # reference for 5 rows comes from PyTorch.
 wb = (rng.standard_normal((4, 3)) * 0.5).astype(np.float32)
@@ -112,7 +117,7 @@ PY
 serve_ports
 serve_config "$WORK/config.properties" \
   "model_store=$WORK/store" \
-  "load_models=small=small.onnx,mlp=mlp.onnx,mlp1=mlp1.onnx,two=two.onnx,row1=row1.onnx" \
+  "load_models=small=small.onnx,small_ext=small_ext.onnx,mlp=mlp.onnx,mlp1=mlp1.onnx,two=two.onnx,row1=row1.onnx" \
   "default_workers_per_model=1" \
   "number_of_netty_threads=2" \
   "job_queue_size=8" \
@@ -184,6 +189,18 @@ code=$(curl -sS -o "$WORK/mlp2.json" -w '%{http_code}' -X POST -H "Authorization
   "http://127.0.0.1:$MANAGEMENT_PORT/models?url=mlp2.onnx&synchronous=true")
 if [ "$code" != 400 ] || ! grep -q "fixed batch size of 2" "$WORK/mlp2.json"; then
   echo "FAIL: registering mlp2 (fixed batch 2): HTTP $code $(cat "$WORK/mlp2.json")" >&2
+  status=1
+fi
+# A .mar of small_ext.onnx alone: its weights are not in the archive, and a .mar's model
+# has no directory to find them in. Refused at registration, naming the tensor and file.
+"$INFERD" archive --model-name small_mar --serialized-file "$WORK/store/small_ext.onnx" --handler image_classifier \
+  --export-path "$WORK" >/dev/null
+mv "$WORK/small_mar.mar" "$WORK/store/"
+code=$(curl -sS -o "$WORK/small_mar.json" -w '%{http_code}' -X POST -H "Authorization: Bearer $MANAGEMENT_KEY" \
+  "http://127.0.0.1:$MANAGEMENT_PORT/models?url=small_mar.mar&synchronous=true")
+if [ "$code" != 400 ] || ! grep -q "'small_ext.weights' beside the model, and this model was not loaded from a directory" \
+  "$WORK/small_mar.json"; then
+  echo "FAIL: registering a .mar whose weights are external data: HTTP $code $(cat "$WORK/small_mar.json")" >&2
   status=1
 fi
 

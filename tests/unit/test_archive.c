@@ -422,6 +422,8 @@ static void write_then_open(void **state) {
     assert_int_equal(size, sizeof fake_onnx - 1);
     assert_memory_equal(onnx, fake_onnx, size);
     assert_true(archive_onnx_mapped(m)); /* the .mar's stored entry, or the directory's file */
+    if (form == 0) assert_null(archive_onnx_dir(m)); /* external data: none from a .mar */
+    else assert_string_equal(archive_onnx_dir(m), written);
     assert_int_equal(archive_file_count(m), 3); /* the hidden file stays out */
     assert_file(m, "index_to_name.json", "{\"0\": [\"n0\", \"zero\"]}");
     assert_file(m, "a.txt", "a");
@@ -660,6 +662,11 @@ static void bare_onnx(void **state) {
   size_t size;
   assert_memory_equal(archive_onnx(m, &size), fake_onnx, sizeof fake_onnx - 1);
   assert_true(archive_onnx_mapped(m));
+  char *dir = strdup(tmp_path("resnet-18.onnx"));
+  assert_non_null(dir);
+  *strrchr(dir, '/') = '\0';
+  assert_string_equal(archive_onnx_dir(m), dir); /* where its external data would lie */
+  free(dir);
   assert_int_equal(archive_file_count(m), 0);
   archive_close(m);
   write_bytes(tmp_path("a b.onnx"), fake_onnx, 4);
