@@ -21,9 +21,10 @@
  * model as a model: it unpacks the input with protobuf-c, changes one to three things
  * an exporter could get wrong (an op type, a node input or output name, including ""
  * for an omitted optional one, an attribute value, type or name, an added attribute,
- * an initializer's dims, type or data length, a graph input's or output's dims, the
- * opset, node order) and packs it again. A quarter of the calls, and every input that
- * does not unpack, get libFuzzer's own byte mutations instead.
+ * an initializer's dims, type or data length, its data moved out as external data, a
+ * graph input's or output's dims, the opset, node order) and packs it again. A quarter
+ * of the calls, and every input that does not unpack, get libFuzzer's own byte
+ * mutations instead.
  *
  * Threads: one. The compute team is set to one thread in LLVMFuzzerInitialize so that
  * runs are reproducible and libFuzzer's -timeout measures real work.
@@ -252,8 +253,30 @@ static void mutate_node(mutator *mu, Onnx__NodeProto *n) {
   }
 }
 
+/* The tensor's data moves to "a file beside the model" (ONNX external data), with a
+ * key/value pair of the kind exporters write, or a wrong one. The fuzzed model comes
+ * from memory with no directory, so the loader parses the keys and refuses it before
+ * opening anything. */
+static void make_external(mutator *mu, Onnx__TensorProto *t) {
+  static const char *const keys[] = {"location", "offset", "length", "checksum", "bogus", ""};
+  static const char *const values[] = {"w.bin", "../w.bin", "/etc/hostname", "", "0", "12", "-1",
+                                       "99999999999999999999", "1e3", "dir/../../w"};
+  Onnx__StringStringEntryProto *e = arena_alloc(&mu->arena, sizeof *e);
+  Onnx__StringStringEntryProto **list = arena_alloc(&mu->arena, (t->n_external_data + 1) * sizeof *list);
+  if (!e || !list) return;
+  onnx__string_string_entry_proto__init(e);
+  e->key = (char *)keys[pick(mu, sizeof keys / sizeof *keys)];
+  e->value = (char *)values[pick(mu, sizeof values / sizeof *values)];
+  if (t->n_external_data) memcpy(list, t->external_data, t->n_external_data * sizeof *list);
+  list[t->n_external_data++] = e;
+  t->external_data = list;
+  t->has_data_location = 1;
+  t->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+  if (rnd(mu) % 2) t->has_raw_data = 0;
+}
+
 static void mutate_initializer(mutator *mu, Onnx__TensorProto *t) {
-  switch (pick(mu, 4)) {
+  switch (pick(mu, 5)) {
   case 0: { /* new dims, with raw data resized to match so that the loader accepts it */
     if (!t->n_dims) break;
     t->dims[pick(mu, t->n_dims)] = rnd(mu) % 4 ? (int64_t)pick(mu, 10) : interesting_int(mu);
@@ -270,6 +293,7 @@ static void mutate_initializer(mutator *mu, Onnx__TensorProto *t) {
   }
   case 1: t->data_type = (int32_t)pick(mu, 17), t->has_data_type = 1; break;
   case 2: if (t->has_raw_data && t->raw_data.len) t->raw_data.len -= 1 + pick(mu, t->raw_data.len); break;
+  case 3: make_external(mu, t); break;
   default: if (t->n_dims) t->n_dims--; break;
   }
 }
