@@ -4375,24 +4375,29 @@ static void test_error_weight_raw_data_short(void **state) {
   }
 }
 
+/* Conv 3x3 -> Relu -> GlobalAveragePool -> Flatten -> MatMul, weights "w" and "fc". */
+static builder *small_cnn(const char *what) {
+  builder *b = b_new(what);
+  b_input(b, "x", DIMS(0, 3, 5, 5));
+  b_random(b, "w", DIMS(4, 3, 3, 3), -1.0f, 1.0f);
+  b_random(b, "fc", DIMS(4, 6), -1.0f, 1.0f);
+  b_node(b, "Conv", IN("x", "w"), OUT("c"), ATTRS(A_INTS("kernel_shape", 3, 3), A_INTS("pads", 1, 1, 1, 1)));
+  b_node(b, "Relu", IN("c"), OUT("r"), NULL);
+  b_node(b, "GlobalAveragePool", IN("r"), OUT("g"), NULL);
+  b_node(b, "Flatten", IN("g"), OUT("f"), NULL);
+  b_node(b, "MatMul", IN("f", "fc"), OUT("y"), NULL);
+  b_output(b, "y");
+  return b;
+}
+
 /* Weights as ONNX external data (each in a file beside the model, as torch.onnx.export
  * writes models over 2 GB): a model from memory reads them from
  * inferd_model_params.external_data_dir and computes what the reference does; without
  * a directory it is refused, naming the tensor and its file. (Files, relative paths and
  * bad locations: tests/e2e/external_data_test.sh and malformed_test.sh.) */
 static builder *external_model(const char *what, const char *dir) {
-  builder *b = b_new(what);
+  builder *b = small_cnn(what);
   b->external_dir = dir;
-  b_input(b, "x", DIMS(0, 3, 6, 6));
-  b_random(b, "conv_w", DIMS(4, 3, 3, 3), -1.0f, 1.0f);
-  b_random(b, "conv_b", DIMS(4), -1.0f, 1.0f);
-  b_random(b, "fc", DIMS(4, 5), -1.0f, 1.0f);
-  b_node(b, "Conv", IN("x", "conv_w", "conv_b"), OUT("c"), ATTRS(A_INTS("kernel_shape", 3, 3)));
-  b_node(b, "Relu", IN("c"), OUT("r"), NULL);
-  b_node(b, "GlobalAveragePool", IN("r"), OUT("g"), NULL);
-  b_node(b, "Flatten", IN("g"), OUT("f"), NULL);
-  b_node(b, "MatMul", IN("f", "fc"), OUT("y"), NULL);
-  b_output(b, "y");
   return b;
 }
 
@@ -4402,8 +4407,8 @@ static void test_external_data_from_memory(void **state) {
   inferd_model_params params = {.external_data_dir = dir};
   check_graph_with(external_model(__func__, dir), &params, NULL, 0, false);
   expect_load_fails(external_model(__func__, dir), INFERD_UNSUPPORTED,
-                    (const char *const[]){"initializer 'conv_w'", "'conv_w.bin'", "not loaded from a directory", NULL});
-  static const char *const files[] = {"conv_w.bin", "conv_b.bin", "fc.bin"};
+                    (const char *const[]){"initializer 'w'", "'w.bin'", "not loaded from a directory", NULL});
+  static const char *const files[] = {"w.bin", "fc.bin"};
   for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
     char path[512];
     snprintf(path, sizeof path, "%s/%s", dir, files[i]);
@@ -4414,16 +4419,7 @@ static void test_external_data_from_memory(void **state) {
 
 /* Every prefix of a valid model is refused as INVALID_ARG, without a crash. */
 static void test_error_truncated_model(void **state) {
-  builder *b = b_new(__func__);
-  b_input(b, "x", DIMS(0, 3, 5, 5));
-  b_random(b, "w", DIMS(4, 3, 3, 3), -1.0f, 1.0f);
-  b_random(b, "fc", DIMS(4, 6), -1.0f, 1.0f);
-  b_node(b, "Conv", IN("x", "w"), OUT("c"), ATTRS(A_INTS("kernel_shape", 3, 3), A_INTS("pads", 1, 1, 1, 1)));
-  b_node(b, "Relu", IN("c"), OUT("r"), NULL);
-  b_node(b, "GlobalAveragePool", IN("r"), OUT("g"), NULL);
-  b_node(b, "Flatten", IN("g"), OUT("f"), NULL);
-  b_node(b, "MatMul", IN("f", "fc"), OUT("y"), NULL);
-  b_output(b, "y");
+  builder *b = small_cnn(__func__);
   size_t size;
   void *buf = b_pack(b, &size);
   for (size_t len = 0; len < size; len++) {
