@@ -220,7 +220,8 @@ inferd_code inferd_model_load(const char *path, const inferd_model_params *param
   *out = NULL;
   if (!path) return core_fail(st, INFERD_INVALID_ARG, "inferd_model_load: path is NULL");
   ir_graph *g;
-  inferd_code rc = onnx_load_file(path, &g, st);
+  onnx_load_params lp = {.max_external_bytes = params ? params->max_external_bytes : 0};
+  inferd_code rc = onnx_load_file(path, &lp, &g, st);
   if (rc != INFERD_OK) return rc;
   rc = finish_load(g, params, out, st);
   if (rc != INFERD_OK) core_status_prefix(st, "%s", path);
@@ -233,8 +234,13 @@ inferd_code inferd_model_load_memory(const void *data, size_t size, const inferd
   *out = NULL;
   if (!data && size) return core_fail(st, INFERD_INVALID_ARG, "inferd_model_load_memory: data is NULL, size %zu", size);
   ir_graph *g;
-  inferd_code rc = onnx_load_memory(data, size, params && params->mapped_file,
-                                    params ? params->external_data_dir : NULL, &g, st);
+  onnx_load_params lp = {0};
+  if (params) {
+    lp.mapped_file = params->mapped_file;
+    lp.dir = params->external_data_dir;
+    lp.max_external_bytes = params->max_external_bytes;
+  }
+  inferd_code rc = onnx_load_memory(data, size, &lp, &g, st);
   if (rc != INFERD_OK) return rc;
   return finish_load(g, params, out, st);
 }

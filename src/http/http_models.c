@@ -706,14 +706,18 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
      * batches of other sizes run in chunks, sched_worker.c): workers share them instead
      * of each recompiling a size the model's cache evicted (the engine caps the cache at
      * 32); kernels and weight layouts tuned for full batches, what a loaded server runs */
+    uint64_t to_come = scratch_to_come(r, NULL, NULL);
     inferd_model_params mp = {.max_batch = m->batch_size,
                               .max_cached_plans = m->batch_size,
                               .opt_batch = m->batch_size,
                               .mapped_file = archive_onnx_mapped(ar),
                               .external_data_dir = archive_onnx_dir(ar),
                               .precision = (inferd_precision)m->precision};
-    /* the engine's copy is about the file's size */
-    code = memory_fits(m->name, "its weights", size, scratch_to_come(r, NULL, NULL), st);
+    /* the engine's copy is about the file's size, plus the weights it keeps in files
+     * beside it (external data), which the engine adds up before reading them */
+    code = memory_fits(m->name, "its weights", size, to_come, st);
+    uint64_t left = topo_memory_available("", NULL, 0);
+    if (left != UINT64_MAX) mp.max_external_bytes = left > to_come + size + 1 ? left - to_come - size : 1;
     if (code == INFERD_OK) code = inferd_model_load_memory(onnx, size, &mp, &m->engine, st);
     if (code != INFERD_OK) core_status_prefix(st, "model %s (%s)", m->name, p->path);
     t_engine = core_now_seconds() - t0 - t_archive;

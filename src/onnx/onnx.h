@@ -86,15 +86,21 @@ typedef struct ir_graph {
   int64_t opset; /* default-domain opset version */
 } ir_graph;
 
+typedef struct onnx_load_params {
+  bool mapped_file; /* the data lies in a read-only private file mapping whose pages may
+                       be dropped once copied (see inferd_model_params.mapped_file) */
+  const char *dir;  /* where tensors stored outside the model (ONNX external data,
+                       onnx_external.c) are read from; NULL refuses them. A file's
+                       own directory for onnx_load_file. */
+  uint64_t max_external_bytes; /* external data adding up to more is refused
+                                  (INFERD_NO_MEMORY) before any of it is read; 0: no limit */
+} onnx_load_params;
+
 /* Loads an ONNX model from memory (borrowed for the duration of the call) or from a
- * file. On success *out owns the graph; free with ir_graph_free. `mapped_file`: data
- * lies in a read-only private file mapping whose pages may be dropped once copied
- * (see inferd_model_params.mapped_file). Tensors stored outside the model (ONNX
- * external data, onnx_external.c) are read from files under `dir`, or for a file, under
- * its own directory; with `dir` NULL such a model is refused. */
-inferd_code onnx_load_memory(const void *data, size_t size, bool mapped_file, const char *dir, ir_graph **out,
+ * file. On success *out owns the graph; free with ir_graph_free. `params` may be NULL. */
+inferd_code onnx_load_memory(const void *data, size_t size, const onnx_load_params *params, ir_graph **out,
                              inferd_status *st);
-inferd_code onnx_load_file(const char *path, ir_graph **out, inferd_status *st);
+inferd_code onnx_load_file(const char *path, const onnx_load_params *params, ir_graph **out, inferd_status *st);
 void ir_graph_free(ir_graph *g);
 
 /* Adds a value (a constant when data != NULL, copied into the graph's arena). Returns

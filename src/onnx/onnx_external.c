@@ -69,6 +69,27 @@ static inferd_code read_all(int fd, void *buf, size_t n, uint64_t offset, const 
   return INFERD_OK;
 }
 
+inferd_code onnx_external_check_total(const Onnx__GraphProto *g, const onnx_external *ext, inferd_status *st) {
+  if (!ext->max_bytes) return INFERD_OK;
+  uint64_t total = 0;
+  size_t n = 0;
+  for (size_t i = 0; i < g->n_initializer; i++) {
+    const Onnx__TensorProto *t = g->initializer[i];
+    uint64_t bytes = core_dtype_size((inferd_dtype)t->data_type);
+    if (!onnx_tensor_is_external(t) || t->n_dims > INFERD_MAX_RANK) continue; /* (refused later, with its name) */
+    for (size_t k = 0; k < t->n_dims; k++) {
+      if (t->dims[k] < 0 || (t->dims[k] && bytes > UINT64_MAX / (uint64_t)t->dims[k])) bytes = UINT64_MAX;
+      else bytes *= (uint64_t)t->dims[k];
+    }
+    total = bytes > UINT64_MAX - total ? UINT64_MAX : total + bytes;
+    n++;
+  }
+  if (total <= ext->max_bytes) return INFERD_OK;
+  return core_fail(st, INFERD_NO_MEMORY, "its weights outside the model file (%zu tensors) need %.1f MB (%llu bytes), "
+                   "more than the %.1f MB of memory it may take", n, (double)total / (1 << 20),
+                   (unsigned long long)total, (double)ext->max_bytes / (1 << 20));
+}
+
 inferd_code onnx_external_read(core_arena *arena, const Onnx__TensorProto *t, const char *what, size_t nbytes,
                                onnx_external *ext, void **data, inferd_status *st) {
   const char *loc = NULL, *offset_s = NULL, *length_s = NULL;

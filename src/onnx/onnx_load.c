@@ -196,7 +196,7 @@ static inferd_code tensor_to_value(ir_graph *g, const Onnx__TensorProto *t, cons
   v->nbytes = (size_t)count * esize;
   char shape[96];
   core_shape_str(v->rank, v->dims, shape, sizeof shape);
-  if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+  if (onnx_tensor_is_external(t))
     return onnx_external_read(g->arena, t, what, v->nbytes, ext, &v->data, st);
   if (t->has_raw_data) {
     if (t->raw_data.len != v->nbytes)
@@ -467,6 +467,8 @@ static inferd_code build_graph(ir_graph *g, const Onnx__ModelProto *m, onnx_exte
     if (!d || !*d || strcmp(d, "ai.onnx") == 0) g->opset = m->opset_import[i]->version;
   }
   if (g->opset == 0) return core_fail(st, INFERD_INVALID_ARG, "model imports no default-domain opset");
+  inferd_code rc = onnx_external_check_total(gp, ext, st);
+  if (rc != INFERD_OK) return rc;
 
   /* every name that can appear: initializers, inputs, node outputs */
   size_t expect = gp->n_initializer + gp->n_input + 16;
@@ -476,7 +478,6 @@ static inferd_code build_graph(ir_graph *g, const Onnx__ModelProto *m, onnx_exte
   while (names.cap < expect * 2) names.cap *= 2;
   names.slots = calloc(names.cap, sizeof *names.slots);
   size_t *order = malloc((gp->n_node ? gp->n_node : 1) * sizeof *order);
-  inferd_code rc = INFERD_OK;
   if (!names.slots || !order) {
     rc = core_fail(st, INFERD_NO_MEMORY, "out of memory");
     goto out;
@@ -590,8 +591,8 @@ out:
   return rc;
 }
 
-static inferd_code load(const void *data, size_t size, bool mapped, const char *dir, ir_graph **out,
-                        inferd_status *st) {
+static inferd_code load(const void *data, size_t size, bool mapped, const char *dir, uint64_t max_external,
+                        ir_graph **out, inferd_status *st) {
   *out = NULL;
   ir_graph *g = calloc(1, sizeof *g);
   if (!g || !(g->arena = core_arena_new(4 << 20))) {
@@ -611,7 +612,7 @@ static inferd_code load(const void *data, size_t size, bool mapped, const char *
     ir_graph_free(g);
     return core_fail(st, INFERD_INVALID_ARG, "not a valid ONNX model: protobuf parse failed (truncated or corrupt file)");
   }
-  onnx_external ext = {.dir = dir, .dir_fd = -1};
+  onnx_external ext = {.dir = dir, .dir_fd = -1, .max_bytes = max_external};
   inferd_code rc = build_graph(g, m, &ext, st);
   onnx_external_close(&ext);
   if (rc != INFERD_OK) {
@@ -622,18 +623,20 @@ static inferd_code load(const void *data, size_t size, bool mapped, const char *
   return INFERD_OK;
 }
 
-inferd_code onnx_load_memory(const void *data, size_t size, bool mapped_file, const char *dir, ir_graph **out,
+inferd_code onnx_load_memory(const void *data, size_t size, const onnx_load_params *params, ir_graph **out,
                              inferd_status *st) {
-  return load(data, size, mapped_file, dir, out, st);
+  const onnx_load_params none = {0}, *p = params ? params : &none;
+  return load(data, size, p->mapped_file, p->dir, p->max_external_bytes, out, st);
 }
 
-inferd_code onnx_load_file(const char *path, ir_graph **out, inferd_status *st) {
+inferd_code onnx_load_file(const char *path, const onnx_load_params *params, ir_graph **out, inferd_status *st) {
   const void *data;
   size_t size;
   inferd_code rc = core_file_map(path, &data, &size, st);
   if (rc != INFERD_OK) return rc;
   char *dir = core_path_dir(path); /* external data is read beside the file */
-  rc = dir ? load(data, size, true, dir, out, st) : core_fail(st, INFERD_NO_MEMORY, "out of memory");
+  uint64_t max_external = params ? params->max_external_bytes : 0;
+  rc = dir ? load(data, size, true, dir, max_external, out, st) : core_fail(st, INFERD_NO_MEMORY, "out of memory");
   free(dir);
   core_file_unmap(data, size);
   if (rc != INFERD_OK) core_status_prefix(st, "%s", path);

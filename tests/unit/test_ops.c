@@ -4406,6 +4406,21 @@ static void test_external_data_from_memory(void **state) {
   assert_non_null(mkdtemp(dir));
   inferd_model_params params = {.external_data_dir = dir};
   check_graph_with(external_model(__func__, dir), &params, NULL, 0, false);
+  /* 108 + 24 floats: refused below 528 bytes before any is read, loaded at 528 */
+  params.max_external_bytes = 528;
+  check_graph_with(external_model(__func__, dir), &params, NULL, 0, false);
+  params.max_external_bytes = 527;
+  builder *b = external_model(__func__, dir);
+  size_t size;
+  void *buf = b_pack(b, &size);
+  b_free(b);
+  inferd_model *m = NULL;
+  inferd_status st = {0};
+  assert_int_equal(inferd_model_load_memory(buf, size, &params, &m, &st), INFERD_NO_MEMORY);
+  assert_null(m);
+  if (!strstr(st.message, "(2 tensors) need 0.0 MB (528 bytes), more than"))
+    fail_msg("max_external_bytes 527: %s", st.message);
+  free(buf);
   expect_load_fails(external_model(__func__, dir), INFERD_UNSUPPORTED,
                     (const char *const[]){"initializer 'w'", "'w.bin'", "not loaded from a directory", NULL});
   static const char *const files[] = {"w.bin", "fc.bin"};
