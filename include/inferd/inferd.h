@@ -148,11 +148,13 @@ typedef struct inferd_model_params {
                            writes them beside any model over 2 GB) are read from, as the
                            model file's directory would be; NULL refuses such a model.
                            inferd_model_load reads them beside the model's file. A tensor's
-                           file must lie inside that directory (no absolute path, no ".."). */
+                           location must be a relative path without ".." (a symbolic link
+                           in the directory is followed, as ONNX Runtime follows it). */
   uint64_t max_external_bytes; /* external data adding up to more than this (by the tensors'
-                           declared types and shapes) is refused with INFERD_NO_MEMORY before
-                           any of it is read: a server passes the memory it has left, since
-                           the model file's size says nothing of these weights. 0 = no limit. */
+                           declared types and shapes, initializers and node attributes) is
+                           refused with INFERD_NO_MEMORY before any of it is read: a server
+                           passes the memory it has left, since the model file's size says
+                           nothing of these weights. 0 = no limit. */
 } inferd_model_params;
 
 /* Loads an ONNX model. `params` may be NULL for defaults. On success *out owns the

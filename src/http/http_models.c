@@ -487,16 +487,14 @@ static inferd_code check_image_model(const inferd_model *engine, const char *nam
 }
 
 /* Labels: index_to_name.json inside the archive, or next to a bare .onnx. */
-static inferd_code load_labels(const archive_model *ar, const char *path, handler_labels **out, inferd_status *st) {
+static inferd_code load_labels(const archive_model *ar, handler_labels **out, inferd_status *st) {
   *out = NULL;
   size_t size;
   const void *json = archive_file(ar, LABELS_FILE, &size);
   if (json) return handler_labels_parse(json, size, LABELS_FILE, out, st);
   if (archive_get_kind(ar) != ARCHIVE_ONNX) return INFERD_OK;
   char sibling[4096];
-  const char *slash = strrchr(path, '/');
-  int dir_len = slash ? (int)(slash - path) : 1;
-  snprintf(sibling, sizeof sibling, "%.*s/" LABELS_FILE, dir_len, slash ? path : ".");
+  snprintf(sibling, sizeof sibling, "%s/" LABELS_FILE, archive_onnx_dir(ar));
   inferd_code code = handler_labels_load(sibling, out, st);
   return code == INFERD_NOT_FOUND ? INFERD_OK : code;
 }
@@ -697,7 +695,7 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
   bool none = api && workers == 0;
   int max_workers = yaml_workers ? y->max_workers : cm ? cm->max_workers : 0; /* only reported */
   if (m->batch_size < 1) m->batch_size = 1;
-  if (code == INFERD_OK) code = load_labels(ar, path, &m->labels, st);
+  if (code == INFERD_OK) code = load_labels(ar, &m->labels, st);
   double t_archive = core_now_seconds() - t0, t_engine = 0;
   if (code == INFERD_OK) {
     size_t size = 0;
@@ -711,7 +709,9 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
                               .max_cached_plans = m->batch_size,
                               .opt_batch = m->batch_size,
                               .mapped_file = archive_onnx_mapped(ar),
-                              .external_data_dir = archive_onnx_dir(ar),
+                              /* a download is one file: what lies beside it in
+                               * model_store is other models', never its weights */
+                              .external_data_dir = p->url ? NULL : archive_onnx_dir(ar),
                               .precision = (inferd_precision)m->precision};
     /* the engine's copy is about the file's size, plus the weights it keeps in files
      * beside it (external data), which the engine adds up before reading them */

@@ -90,14 +90,15 @@ typedef struct onnx_load_params {
   bool mapped_file; /* the data lies in a read-only private file mapping whose pages may
                        be dropped once copied (see inferd_model_params.mapped_file) */
   const char *dir;  /* where tensors stored outside the model (ONNX external data,
-                       onnx_external.c) are read from; NULL refuses them. A file's
-                       own directory for onnx_load_file. */
+                       onnx_external.c) are read from; NULL refuses them */
   uint64_t max_external_bytes; /* external data adding up to more is refused
                                   (INFERD_NO_MEMORY) before any of it is read; 0: no limit */
 } onnx_load_params;
 
 /* Loads an ONNX model from memory (borrowed for the duration of the call) or from a
- * file. On success *out owns the graph; free with ir_graph_free. `params` may be NULL. */
+ * file. On success *out owns the graph; free with ir_graph_free. `params` may be NULL;
+ * onnx_load_file takes only its max_external_bytes (the file is mapped, and its
+ * external data lies in its own directory). */
 inferd_code onnx_load_memory(const void *data, size_t size, const onnx_load_params *params, ir_graph **out,
                              inferd_status *st);
 inferd_code onnx_load_file(const char *path, const onnx_load_params *params, ir_graph **out, inferd_status *st);

@@ -10,9 +10,11 @@
  *   location  path of the file, relative to the model file's directory (required)
  *   offset    where the bytes start in it (decimal; 0 when absent)
  *   length    how many there are (decimal; up to the file's end when absent)
- *   checksum  SHA-1 of the bytes (optional; not checked, as ONNX Runtime does not)
- * Any other key is refused, as ONNX Runtime refuses it. So is a location that could
- * leave the model's directory (absolute, or with a ".." component).
+ *   checksum  SHA-1 of the whole file (optional; not checked, as ONNX Runtime does not)
+ *   basepath  the directory the writer used (optional; ignored: the model's own is used)
+ * Any other key is refused, as ONNX Runtime refuses it. So is a location that names a
+ * path out of the model's directory (absolute, or with a ".." component); a symbolic
+ * link inside it is followed, as ONNX Runtime follows it.
  *
  * The bytes are read (pread) into the graph's arena like any unpacked payload, where
  * big ones have a mapping of their own that the engine releases once the weight is
@@ -69,25 +71,32 @@ static inferd_code read_all(int fd, void *buf, size_t n, uint64_t offset, const 
   return INFERD_OK;
 }
 
-inferd_code onnx_external_check_total(const Onnx__GraphProto *g, const onnx_external *ext, inferd_status *st) {
-  if (!ext->max_bytes) return INFERD_OK;
+/* What tensor t's data takes by its type and shape; UINT64_MAX when it cannot be told
+ * (a bad shape or type, which tensor_to_value refuses with the tensor's name). */
+static uint64_t declared_bytes(const Onnx__TensorProto *t) {
+  uint64_t esize = core_dtype_size((inferd_dtype)t->data_type);
+  int64_t count = t->n_dims <= INFERD_MAX_RANK ? core_shape_count((int)t->n_dims, t->dims) : -1;
+  return count < 0 || !esize || (uint64_t)count > UINT64_MAX / esize ? UINT64_MAX : (uint64_t)count * esize;
+}
+
+static void add_external(const Onnx__TensorProto *t, uint64_t *total, size_t *n) {
+  if (!t || !onnx_tensor_is_external(t)) return;
+  uint64_t bytes = declared_bytes(t);
+  *total = bytes > UINT64_MAX - *total ? UINT64_MAX : *total + bytes;
+  (*n)++;
+}
+
+inferd_code onnx_external_check_total(const Onnx__GraphProto *g, uint64_t max_bytes, inferd_status *st) {
+  if (!max_bytes) return INFERD_OK;
   uint64_t total = 0;
   size_t n = 0;
-  for (size_t i = 0; i < g->n_initializer; i++) {
-    const Onnx__TensorProto *t = g->initializer[i];
-    uint64_t bytes = core_dtype_size((inferd_dtype)t->data_type);
-    if (!onnx_tensor_is_external(t) || t->n_dims > INFERD_MAX_RANK) continue; /* (refused later, with its name) */
-    for (size_t k = 0; k < t->n_dims; k++) {
-      if (t->dims[k] < 0 || (t->dims[k] && bytes > UINT64_MAX / (uint64_t)t->dims[k])) bytes = UINT64_MAX;
-      else bytes *= (uint64_t)t->dims[k];
-    }
-    total = bytes > UINT64_MAX - total ? UINT64_MAX : total + bytes;
-    n++;
-  }
-  if (total <= ext->max_bytes) return INFERD_OK;
+  for (size_t i = 0; i < g->n_initializer; i++) add_external(g->initializer[i], &total, &n);
+  for (size_t i = 0; i < g->n_node; i++)
+    for (size_t k = 0; k < g->node[i]->n_attribute; k++) add_external(g->node[i]->attribute[k]->t, &total, &n);
+  if (total <= max_bytes) return INFERD_OK;
   return core_fail(st, INFERD_NO_MEMORY, "its weights outside the model file (%zu tensors) need %.1f MB (%llu bytes), "
                    "more than the %.1f MB of memory it may take", n, (double)total / (1 << 20),
-                   (unsigned long long)total, (double)ext->max_bytes / (1 << 20));
+                   (unsigned long long)total, (double)max_bytes / (1 << 20));
 }
 
 inferd_code onnx_external_read(core_arena *arena, const Onnx__TensorProto *t, const char *what, size_t nbytes,
@@ -99,7 +108,7 @@ inferd_code onnx_external_read(core_arena *arena, const Onnx__TensorProto *t, co
     if (strcmp(key, "location") == 0) loc = value;
     else if (strcmp(key, "offset") == 0) offset_s = value;
     else if (strcmp(key, "length") == 0) length_s = value;
-    else if (strcmp(key, "checksum") != 0)
+    else if (strcmp(key, "checksum") != 0 && strcmp(key, "basepath") != 0)
       return core_fail(st, INFERD_INVALID_ARG, "%s: unknown external data key '%s'", what, key);
   }
   if (!loc) return core_fail(st, INFERD_INVALID_ARG, "%s: external data without a location", what);
@@ -113,21 +122,28 @@ inferd_code onnx_external_read(core_arena *arena, const Onnx__TensorProto *t, co
     return core_fail(st, INFERD_INVALID_ARG, "%s: external data length '%s' is not a byte count", what, length_s);
   if (t->has_raw_data)
     return core_fail(st, INFERD_INVALID_ARG, "%s: has both raw data and external data ('%s')", what, loc);
+  /* (a model file found without its weights is a bad model, not a missing one: never
+   * NOT_FOUND, which a server answers as "no such model") */
   if (!ext->dir)
-    return core_fail(st, INFERD_UNSUPPORTED, "%s: its data is in the file '%s' beside the model, and this model was "
-                     "not loaded from a directory", what, loc);
+    return core_fail(st, INFERD_UNSUPPORTED, "%s: its data is in the file '%s' outside the model file, and the model "
+                     "came without a directory to find it in", what, loc);
   if (ext->dir_fd < 0) {
     ext->dir_fd = open(ext->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (ext->dir_fd < 0)
-      return core_fail(st, INFERD_NOT_FOUND, "%s: external data: directory '%s': %s", what, ext->dir, strerror(errno));
+      return core_fail(st, INFERD_INVALID_ARG, "%s: external data: directory '%s': %s", what, ext->dir, strerror(errno));
   }
   /* O_NONBLOCK: a FIFO under that name must not wait for a writer (fstat refuses it) */
   int fd = openat(ext->dir_fd, loc, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return core_fail(st, INFERD_NOT_FOUND, "%s: external data '%s': %s", what, loc, strerror(errno));
+  if (fd < 0) return core_fail(st, INFERD_INVALID_ARG, "%s: external data '%s': %s", what, loc, strerror(errno));
   inferd_code rc = INFERD_OK;
   struct stat sb;
-  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-    rc = core_fail(st, INFERD_INVALID_ARG, "%s: external data '%s' is not a regular file", what, loc);
+  if (fstat(fd, &sb) != 0) {
+    rc = core_fail(st, INFERD_INVALID_ARG, "%s: external data '%s': %s", what, loc, strerror(errno));
+    goto out;
+  }
+  if (!S_ISREG(sb.st_mode)) {
+    rc = core_fail(st, INFERD_INVALID_ARG, "%s: external data '%s' is not a regular file (%s)", what, loc,
+                   core_file_kind(&sb));
     goto out;
   }
   uint64_t size = (uint64_t)sb.st_size;

@@ -11,16 +11,16 @@
 typedef struct onnx_external {
   const char *dir; /* the model file's directory; NULL when the model has none */
   int dir_fd;      /* -1 until the first external tensor opens it */
-  uint64_t max_bytes; /* onnx_load_params.max_external_bytes */
 } onnx_external;
 
 static inline bool onnx_tensor_is_external(const Onnx__TensorProto *t) {
   return t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
 }
 
-/* Refuses (INFERD_NO_MEMORY) a graph whose external tensors, by their declared type and
- * shape, add up to more than ext->max_bytes (when set), before any is read. */
-inferd_code onnx_external_check_total(const Onnx__GraphProto *g, const onnx_external *ext, inferd_status *st);
+/* Refuses (INFERD_NO_MEMORY) a graph whose external tensors (initializers and node
+ * attributes), by their declared type and shape, add up to more than `max_bytes` (0: no
+ * limit), before any is read. */
+inferd_code onnx_external_check_total(const Onnx__GraphProto *g, uint64_t max_bytes, inferd_status *st);
 
 /* Reads tensor t's external data (data_location EXTERNAL) into `arena`: it must be
  * exactly `nbytes`, the size its type and shape need. `what` names the tensor in

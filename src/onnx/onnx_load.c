@@ -458,7 +458,8 @@ out:
   return rc;
 }
 
-static inferd_code build_graph(ir_graph *g, const Onnx__ModelProto *m, onnx_external *ext, inferd_status *st) {
+static inferd_code build_graph(ir_graph *g, const Onnx__ModelProto *m, onnx_external *ext, uint64_t max_external,
+                               inferd_status *st) {
   const Onnx__GraphProto *gp = m->graph;
   if (!gp) return core_fail(st, INFERD_INVALID_ARG, "model has no graph");
   g->opset = 0;
@@ -467,7 +468,7 @@ static inferd_code build_graph(ir_graph *g, const Onnx__ModelProto *m, onnx_exte
     if (!d || !*d || strcmp(d, "ai.onnx") == 0) g->opset = m->opset_import[i]->version;
   }
   if (g->opset == 0) return core_fail(st, INFERD_INVALID_ARG, "model imports no default-domain opset");
-  inferd_code rc = onnx_external_check_total(gp, ext, st);
+  inferd_code rc = onnx_external_check_total(gp, max_external, st);
   if (rc != INFERD_OK) return rc;
 
   /* every name that can appear: initializers, inputs, node outputs */
@@ -591,15 +592,15 @@ out:
   return rc;
 }
 
-static inferd_code load(const void *data, size_t size, bool mapped, const char *dir, uint64_t max_external,
-                        ir_graph **out, inferd_status *st) {
+static inferd_code load(const void *data, size_t size, const onnx_load_params *p, ir_graph **out,
+                        inferd_status *st) {
   *out = NULL;
   ir_graph *g = calloc(1, sizeof *g);
   if (!g || !(g->arena = core_arena_new(4 << 20))) {
     free(g);
     return core_fail(st, INFERD_NO_MEMORY, "out of memory");
   }
-  unpack_ctx u = {.arena = g->arena, .file = mapped ? data : NULL, .file_size = size};
+  unpack_ctx u = {.arena = g->arena, .file = p->mapped_file ? data : NULL, .file_size = size};
   populate_ahead(&u);
   ProtobufCAllocator allocator = {.alloc = pb_alloc, .free = pb_free, .allocator_data = &u};
   unpack_call call = {.allocator = &allocator, .size = size, .data = data};
@@ -612,8 +613,8 @@ static inferd_code load(const void *data, size_t size, bool mapped, const char *
     ir_graph_free(g);
     return core_fail(st, INFERD_INVALID_ARG, "not a valid ONNX model: protobuf parse failed (truncated or corrupt file)");
   }
-  onnx_external ext = {.dir = dir, .dir_fd = -1, .max_bytes = max_external};
-  inferd_code rc = build_graph(g, m, &ext, st);
+  onnx_external ext = {.dir = p->dir, .dir_fd = -1};
+  inferd_code rc = build_graph(g, m, &ext, p->max_external_bytes, st);
   onnx_external_close(&ext);
   if (rc != INFERD_OK) {
     ir_graph_free(g);
@@ -625,8 +626,8 @@ static inferd_code load(const void *data, size_t size, bool mapped, const char *
 
 inferd_code onnx_load_memory(const void *data, size_t size, const onnx_load_params *params, ir_graph **out,
                              inferd_status *st) {
-  const onnx_load_params none = {0}, *p = params ? params : &none;
-  return load(data, size, p->mapped_file, p->dir, p->max_external_bytes, out, st);
+  const onnx_load_params none = {0};
+  return load(data, size, params ? params : &none, out, st);
 }
 
 inferd_code onnx_load_file(const char *path, const onnx_load_params *params, ir_graph **out, inferd_status *st) {
@@ -635,8 +636,8 @@ inferd_code onnx_load_file(const char *path, const onnx_load_params *params, ir_
   inferd_code rc = core_file_map(path, &data, &size, st);
   if (rc != INFERD_OK) return rc;
   char *dir = core_path_dir(path); /* external data is read beside the file */
-  uint64_t max_external = params ? params->max_external_bytes : 0;
-  rc = dir ? load(data, size, true, dir, max_external, out, st) : core_fail(st, INFERD_NO_MEMORY, "out of memory");
+  onnx_load_params p = {.mapped_file = true, .dir = dir, .max_external_bytes = params ? params->max_external_bytes : 0};
+  rc = dir ? load(data, size, &p, out, st) : core_fail(st, INFERD_NO_MEMORY, "out of memory");
   free(dir);
   core_file_unmap(data, size);
   if (rc != INFERD_OK) core_status_prefix(st, "%s", path);

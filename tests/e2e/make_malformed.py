@@ -32,7 +32,8 @@ What it makes, in OUT (the only argument):
                             (absolute, or through ".."), a file of 100 bytes for the
                             432 the weight needs, an offset past its end, a length past
                             it, an offset that is not a number, an unknown key, no
-                            location, a directory as the location, raw data as well
+                            location, a directory or a FIFO with no writer as the
+                            location (it must not wait for one), raw data as well
   cases.tsv                 one case a line: NAME <tab> MODEL <tab> INPUT <tab> REGEX, where
                             REGEX (grep -Ei) must match inferd's one-line message; MODEL
                             or INPUT may name a file that does not exist on purpose
@@ -226,6 +227,8 @@ def main():
     # External data (the weight's bytes in a file beside the model) that is wrong
     os.makedirs(os.path.join(out, "ext"), exist_ok=True)
     write(out, "ext/short.bin", RNG.bytes(100))
+    if not os.path.exists(os.path.join(out, "ext/fifo")):
+        os.mkfifo(os.path.join(out, "ext/fifo"))
 
     def external(name, entries, keep_raw=False):
         def make(w):
@@ -249,7 +252,8 @@ def main():
          "offset '-4' is not a byte count"),
         ("ext_unknown_key.onnx", [("location", "ext/short.bin"), ("frob", "1")], False, "unknown external data key 'frob'"),
         ("ext_no_location.onnx", [("offset", "0")], False, "external data without a location"),
-        ("ext_directory.onnx", [("location", "ext")], False, "'ext' is not a regular file"),
+        ("ext_directory.onnx", [("location", "ext")], False, "'ext' is not a regular file \\(a directory\\)"),
+        ("ext_fifo.onnx", [("location", "ext/fifo")], False, "'ext/fifo' is not a regular file \\(a FIFO\\)"),
         ("ext_and_raw.onnx", [("location", "ext/short.bin")], True, "both raw data and external data"),
     ]
     for name, entries, keep_raw, regex in ext_cases:

@@ -13,7 +13,9 @@
 # loader's page dropper once ran past the file), unsupported ops (NonMaxSuppression, a
 # custom domain, a GELU chain whose last Mul is a custom domain's), .npy inputs of the
 # wrong rank, channel count and dtype, a truncated .npy, a text file named .npy, and
-# missing paths, a model with two inputs. It also writes cases.tsv: name, model, input,
+# missing paths, a model with two inputs, external data that is wrong (a missing file,
+# a location out of the directory, wrong sizes, offsets and keys, a directory or a FIFO
+# as the file). It also writes cases.tsv: name, model, input,
 # and the regex (grep -Ei) the stderr line must match. Then bad arguments, by the same
 # rule: --bench on a model with two inputs (it crashed), --batch or --json without
 # --bench, --bench with --input, an unknown option, a missing value, --no-winograd with

@@ -198,7 +198,7 @@ fi
 mv "$WORK/small_mar.mar" "$WORK/store/"
 code=$(curl -sS -o "$WORK/small_mar.json" -w '%{http_code}' -X POST -H "Authorization: Bearer $MANAGEMENT_KEY" \
   "http://127.0.0.1:$MANAGEMENT_PORT/models?url=small_mar.mar&synchronous=true")
-if [ "$code" != 400 ] || ! grep -q "'small_ext.weights' beside the model, and this model was not loaded from a directory" \
+if [ "$code" != 400 ] || ! grep -q "'small_ext.weights' outside the model file, and the model came without a directory" \
   "$WORK/small_mar.json"; then
   echo "FAIL: registering a .mar whose weights are external data: HTTP $code $(cat "$WORK/small_mar.json")" >&2
   status=1

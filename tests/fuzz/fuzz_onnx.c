@@ -16,6 +16,10 @@
  * gigabytes of activations for nothing; the load-time plan (which checks every node)
  * still runs.
  *
+ * External data (initializers whose bytes lie in files beside the model) is read from a
+ * directory the target makes at start and removes at exit, holding w.bin (256 floats)
+ * and an empty directory d; the mutator moves tensors there.
+ *
  * Mutation: byte-level mutations of a protobuf mostly break its length framing, so
  * most of them die in the parser. LLVMFuzzerCustomMutator therefore also mutates the
  * model as a model: it unpacks the input with protobuf-c, changes one to three things
@@ -38,6 +42,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "inferd/inferd.h"
 #include "onnx.pb-c.h"
@@ -254,13 +260,12 @@ static void mutate_node(mutator *mu, Onnx__NodeProto *n) {
 }
 
 /* The tensor's data moves to "a file beside the model" (ONNX external data), with a
- * key/value pair of the kind exporters write, or a wrong one. The fuzzed model comes
- * from memory with no directory, so the loader parses the keys and refuses it before
- * opening anything. */
+ * key/value pair of the kind exporters write, or a wrong one. The model's directory is
+ * ext_dir (LLVMFuzzerInitialize): w.bin (1 KB) and a subdirectory d, nothing else. */
 static void make_external(mutator *mu, Onnx__TensorProto *t) {
   static const char *const keys[] = {"location", "offset", "length", "checksum", "bogus", ""};
-  static const char *const values[] = {"w.bin", "../w.bin", "/etc/hostname", "", "0", "12", "-1",
-                                       "99999999999999999999", "1e3", "dir/../../w"};
+  static const char *const values[] = {"w.bin", "../w.bin", "/etc/hostname", "", "0", "12", "-1", "1024", "d",
+                                       "99999999999999999999", "1e3", "d/../../w", "./w.bin", "d/w.bin"};
   Onnx__StringStringEntryProto *e = arena_alloc(&mu->arena, sizeof *e);
   Onnx__StringStringEntryProto **list = arena_alloc(&mu->arena, (t->n_external_data + 1) * sizeof *list);
   if (!e || !list) return;
@@ -368,9 +373,31 @@ size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size, unsi
 
 /* ---- the target ------------------------------------------------------------------ */
 
+static char ext_dir[] = "/tmp/fuzz_onnx.XXXXXX";
+
+static void remove_ext_dir(void) {
+  char path[sizeof ext_dir + 16];
+  snprintf(path, sizeof path, "%s/w.bin", ext_dir);
+  unlink(path);
+  snprintf(path, sizeof path, "%s/d", ext_dir);
+  rmdir(path);
+  rmdir(ext_dir);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc, (void)argv;
   omp_set_num_threads(1);
+  /* the directory external data is read from: one 1 KB file of floats and a directory */
+  if (!mkdtemp(ext_dir)) abort();
+  atexit(remove_ext_dir);
+  char path[sizeof ext_dir + 16];
+  snprintf(path, sizeof path, "%s/d", ext_dir);
+  if (mkdir(path, 0700) != 0) abort();
+  snprintf(path, sizeof path, "%s/w.bin", ext_dir);
+  FILE *f = fopen(path, "wb");
+  float w[256];
+  for (int i = 0; i < 256; i++) w[i] = (float)(i % 17) / 16.0f - 0.5f;
+  if (!f || fwrite(w, sizeof w, 1, f) != 1 || fclose(f) != 0) abort();
   return 0;
 }
 
@@ -379,7 +406,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   inferd_model *model = NULL;
   /* a model whose intermediates need more than 1 GB is refused at load (TOO_LARGE):
    * one iteration must not allocate gigabytes */
-  inferd_model_params params = {.max_scratch_bytes = (size_t)1 << 30};
+  inferd_model_params params = {.max_scratch_bytes = (size_t)1 << 30,
+                                .external_data_dir = ext_dir,
+                                .max_external_bytes = (uint64_t)1 << 30};
   inferd_code rc = inferd_model_load_memory(data, size, &params, &model, &st);
   if (rc != INFERD_OK) {
     /* a refusal must say something, on one line */

@@ -4422,13 +4422,81 @@ static void test_external_data_from_memory(void **state) {
     fail_msg("max_external_bytes 527: %s", st.message);
   free(buf);
   expect_load_fails(external_model(__func__, dir), INFERD_UNSUPPORTED,
-                    (const char *const[]){"initializer 'w'", "'w.bin'", "not loaded from a directory", NULL});
+                    (const char *const[]){"initializer 'w'", "'w.bin'", "came without a directory", NULL});
   static const char *const files[] = {"w.bin", "fc.bin"};
   for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
     char path[512];
     snprintf(path, sizeof path, "%s/%s", dir, files[i]);
     assert_int_equal(unlink(path), 0); /* each weight was external data */
   }
+  assert_int_equal(rmdir(dir), 0);
+}
+
+/* b's model with initializer `name` made a Constant node's value instead (where
+ * onnx.external_data_helper's convert_attribute=True leaves external data too). */
+static void *pack_as_constant(builder *b, const char *name, size_t *size) {
+  size_t n;
+  void *buf = b_pack(b, &n);
+  Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, n, buf);
+  free(buf);
+  assert_non_null(m);
+  Onnx__GraphProto *g = m->graph;
+  size_t i = 0;
+  while (i < g->n_initializer && strcmp(g->initializer[i]->name, name) != 0) i++;
+  assert_true(i < g->n_initializer);
+  Onnx__TensorProto *t = g->initializer[i];
+  g->initializer[i] = g->initializer[--g->n_initializer];
+  Onnx__AttributeProto value = ONNX__ATTRIBUTE_PROTO__INIT, *attrs[1] = {&value};
+  value.name = "value";
+  value.has_type = 1;
+  value.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR;
+  value.t = t;
+  char *outputs[1] = {(char *)name};
+  Onnx__NodeProto constant = ONNX__NODE_PROTO__INIT, **nodes = malloc((g->n_node + 1) * sizeof *nodes), **old = g->node;
+  assert_non_null(nodes);
+  constant.name = "constant";
+  constant.op_type = "Constant";
+  constant.n_output = 1;
+  constant.output = outputs;
+  constant.n_attribute = 1;
+  constant.attribute = attrs;
+  nodes[0] = &constant;
+  memcpy(nodes + 1, g->node, g->n_node * sizeof *nodes);
+  g->node = nodes, g->n_node++;
+  *size = onnx__model_proto__get_packed_size(m);
+  buf = malloc(*size);
+  assert_non_null(buf);
+  assert_int_equal(onnx__model_proto__pack(m, buf), *size);
+  g->node = old, g->n_node--; /* as unpacked, for free_unpacked */
+  g->initializer[g->n_initializer++] = t;
+  free(nodes);
+  onnx__model_proto__free_unpacked(m, NULL);
+  return buf;
+}
+
+/* max_external_bytes counts a Constant's external value too: 432 bytes of "w" and 96 of
+ * "fc" as a Constant's value are refused at 500, loaded at 528. */
+static void test_external_data_in_constant(void **state) {
+  char dir[] = "/tmp/inferd-test-external.XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  builder *b = external_model(__func__, dir);
+  size_t size;
+  void *buf = pack_as_constant(b, "fc", &size);
+  b_free(b);
+  inferd_model_params params = {.external_data_dir = dir, .max_external_bytes = 500};
+  inferd_model *m = NULL;
+  inferd_status st = {0};
+  assert_int_equal(inferd_model_load_memory(buf, size, &params, &m, &st), INFERD_NO_MEMORY);
+  if (!strstr(st.message, "(2 tensors) need 0.0 MB (528 bytes)")) fail_msg("max_external_bytes 500: %s", st.message);
+  params.max_external_bytes = 528;
+  if (inferd_model_load_memory(buf, size, &params, &m, &st) != INFERD_OK) fail_msg("max_external_bytes 528: %s", st.message);
+  inferd_model_free(m);
+  free(buf);
+  char path[512];
+  snprintf(path, sizeof path, "%s/w.bin", dir);
+  assert_int_equal(unlink(path), 0);
+  snprintf(path, sizeof path, "%s/fc.bin", dir);
+  assert_int_equal(unlink(path), 0);
   assert_int_equal(rmdir(dir), 0);
 }
 
@@ -4915,6 +4983,7 @@ int main(void) {
       cmocka_unit_test(test_fold_int64_exact),
       cmocka_unit_test(test_error_weight_raw_data_short),
       cmocka_unit_test(test_external_data_from_memory),
+      cmocka_unit_test(test_external_data_in_constant),
       cmocka_unit_test(test_error_truncated_model),
       cmocka_unit_test(test_error_batch_size),
       cmocka_unit_test(test_error_group_does_not_divide_channels),
