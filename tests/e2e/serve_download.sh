@@ -8,7 +8,9 @@
 #   stops after 5); a register from /ok/mnet.mar downloads it into the
 #   model store as mnet.mar, describe reports the url, the photo is classified; the same
 #   url again is a 409 (the file exists); a missing file (404), a url with no file name or
-#   a hidden one are 400s; a download that is no archive is a 400 and is deleted; no
+#   a hidden one are 400s; a downloaded .onnx whose weight is external data naming a file
+#   in the model store is a 400 (a download is one file: it reads nothing beside it);
+#   a download that is no archive is a 400 and is deleted; no
 #   temporary file is left behind; the unregister deletes mnet.mar, after which the url
 #   registers again. An allowed_urls that is no regular expression stops the server at
 #   start with exit status 2, naming the key.
@@ -39,6 +41,26 @@ cp "$WORK/web/ok/mnet.mar" "$WORK/web/other/mnet.mar"
 mv "$WORK/mnet.mar" "$WORK/web/ok/mnet-v2.mar"
 "${INFERD_PYTHON:-/usr/bin/python3}" "$SRC/tests/fixtures/make_tiny.py" "$WORK/web/ok/tiny.onnx"
 head -c 4096 /dev/urandom >"$WORK/web/ok/junk.mar"
+# ext.onnx: MatMul by a weight stored as external data in stolen.bin, a file model_store
+# holds; downloaded into model_store, it must not read it (a download is one file)
+"${INFERD_PYTHON:-/usr/bin/python3}" - "$WORK" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+work = sys.argv[1]
+w = np.ones((4, 3), np.float32)
+t = numpy_helper.from_array(w, "w")
+t.ClearField("raw_data")
+t.data_location = TensorProto.EXTERNAL
+e = t.external_data.add()
+e.key, e.value = "location", "stolen.bin"
+g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "ext",
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])], [t])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), work + "/web/ok/ext.onnx")
+w.tofile(work + "/store/stolen.bin")
+PY
 printf 'not hidden\n' >"$WORK/web/ok/.hidden"
 
 serve_ports
@@ -132,6 +154,9 @@ call "a url without a file name" 400 "'file name' in r['message']" -X POST "$M/m
 call "a url naming a hidden file" 400 "'file name' in r['message']" -X POST "$M/models?url=$W/ok/.hidden"
 store_has .hidden && fail "the hidden file was downloaded"
 call "a download that is no archive" 400 "'junk.mar' in r['message']" -X POST "$M/models?url=$W/ok/junk.mar"
+call "a downloaded .onnx reads no external data from model_store" 400 \
+  "\"'stolen.bin' outside the model file, and the model came without a directory\" in r['message']" \
+  -X POST "$M/models?url=$W/ok/ext.onnx"
 store_has junk.mar && fail "junk.mar was kept after its register failed"
 no_temporaries "after the failed downloads"
 
