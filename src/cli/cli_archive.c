@@ -13,8 +13,12 @@
  * --version. The .onnx is stored in the zip rather than deflated (see archive_write.c:
  * weights hardly compress, and inflating them would slow every server start). A
  * --config-file is read as the server will read it (config_model_yaml_read_file), so
- * that a broken one is refused here rather than at registration. Any error, an
- * existing archive without --force included, is one line on stderr and exit status 2.
+ * that a broken one is refused here rather than at registration. So is a model that keeps
+ * its weights in files beside it (ONNX external data, as torch.onnx.export writes any
+ * model over 2 GB) when the format is a .mar: the server reads those only from a model
+ * directory (no-archive, with the files given as --extra-files) or beside a bare .onnx.
+ * Any error, an existing archive without --force included, is one line on stderr and
+ * exit status 2.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -25,6 +29,7 @@
 #include "cli/cli_internal.h"
 #include "config/config.h"
 #include "handler/handler.h"
+#include "onnx/onnx.h"
 
 static void archive_usage(FILE *f) {
   fprintf(f,
@@ -140,9 +145,17 @@ int cli_archive(int argc, char **argv) {
     else fprintf(stderr, "inferd archive: %s\n", st.message);
     return rc == INFERD_OK ? 0 : rc == INFERD_NO_MEMORY ? 1 : 2;
   }
-  char written[4096];
+  char written[4096], first[256];
+  size_t external = 0;
+  inferd_status ignored; /* a file that cannot be read: archive_write says so */
+  if (o.write.format != ARCHIVE_FORMAT_NO_ARCHIVE &&
+      onnx_file_external_count(o.write.serialized_file, &external, first, sizeof first, &ignored) == INFERD_OK &&
+      external > 0)
+    rc = core_fail(&st, INFERD_INVALID_ARG, "%s keeps %zu tensors in files beside it (ONNX external data, the first "
+                   "in '%s'), which a .mar cannot serve: make a model directory (--archive-format no-archive, with "
+                   "those files in --extra-files) or serve the .onnx itself", o.write.serialized_file, external, first);
   config_model_yaml yaml;
-  if (o.write.config_file) rc = config_model_yaml_read_file(o.write.config_file, &yaml, &st);
+  if (rc == INFERD_OK && o.write.config_file) rc = config_model_yaml_read_file(o.write.config_file, &yaml, &st);
   if (rc == INFERD_OK) rc = archive_write(&o.write, written, sizeof written, &st);
   const char *handler = o.write.handler; /* from argv */
   cli__archive_options_free(&o);

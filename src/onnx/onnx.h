@@ -104,6 +104,13 @@ inferd_code onnx_load_memory(const void *data, size_t size, const onnx_load_para
 inferd_code onnx_load_file(const char *path, const onnx_load_params *params, ir_graph **out, inferd_status *st);
 void ir_graph_free(ir_graph *g);
 
+/* How many tensors (initializers and node attributes) of the ONNX model at `path` keep
+ * their data in files outside it, and the location of the first (copied into `first`).
+ * A file that is no ONNX model has none: 0, INFERD_OK. Only a file that cannot be
+ * mapped is an error. */
+inferd_code onnx_file_external_count(const char *path, size_t *count, char *first, size_t first_size,
+                                     inferd_status *st);
+
 /* Adds a value (a constant when data != NULL, copied into the graph's arena). Returns
  * its index, or IR_NONE when out of memory. May move g->values. */
 int ir_graph_add_value(ir_graph *g, const char *name, inferd_dtype dtype, int rank,

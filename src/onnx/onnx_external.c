@@ -86,6 +86,34 @@ static void add_external(const Onnx__TensorProto *t, uint64_t *total, size_t *n)
   (*n)++;
 }
 
+static void note_external(const Onnx__TensorProto *t, size_t *count, char *first, size_t first_size) {
+  if (!t || !onnx_tensor_is_external(t)) return;
+  for (size_t i = 0; i < t->n_external_data && *count == 0; i++)
+    if (t->external_data[i]->key && strcmp(t->external_data[i]->key, "location") == 0)
+      snprintf(first, first_size, "%s", t->external_data[i]->value ? t->external_data[i]->value : "");
+  (*count)++;
+}
+
+inferd_code onnx_file_external_count(const char *path, size_t *count, char *first, size_t first_size,
+                                     inferd_status *st) {
+  *count = 0;
+  if (first_size) first[0] = '\0';
+  const void *data;
+  size_t size;
+  inferd_code rc = core_file_map(path, &data, &size, st);
+  if (rc != INFERD_OK) return rc;
+  Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, size, data);
+  core_file_unmap(data, size);
+  if (!m) return INFERD_OK;
+  const Onnx__GraphProto *g = m->graph;
+  for (size_t i = 0; g && i < g->n_initializer; i++) note_external(g->initializer[i], count, first, first_size);
+  for (size_t i = 0; g && i < g->n_node; i++)
+    for (size_t k = 0; k < g->node[i]->n_attribute; k++)
+      note_external(g->node[i]->attribute[k]->t, count, first, first_size);
+  onnx__model_proto__free_unpacked(m, NULL);
+  return INFERD_OK;
+}
+
 inferd_code onnx_external_check_total(const Onnx__GraphProto *g, uint64_t max_bytes, inferd_status *st) {
   if (!max_bytes) return INFERD_OK;
   uint64_t total = 0;

@@ -2,7 +2,9 @@
 # archive_test.sh - `inferd archive` end to end: the .mar it writes must be what
 # torch-model-archiver writes, as Python's zipfile (what torch-model-archiver and most
 # tools use) reads it; an existing archive is kept without --force and replaced with
-# it; bad input is exit status 2 with one line on stderr.
+# it; bad input is exit status 2 with one line on stderr. A model with its weights in a
+# file beside it (ONNX external data) gets no .mar, and runs from a model directory
+# that holds the file.
 #
 #   sh tests/e2e/archive_test.sh path/to/inferd WORKDIR
 #
@@ -103,6 +105,30 @@ m = json.load(open(sys.argv[1] + '/MAR-INF/MANIFEST.json'))['model']
 assert m['serializedFile'] == 'mobilenet_v2_imagenet.onnx' and m['modelVersion'] == '1.0', m
 assert open(sys.argv[1] + '/index_to_name.json', 'rb').read() == open('models/index_to_name.json', 'rb').read()
 " "$TMP/m" || fail "no-archive directory"
+
+# 4b. a model with its weights in weights.bin beside it (ONNX external data): no .mar
+# (the server cannot read them from one), but a model directory with weights.bin as an
+# extra file, where the model runs
+mkdir -p "$TMP/src"
+"$PYTHON" - "$TMP/src/mnet.onnx" <<'PY'
+import sys
+import onnx
+from onnx import external_data_helper
+m = onnx.load("models/mobilenet_v2_imagenet.onnx")
+external_data_helper.convert_model_to_external_data(m, all_tensors_to_one_file=True, location="weights.bin",
+                                                    size_threshold=1024)
+onnx.save(m, sys.argv[1])
+PY
+expect_error 2 "mnet.onnx keeps [0-9]* tensors in files beside it (ONNX external data, the first in 'weights.bin')" \
+  "$INFERD" archive --model-name ext --serialized-file "$TMP/src/mnet.onnx" --handler image_classifier \
+  --export-path "$TMP"
+[ ! -e "$TMP/ext.mar" ] || fail "a .mar of a model with external data was written"
+"$INFERD" archive --model-name ext --serialized-file "$TMP/src/mnet.onnx" --handler image_classifier \
+  --extra-files "$TMP/src/weights.bin" --export-path "$TMP" --archive-format no-archive >/dev/null ||
+  fail "no-archive directory of a model with external data"
+rm "$TMP/src/weights.bin"
+"$INFERD" run "$TMP/ext/mnet.onnx" --bench --seconds 0.2 >"$TMP/stdout" 2>"$TMP/stderr" ||
+  fail "the model directory's mnet.onnx with its weights.bin: $(cat "$TMP/stderr")"
 
 # 5. bad input: exit status 2 and one line
 expect_error 2 "nope.onnx" "$INFERD" archive --model-name x --serialized-file "$TMP/nope.onnx" --handler image_classifier \

@@ -191,11 +191,16 @@ if [ "$code" != 400 ] || ! grep -q "fixed batch size of 2" "$WORK/mlp2.json"; th
   echo "FAIL: registering mlp2 (fixed batch 2): HTTP $code $(cat "$WORK/mlp2.json")" >&2
   status=1
 fi
-# A .mar of small_ext.onnx alone: its weights are not in the archive, and a .mar's model
-# has no directory to find them in. Refused at registration, naming the tensor and file.
-"$INFERD" archive --model-name small_mar --serialized-file "$WORK/store/small_ext.onnx" --handler image_classifier \
-  --export-path "$WORK" >/dev/null
-mv "$WORK/small_mar.mar" "$WORK/store/"
+# A .mar of small_ext.onnx alone, as another archiver would make it (`inferd archive`
+# refuses to): its weights are not in it, and a .mar's model has no directory to find
+# them in. Refused at registration, naming the tensor and file.
+"$PY" - "$WORK/store/small_ext.onnx" "$WORK/store/small_mar.mar" <<'PY'
+import json, sys, zipfile
+with zipfile.ZipFile(sys.argv[2], "w") as z:
+    z.writestr("MAR-INF/MANIFEST.json", json.dumps({"model": {"modelName": "small_mar", "modelVersion": "1.0",
+                                                              "serializedFile": "small_ext.onnx"}}))
+    z.write(sys.argv[1], "small_ext.onnx")
+PY
 code=$(curl -sS -o "$WORK/small_mar.json" -w '%{http_code}' -X POST -H "Authorization: Bearer $MANAGEMENT_KEY" \
   "http://127.0.0.1:$MANAGEMENT_PORT/models?url=small_mar.mar&synchronous=true")
 if [ "$code" != 400 ] || ! grep -q "'small_ext.weights' outside the model file, and the model came without a directory" \
