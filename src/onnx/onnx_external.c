@@ -79,19 +79,33 @@ static uint64_t declared_bytes(const Onnx__TensorProto *t) {
   return count < 0 || !esize || (uint64_t)count > UINT64_MAX / esize ? UINT64_MAX : (uint64_t)count * esize;
 }
 
-static void add_external(const Onnx__TensorProto *t, uint64_t *total, size_t *n) {
-  if (!t || !onnx_tensor_is_external(t)) return;
-  uint64_t bytes = declared_bytes(t);
-  *total = bytes > UINT64_MAX - *total ? UINT64_MAX : *total + bytes;
-  (*n)++;
+/* Calls fn(t, ctx) for each tensor of g whose data is external: initializers, then node
+ * attributes (a Constant's value). */
+static void each_external(const Onnx__GraphProto *g, void (*fn)(const Onnx__TensorProto *t, void *ctx), void *ctx) {
+  for (size_t i = 0; g && i < g->n_initializer; i++)
+    if (onnx_tensor_is_external(g->initializer[i])) fn(g->initializer[i], ctx);
+  for (size_t i = 0; g && i < g->n_node; i++)
+    for (size_t k = 0; k < g->node[i]->n_attribute; k++) {
+      const Onnx__TensorProto *t = g->node[i]->attribute[k]->t;
+      if (t && onnx_tensor_is_external(t)) fn(t, ctx);
+    }
 }
 
-static void note_external(const Onnx__TensorProto *t, size_t *count, char *first, size_t first_size) {
-  if (!t || !onnx_tensor_is_external(t)) return;
-  for (size_t i = 0; i < t->n_external_data && *count == 0; i++)
+typedef struct found {
+  size_t count;
+  uint64_t bytes;   /* declared, saturating */
+  char *first;      /* the first one's location */
+  size_t first_size;
+} found;
+
+static void add_found(const Onnx__TensorProto *t, void *ctx) {
+  found *f = ctx;
+  uint64_t bytes = declared_bytes(t);
+  f->bytes = bytes > UINT64_MAX - f->bytes ? UINT64_MAX : f->bytes + bytes;
+  for (size_t i = 0; i < t->n_external_data && f->count == 0 && f->first_size; i++)
     if (t->external_data[i]->key && strcmp(t->external_data[i]->key, "location") == 0)
-      snprintf(first, first_size, "%s", t->external_data[i]->value ? t->external_data[i]->value : "");
-  (*count)++;
+      snprintf(f->first, f->first_size, "%s", t->external_data[i]->value ? t->external_data[i]->value : "");
+  f->count++;
 }
 
 inferd_code onnx_file_external_count(const char *path, size_t *count, char *first, size_t first_size,
@@ -105,26 +119,21 @@ inferd_code onnx_file_external_count(const char *path, size_t *count, char *firs
   Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, size, data);
   core_file_unmap(data, size);
   if (!m) return INFERD_OK;
-  const Onnx__GraphProto *g = m->graph;
-  for (size_t i = 0; g && i < g->n_initializer; i++) note_external(g->initializer[i], count, first, first_size);
-  for (size_t i = 0; g && i < g->n_node; i++)
-    for (size_t k = 0; k < g->node[i]->n_attribute; k++)
-      note_external(g->node[i]->attribute[k]->t, count, first, first_size);
+  found f = {.first = first, .first_size = first_size};
+  each_external(m->graph, add_found, &f);
   onnx__model_proto__free_unpacked(m, NULL);
+  *count = f.count;
   return INFERD_OK;
 }
 
 inferd_code onnx_external_check_total(const Onnx__GraphProto *g, uint64_t max_bytes, inferd_status *st) {
   if (!max_bytes) return INFERD_OK;
-  uint64_t total = 0;
-  size_t n = 0;
-  for (size_t i = 0; i < g->n_initializer; i++) add_external(g->initializer[i], &total, &n);
-  for (size_t i = 0; i < g->n_node; i++)
-    for (size_t k = 0; k < g->node[i]->n_attribute; k++) add_external(g->node[i]->attribute[k]->t, &total, &n);
-  if (total <= max_bytes) return INFERD_OK;
+  found f = {0};
+  each_external(g, add_found, &f);
+  if (f.bytes <= max_bytes) return INFERD_OK;
   return core_fail(st, INFERD_NO_MEMORY, "its weights outside the model file (%zu tensors) need %.1f MB (%llu bytes), "
-                   "more than the %.1f MB of memory it may take", n, (double)total / (1 << 20),
-                   (unsigned long long)total, (double)max_bytes / (1 << 20));
+                   "more than the %.1f MB of memory it may take", f.count, (double)f.bytes / (1 << 20),
+                   (unsigned long long)f.bytes, (double)max_bytes / (1 << 20));
 }
 
 inferd_code onnx_external_read(core_arena *arena, const Onnx__TensorProto *t, const char *what, size_t nbytes,
