@@ -69,43 +69,27 @@ bad_usage() { echo "engine.sh: $*" >&2; exit 2; }
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
 
 COMMAND="bench/engine.sh${*:+ $*}"
+. "$ROOT/bench/lib.sh"
+BENCH_OPTIONS="--seconds --rounds --build --no-build --models --batches --threads --out"
 while [ $# -gt 0 ]; do
+  bench_option "$@"
+  if [ "$BENCH_TOOK" -gt 0 ]; then shift "$BENCH_TOOK"; continue; fi
   case "$1" in
-    --seconds) [ $# -ge 2 ] || bad_usage "--seconds needs a value"; SECS=$2; shift 2 ;;
-    --rounds)  [ $# -ge 2 ] || bad_usage "--rounds needs a value"; ROUNDS=$2; shift 2 ;;
-    --build)   [ $# -ge 2 ] || bad_usage "--build needs a directory"; BUILD=$2; shift 2 ;;
-    --no-build) NO_BUILD=1; shift ;;
     --profile) PROFILE=1; shift ;;
-    --models)  [ $# -ge 2 ] || bad_usage "--models needs a value"; MODELS=$2; shift 2 ;;
-    --batches) [ $# -ge 2 ] || bad_usage "--batches needs a value"; BATCHES=$2; shift 2 ;;
-    --threads) [ $# -ge 2 ] || bad_usage "--threads needs a value"; THREADS=$2; shift 2 ;;
     --peak)    [ $# -ge 2 ] || bad_usage "--peak needs a value"; PEAK=$2; shift 2 ;;
-    --out)     [ $# -ge 2 ] || bad_usage "--out needs a file"; OUT=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) bad_usage "unknown argument '$1' (see --help)" ;;
   esac
 done
-if ! [[ $SECS =~ ^[0-9]+([.][0-9]+)?$ ]] || ! awk "BEGIN { exit !($SECS > 0) }"; then
-  bad_usage "--seconds must be a positive number, not '$SECS'"
-fi
+bench_check_options
 [[ $THREADS =~ ^[1-9][0-9]*$ ]] || bad_usage "--threads must be a positive integer, not '$THREADS'"
 [[ $PEAK =~ ^[0-9]+([.][0-9]+)?$ ]] || bad_usage "--peak must be a number, not '$PEAK'"
-[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || bad_usage "--rounds must be a positive integer, not '$ROUNDS'"
-[[ $BATCHES =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || bad_usage "--batches must be like 1,8, not '$BATCHES'"
-[[ $MODELS =~ ^[a-z0-9_]+(,[a-z0-9_]+)*$ ]] || bad_usage "--models must be like resnet50,resnet152, not '$MODELS'"
-case "$BUILD" in /*) ;; *) BUILD="$PWD/$BUILD" ;; esac
-case "$OUT" in /*) ;; *) OUT="$PWD/$OUT" ;; esac
-[ -d "$(dirname "$OUT")" ] || bad_usage "--out: no directory $(dirname "$OUT")"
-INFERD="$BUILD/inferd"
-IFS=, read -r -a MODEL_LIST <<<"$MODELS"
-IFS=, read -r -a BATCH_LIST <<<"$BATCHES"
 
 # ---- prerequisites -------------------------------------------------------------------
 [ -x "$PY" ] || die "$PY not found: run scripts/install-deps.sh"
 "$PY" -I -c 'import torch, torchvision, onnx' 2>/dev/null \
   || die "$PY cannot import torch, torchvision and onnx: run scripts/install-deps.sh"
 
-. "$ROOT/bench/lib.sh"
 bench_build engine.sh
 
 bench_load_warning engine.sh

@@ -69,17 +69,17 @@ bad_usage() { echo "http.sh: $*" >&2; exit 2; }
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
 
 COMMAND="bench/http.sh${*:+ $*}"
+. "$ROOT/bench/lib.sh"
+BENCH_OPTIONS="--seconds --build --no-build --out"
 while [ $# -gt 0 ]; do
+  bench_option "$@"
+  if [ "$BENCH_TOOK" -gt 0 ]; then shift "$BENCH_TOOK"; continue; fi
   case "$1" in
-    --seconds) [ $# -ge 2 ] || bad_usage "--seconds needs a value"; SECS=$2; shift 2 ;;
-    --build)   [ $# -ge 2 ] || bad_usage "--build needs a directory"; BUILD=$2; shift 2 ;;
-    --no-build) NO_BUILD=1; shift ;;
     --connections) [ $# -ge 2 ] || bad_usage "--connections needs a value"; CONNS=$2; shift 2 ;;
     --batch-size) [ $# -ge 2 ] || bad_usage "--batch-size needs a value"; BATCH=$2; shift 2 ;;
     --worker-threads) [ $# -ge 2 ] || bad_usage "--worker-threads needs a value"; WTHREADS=$2; shift 2 ;;
     --bench-requests) [ $# -ge 2 ] || bad_usage "--bench-requests needs a value"; BENCH_REQUESTS=$2; shift 2 ;;
     --needed-rate) [ $# -ge 2 ] || bad_usage "--needed-rate needs a value"; NEEDED=$2; shift 2 ;;
-    --out)     [ $# -ge 2 ] || bad_usage "--out needs a file"; OUT=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) bad_usage "unknown argument '$1' (see --help)" ;;
   esac
@@ -96,10 +96,7 @@ if [ -z "$NEEDED" ]; then
 fi
 [ -z "$NEEDED" ] || [[ $NEEDED =~ ^[0-9]+(\.[0-9]+)?$ ]] || bad_usage "--needed-rate must be a number, not '$NEEDED'"
 [ "$CONNS" -ge 2 ] || bad_usage "--connections must be at least 2 (wrk runs 2 threads)"
-case "$BUILD" in /*) ;; *) BUILD="$PWD/$BUILD" ;; esac
-case "$OUT" in /*) ;; *) OUT="$PWD/$OUT" ;; esac
-[ -d "$(dirname "$OUT")" ] || bad_usage "--out: no directory $(dirname "$OUT")"
-INFERD="$BUILD/inferd"
+bench_check_options
 
 # ---- prerequisites -------------------------------------------------------------------
 command -v wrk >/dev/null || die "wrk not found: apt-get install wrk"
@@ -107,7 +104,6 @@ NGINX=$(command -v nginx || echo /usr/sbin/nginx)   # /usr/sbin is not on every 
 [ -x "$NGINX" ] || die "nginx not found: apt-get install nginx-light"
 "$PY" -I -c 'import onnx, PIL' 2>/dev/null || die "$PY cannot import onnx and PIL: run scripts/install-deps.sh"
 
-. "$ROOT/bench/lib.sh"
 bench_build http.sh
 
 bench_load_warning http.sh

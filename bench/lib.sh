@@ -3,6 +3,65 @@
 # Expects ROOT (the repository), BUILD (inferd's CMake build directory), INFERD
 # ($BUILD/inferd), NO_BUILD (1: never run cmake) and a die() function of the caller.
 
+# ---- the options the scripts share ----------------------------------------------------
+# A script lists the ones it takes in BENCH_OPTIONS (of --seconds --rounds --build
+# --no-build --models --batches --threads --out), sets their variables' defaults (SECS
+# ROUNDS BUILD NO_BUILD MODELS BATCHES THREADS OUT) and has a bad_usage() that exits 2.
+
+# bench_option ARGS...: takes the option ARGS starts with, when the script lists it: sets
+# its variable and BENCH_TOOK to the words it used (1 or 2); else BENCH_TOOK=0, and the
+# script's own loop goes on with ARGS.
+bench_option() {
+  BENCH_TOOK=0
+  case " $BENCH_OPTIONS " in *" $1 "*) ;; *) return 0 ;; esac
+  if [ "$1" = --no-build ]; then
+    NO_BUILD=1 BENCH_TOOK=1
+    return 0
+  fi
+  case "$1" in
+    --build) [ $# -ge 2 ] || bad_usage "--build needs a directory" ;;
+    --out) [ $# -ge 2 ] || bad_usage "--out needs a file" ;;
+    *) [ $# -ge 2 ] || bad_usage "$1 needs a value" ;;
+  esac
+  case "$1" in
+    --seconds) SECS=$2 ;;
+    --rounds) ROUNDS=$2 ;;
+    --build) BUILD=$2 ;;
+    --models) MODELS=$2 ;;
+    --batches) BATCHES=$2 ;;
+    --threads) THREADS=$2 ;;
+    --out) OUT=$2 ;;
+  esac
+  BENCH_TOOK=2
+}
+
+# After the loop: refuses (exit 2, one line) a bad value of a listed option (--threads is
+# the script's to check: a count or a list), makes BUILD and OUT absolute, sets INFERD and
+# MODEL_LIST / BATCH_LIST.
+bench_check_options() {
+  local o
+  for o in $BENCH_OPTIONS; do
+    case "$o" in
+      --seconds)
+        if ! [[ $SECS =~ ^[0-9]+([.][0-9]+)?$ ]] || ! awk "BEGIN { exit !($SECS > 0) }"; then
+          bad_usage "--seconds must be a positive number, not '$SECS'"
+        fi ;;
+      --rounds) [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || bad_usage "--rounds must be a positive integer, not '$ROUNDS'" ;;
+      --batches)
+        [[ $BATCHES =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || bad_usage "--batches must be like 1,8, not '$BATCHES'"
+        IFS=, read -r -a BATCH_LIST <<<"$BATCHES" ;;
+      --models)
+        [[ $MODELS =~ ^[a-z0-9_]+(,[a-z0-9_]+)*$ ]] || bad_usage "--models must be like resnet50,mobilenet_v2, not '$MODELS'"
+        IFS=, read -r -a MODEL_LIST <<<"$MODELS" ;;
+      --build) case "$BUILD" in /*) ;; *) BUILD="$PWD/$BUILD" ;; esac ;;
+      --out)
+        case "$OUT" in /*) ;; *) OUT="$PWD/$OUT" ;; esac
+        [ -d "$(dirname "$OUT")" ] || bad_usage "--out: no directory $(dirname "$OUT")" ;;
+    esac
+  done
+  INFERD="$BUILD/inferd"
+}
+
 # Brings $INFERD up to date: configures a Release build when $BUILD has none, warns
 # when it is a Debug build (its numbers say little), rebuilds only the inferd target.
 bench_build() {

@@ -72,7 +72,7 @@ BUILD="$ROOT/build"
 NO_BUILD=0
 MODELS=resnet50,resnet152,mobilenet_v2
 BATCHES=1,8
-THREAD_COUNTS=1,2
+THREADS=1,2
 ORT_VERSION=1.30.0
 OUT="$RESULTS/peers.md"
 VARIANTS=default
@@ -82,39 +82,24 @@ bad_usage() { echo "peers.sh: $*" >&2; exit 2; }
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
 
 COMMAND="bench/peers.sh${*:+ $*}"
+. "$ROOT/bench/lib.sh"
+BENCH_OPTIONS="--seconds --rounds --build --no-build --models --batches --threads --out"
 while [ $# -gt 0 ]; do
+  bench_option "$@"
+  if [ "$BENCH_TOOK" -gt 0 ]; then shift "$BENCH_TOOK"; continue; fi
   case "$1" in
-    --seconds) [ $# -ge 2 ] || bad_usage "--seconds needs a value"; SECS=$2; shift 2 ;;
-    --rounds)  [ $# -ge 2 ] || bad_usage "--rounds needs a value"; ROUNDS=$2; shift 2 ;;
-    --build)   [ $# -ge 2 ] || bad_usage "--build needs a directory"; BUILD=$2; shift 2 ;;
-    --no-build) NO_BUILD=1; shift ;;
-    --models)  [ $# -ge 2 ] || bad_usage "--models needs a value"; MODELS=$2; shift 2 ;;
-    --batches) [ $# -ge 2 ] || bad_usage "--batches needs a value"; BATCHES=$2; shift 2 ;;
-    --threads) [ $# -ge 2 ] || bad_usage "--threads needs a value"; THREAD_COUNTS=$2; shift 2 ;;
     --ort-version) [ $# -ge 2 ] || bad_usage "--ort-version needs a value"; ORT_VERSION=$2; shift 2 ;;
-    --out)     [ $# -ge 2 ] || bad_usage "--out needs a file"; OUT=$2; shift 2 ;;
     --inferd)  [ $# -ge 2 ] || bad_usage "--inferd needs a value"; VARIANTS=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) bad_usage "unknown argument '$1' (see --help)" ;;
   esac
 done
-if ! [[ $SECS =~ ^[0-9]+([.][0-9]+)?$ ]] || ! awk "BEGIN { exit !($SECS > 0) }"; then
-  bad_usage "--seconds must be a positive number, not '$SECS'"
-fi
-[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || bad_usage "--rounds must be a positive integer, not '$ROUNDS'"
-[[ $BATCHES =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || bad_usage "--batches must be like 1,8, not '$BATCHES'"
-[[ $THREAD_COUNTS =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || bad_usage "--threads must be like 1,2, not '$THREAD_COUNTS'"
-[[ $MODELS =~ ^[a-z0-9_]+(,[a-z0-9_]+)*$ ]] || bad_usage "--models must be like resnet50,mobilenet_v2, not '$MODELS'"
+bench_check_options
+[[ $THREADS =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || bad_usage "--threads must be like 1,2, not '$THREADS'"
 [[ $ORT_VERSION =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || bad_usage "--ort-version must be like 1.30.0, not '$ORT_VERSION'"
 [[ $VARIANTS =~ ^(default|transformed-winograd|no-winograd)(,(default|transformed-winograd|no-winograd))*$ ]] \
   || bad_usage "--inferd must list default, transformed-winograd or no-winograd, not '$VARIANTS'"
-case "$BUILD" in /*) ;; *) BUILD="$PWD/$BUILD" ;; esac
-case "$OUT" in /*) ;; *) OUT="$PWD/$OUT" ;; esac
-[ -d "$(dirname "$OUT")" ] || bad_usage "--out: no directory $(dirname "$OUT")"
-INFERD="$BUILD/inferd"
-IFS=, read -r -a MODEL_LIST <<<"$MODELS"
-IFS=, read -r -a BATCH_LIST <<<"$BATCHES"
-IFS=, read -r -a THREAD_LIST <<<"$THREAD_COUNTS"
+IFS=, read -r -a THREAD_LIST <<<"$THREADS"
 IFS=, read -r -a VARIANT_LIST <<<"$VARIANTS"
 [ "$(printf '%s\n' "${VARIANT_LIST[@]}" | sort -u | wc -l)" -eq "${#VARIANT_LIST[@]}" ] \
   || bad_usage "--inferd lists a variant twice: '$VARIANTS'"
@@ -126,7 +111,6 @@ IFS=, read -r -a VARIANT_LIST <<<"$VARIANTS"
 command -v node >/dev/null || die "node not found: apt-get install nodejs npm"
 command -v npm >/dev/null || die "npm not found: apt-get install npm"
 
-. "$ROOT/bench/lib.sh"
 bench_build peers.sh
 
 # ONNX Runtime: onnxruntime-node from npm, once, outside the source tree.
@@ -185,7 +169,7 @@ done
 # ---- table ---------------------------------------------------------------------------
 bench_describe
 
-table=$("$PY" -I - "$RUN" "$MODELS" "$BATCHES" "$THREAD_COUNTS" "$ROUNDS" "$VARIANTS" "$ROOT/bench" <<'EOF'
+table=$("$PY" -I - "$RUN" "$MODELS" "$BATCHES" "$THREADS" "$ROUNDS" "$VARIANTS" "$ROOT/bench" <<'EOF'
 import json, sys
 
 run, models, batches, threads = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(","), sys.argv[4].split(",")
