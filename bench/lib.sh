@@ -51,7 +51,8 @@ bench_check_options() {
         [[ $BATCHES =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || bad_usage "--batches must be like 1,8, not '$BATCHES'"
         IFS=, read -r -a BATCH_LIST <<<"$BATCHES" ;;
       --models)
-        [[ $MODELS =~ ^[a-z0-9_]+(,[a-z0-9_]+)*$ ]] || bad_usage "--models must be like resnet50,mobilenet_v2, not '$MODELS'"
+        [[ $MODELS =~ ^[a-z0-9_]+(,[a-z0-9_]+)*$ ]] \
+          || bad_usage "--models must be like resnet50,mobilenet_v2, not '$MODELS'"
         IFS=, read -r -a MODEL_LIST <<<"$MODELS" ;;
       --build) case "$BUILD" in /*) ;; *) BUILD="$PWD/$BUILD" ;; esac ;;
       --out)

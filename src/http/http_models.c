@@ -260,11 +260,13 @@ static uint64_t scratch_to_come(http__registry *r, const http__model *model, int
  * the scratch running workers will still take (scratch_to_come, `to_come`): loading a
  * model or starting workers past it gets the whole server killed (by the OOM killer, or
  * its cgroup's when a container's or a unit's limit is reached), not an error.
- * TorchServe answers an OutOfMemoryError with 507, as the change's reply does. */
+ * TorchServe answers an OutOfMemoryError with 507, as the change's reply does. *left_out
+ * (when not NULL) gets the memory left, UINT64_MAX when nothing limits it. */
 static inferd_code memory_fits(const char *model, const char *what, uint64_t bytes, uint64_t to_come,
-                               inferd_status *st) {
+                               uint64_t *left_out, inferd_status *st) {
   char source[256];
   uint64_t left = topo_memory_available("", source, sizeof source);
+  if (left_out) *left_out = left;
   if (bytes <= left && to_come <= left - bytes) return INFERD_OK;
   if (to_come == 0)
     return core_fail(st, INFERD_NO_MEMORY, "model %s: %s need %llu MB, and %llu MB of memory are left (%s)", model,
@@ -591,7 +593,7 @@ static inferd_code onnx_copy_fits(void *ctx, uint64_t onnx_bytes, inferd_status 
   const inflate_check *ic = ctx;
   uint64_t both = onnx_bytes > UINT64_MAX / 2 ? UINT64_MAX : 2 * onnx_bytes;
   return memory_fits(ic->model, "its .onnx, inflated from the archive, and the weights copied from it", both,
-                     scratch_to_come(ic->registry, NULL, NULL), st);
+                     scratch_to_come(ic->registry, NULL, NULL), NULL, st);
 }
 
 /* Waits for m's workers to start (or re-bind) after a register or a scale. A worker that
@@ -715,8 +717,8 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
                               .precision = (inferd_precision)m->precision};
     /* the engine's copy is about the file's size, plus the weights it keeps in files
      * beside it (external data), which the engine adds up before reading them */
-    code = memory_fits(m->name, "its weights", size, to_come, st);
-    uint64_t left = topo_memory_available("", NULL, 0);
+    uint64_t left;
+    code = memory_fits(m->name, "its weights", size, to_come, &left, st);
     if (left != UINT64_MAX) mp.max_external_bytes = left > to_come + size + 1 ? left - to_come - size : 1;
     if (code == INFERD_OK) code = inferd_model_load_memory(onnx, size, &mp, &m->engine, st);
     if (code != INFERD_OK) core_status_prefix(st, "model %s (%s)", m->name, p->path);
@@ -751,7 +753,7 @@ inferd_code http__registry_register(http__registry *r, const http__register_para
   }
   if (code == INFERD_OK && sched_workers > 0)
     code = memory_fits(m->name, "its workers' scratch", (uint64_t)sched_workers * inferd_model_scratch_bytes(m->engine),
-                       scratch_to_come(r, NULL, NULL), st);
+                       scratch_to_come(r, NULL, NULL), NULL, st);
   if (code == INFERD_OK) {
     metrics_model_params mp = {.name = m->name, .version = m->version, .max_batch_size = m->batch_size};
     code = metrics_model_register(r->server->metrics, &mp, &m->metrics, st);
@@ -911,7 +913,7 @@ inferd_code http__registry_scale(http__registry *r, const char *name, const char
   uint64_t to_come = scratch_to_come(r, m, &live);
   if (workers > live)
     code = memory_fits(m->name, "the new workers' scratch",
-                       (uint64_t)(workers - live) * inferd_model_scratch_bytes(m->engine), to_come, st);
+                       (uint64_t)(workers - live) * inferd_model_scratch_bytes(m->engine), to_come, NULL, st);
   if (code == INFERD_OK && workers > 0) code = placement_plan(m->placement, workers, &count, st);
   /* min_workers before the workers go: a scale to 0 waits for their batches to end, and
    * /ping (http__registry_ready) must not count the model as one that should run them */
