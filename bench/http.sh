@@ -64,12 +64,9 @@ BENCH_REQUESTS=20000
 NEEDED=
 OUT="$RESULTS/http.md"
 
-die() { echo "http.sh: $*" >&2; exit 1; }
-bad_usage() { echo "http.sh: $*" >&2; exit 2; }
-usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
+. "$ROOT/bench/lib.sh" # die, bad_usage, usage and the bench_ functions
 
 COMMAND="bench/http.sh${*:+ $*}"
-. "$ROOT/bench/lib.sh"
 BENCH_OPTIONS="--seconds --build --no-build --out"
 while [ $# -gt 0 ]; do
   bench_option "$@"
@@ -91,8 +88,8 @@ done
 [[ $BENCH_REQUESTS =~ ^[1-9][0-9]*$ ]] || bad_usage "--bench-requests must be a positive integer, not '$BENCH_REQUESTS'"
 if [ -z "$NEEDED" ]; then
   # the best images/s of the seed experiment's table (column 3), if it has run
-  NEEDED=$(sed -n 's/^| [0-9]\. [^|]*| [^|]*| *\([0-9.]*\) |.*/\1/p' "$RESULTS/seed-experiment.md" 2>/dev/null \
-    | sort -g | tail -n 1)
+  NEEDED=$({ sed -n 's/^| [0-9]\. [^|]*| [^|]*| *\([0-9.]*\) |.*/\1/p' "$RESULTS/seed-experiment.md" 2>/dev/null \
+    || true; } | sort -g | tail -n 1)
 fi
 [ -z "$NEEDED" ] || [[ $NEEDED =~ ^[0-9]+(\.[0-9]+)?$ ]] || bad_usage "--needed-rate must be a number, not '$NEEDED'"
 [ "$CONNS" -ge 2 ] || bad_usage "--connections must be at least 2 (wrk runs 2 threads)"

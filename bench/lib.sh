@@ -1,7 +1,13 @@
 # shellcheck shell=bash
 # bench/lib.sh: what every benchmark script does before it measures. Sourced, not run.
 # Expects ROOT (the repository), BUILD (inferd's CMake build directory), INFERD
-# ($BUILD/inferd), NO_BUILD (1: never run cmake) and a die() function of the caller.
+# ($BUILD/inferd) and NO_BUILD (1: never run cmake).
+
+# Messages name the script; its --help is its header comment, line 2 to `set -euo`.
+BENCH_NAME=$(basename "$0")
+die() { echo "$BENCH_NAME: $*" >&2; exit 1; }
+bad_usage() { echo "$BENCH_NAME: $*" >&2; exit 2; }
+usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; }
 
 # ---- the options the scripts share ----------------------------------------------------
 # A script lists the ones it takes in BENCH_OPTIONS (of --seconds --rounds --build

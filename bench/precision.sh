@@ -47,12 +47,9 @@ BATCHES=1,8
 THREADS=2
 OUT="$RESULTS/precision.md"
 
-die() { echo "precision.sh: $*" >&2; exit 1; }
-bad_usage() { echo "precision.sh: $*" >&2; exit 2; }
-usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
+. "$ROOT/bench/lib.sh" # die, bad_usage, usage and the bench_ functions
 
 COMMAND="bench/precision.sh${*:+ $*}"
-. "$ROOT/bench/lib.sh"
 BENCH_OPTIONS="--seconds --rounds --build --no-build --models --batches --threads --out"
 while [ $# -gt 0 ]; do
   bench_option "$@"

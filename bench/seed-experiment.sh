@@ -33,9 +33,7 @@ RESULTS="$ROOT/bench/results"
 TMPM="$RESULTS/tmp"
 N=100
 OUT="$RESULTS/seed-experiment.md"
-die() { echo "seed-experiment.sh: $*" >&2; exit 1; }
-bad_usage() { echo "seed-experiment.sh: $*" >&2; exit 2; }
-usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
+. "$ROOT/bench/lib.sh" # die, bad_usage, usage and the bench_ functions
 COMMAND="bench/seed-experiment.sh${*:+ $*}"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -52,7 +50,6 @@ PLOT="${OUT%.md}.png"  # the plot, beside the table
 IMAGE=/usr/lib/python3/dist-packages/skimage/data/chelsea.png
 [ -f "$IMAGE" ] || die "the photo $IMAGE is missing: apt-get install python3-skimage (scripts/install-deps.sh)"
 command -v gnuplot >/dev/null || die "gnuplot not found: run scripts/install-deps.sh"
-. "$ROOT/bench/lib.sh"
 bench_build seed-experiment.sh
 bench_load_warning seed-experiment.sh
 bench_describe  # cpu and commit (copes without git), for the table's header

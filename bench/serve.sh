@@ -24,9 +24,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 INFERD="$ROOT/build/inferd"
 TMPM="$ROOT/bench/results/tmp"
 REQUESTS=400
-die() { echo "serve.sh: $*" >&2; exit 1; }
-bad_usage() { echo "serve.sh: $*" >&2; exit 2; }
-usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
+. "$ROOT/bench/lib.sh" # die, bad_usage, usage and the bench_ functions
 while [ $# -gt 0 ]; do
   case "$1" in
     --requests) [ $# -ge 2 ] || bad_usage "--requests needs a value"; REQUESTS=$2; shift 2 ;;
@@ -36,7 +34,6 @@ while [ $# -gt 0 ]; do
 done
 [[ $REQUESTS =~ ^[1-9][0-9]*$ ]] || bad_usage "--requests must be a positive integer, not '$REQUESTS'"
 [ -x "$INFERD" ] || die "build inferd first (cmake --build build)"
-. "$ROOT/bench/lib.sh"
 bench_describe  # cpu and commit (copes without git), for the table's header
 bench_scaffold # $work, $pid, $child; cleaned up on exit, a signal ends the run
 mkdir -p "$TMPM"
