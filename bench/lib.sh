@@ -11,8 +11,8 @@ usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; }
 
 # ---- the options the scripts share ----------------------------------------------------
 # A script lists the ones it takes in BENCH_OPTIONS (of --seconds --rounds --build
-# --no-build --models --batches --threads --out), sets their variables' defaults (SECS
-# ROUNDS BUILD NO_BUILD MODELS BATCHES THREADS OUT) and has a bad_usage() that exits 2.
+# --no-build --models --batches --threads --out) and sets their variables' defaults (SECS
+# ROUNDS BUILD NO_BUILD MODELS BATCHES THREADS OUT); a bad value exits 2 (bad_usage above).
 
 # bench_option ARGS...: takes the option ARGS starts with, when the script lists it: sets
 # its variable and BENCH_TOOK to the words it used (1 or 2); else BENCH_TOOK=0, and the
