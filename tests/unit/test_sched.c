@@ -36,6 +36,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -67,6 +68,7 @@ typedef struct harness harness;
 /* One call of the bind callback, and the fake plan in force when it was made. */
 typedef struct bind_record {
   int worker_id, slot, threads, plan_workers;
+  int policy; /* the worker thread's scheduling policy as it bound */
 } bind_record;
 
 typedef struct test_req {
@@ -230,9 +232,12 @@ static inferd_code on_bind(void *ctx, sched_binding *b, inferd_status *st) {
     b->threads = 1;
     snprintf(b->cores, sizeof b->cores, "test-%d", b->slot);
   }
+  int policy = -1;
+  struct sched_param param;
+  if (pthread_getschedparam(pthread_self(), &policy, &param) != 0) policy = -1;
   pthread_mutex_lock(&h->lock);
   if (h->n_binds < MAX_BINDS)
-    h->binds[h->n_binds++] = (bind_record){b->worker_id, b->slot, b->threads, plan_workers};
+    h->binds[h->n_binds++] = (bind_record){b->worker_id, b->slot, b->threads, plan_workers, policy};
   pthread_mutex_unlock(&h->lock);
   return INFERD_OK;
 }
@@ -1058,6 +1063,9 @@ static void test_ready_after_bind_and_warmup(void **state) {
     assert_string_equal(sched_worker_state_name(w[i].state), w[i].state == SCHED_WORKER_BUSY ? "BUSY" : "READY");
   }
   assert_int_not_equal(w[0].slot, w[1].slot);
+  /* workers run as batch work (sched_worker.c: worker_mark_batch), from before they bind */
+  assert_int_equal(h.n_binds, 2);
+  for (int i = 0; i < h.n_binds; i++) assert_int_equal(h.binds[i].policy, SCHED_BATCH);
   sched_model_free(m);
   harness_free(&h);
   (void)state;
