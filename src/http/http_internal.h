@@ -121,6 +121,11 @@ void http__buf_init_over(http__buf *b, h2o_mem_pool_t *pool, char *data, size_t 
 void http__buf_append(http__buf *b, const char *s, size_t len);
 void http__buf_printf(http__buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void http__buf_json_string(http__buf *b, const char *s, size_t len); /* "quoted, escaped" */
+
+/* http_number.c: x as a JSON number, the text snprintf "%.9g" writes for (double)x (which
+ * reads back as x), or null for NaN and infinities; NUL-terminated. Returns its length. */
+enum { HTTP__FLOAT_CHARS = 16 }; /* "-1.23456789e-38" and the NUL */
+size_t http__float_json(float x, char out[HTTP__FLOAT_CHARS]);
 /* True when s[0..n) is well-formed UTF-8 (what JSON text must be). */
 bool http__utf8_valid(const char *s, size_t n);
 

@@ -544,10 +544,8 @@ static void *pool_alloc(void *ctx, size_t bytes) {
 static void *scratch_alloc(void *ctx, size_t bytes) { return http__loop_scratch(ctx, bytes ? bytes : 1); }
 
 static void json_number(http__buf *b, float x) {
-  if (isfinite(x))
-    http__buf_printf(b, "%.9g", (double)x);
-  else
-    http__buf_append(b, "null", 4); /* JSON has no NaN or infinity */
+  char text[HTTP__FLOAT_CHARS];
+  http__buf_append(b, text, http__float_json(x, text)); /* null for NaN, infinity */
 }
 
 /* Output i's shape at `rows` rows: the model's dims after the batch axis when they are

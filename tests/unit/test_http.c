@@ -256,6 +256,70 @@ static void test_buf_json_string_utf8(void **state) {
   h2o_mem_clear_pool(&pool);
 }
 
+/* ==== JSON numbers ======================================================================= */
+
+/* http__float_json(x) is the text snprintf "%.9g" writes for (double)x, or null. */
+static void check_float_json(float x, unsigned long *checked) {
+  char got[HTTP__FLOAT_CHARS], want[64];
+  size_t len = http__float_json(x, got);
+  if (isfinite(x)) snprintf(want, sizeof want, "%.9g", (double)x);
+  else strcpy(want, "null");
+  uint32_t bits;
+  memcpy(&bits, &x, sizeof bits);
+  if (strcmp(got, want) != 0 || len != strlen(want))
+    fail_msg("float 0x%08x: '%s' (length %zu), want '%s'", bits, got, len, want);
+  ++*checked;
+}
+
+/* Against glibc's printf over a spread of every bit pattern (both signs, subnormals,
+ * NaNs and infinities), random mantissas at every exponent, values of 10 significant
+ * digits that end in 5 (ties: to even), and the neighbours of the powers of ten and of
+ * 9.999999995 * 10^n (rounding that carries into one more digit; %g's switch between
+ * fixed and scientific notation at 1e-5 and 1e9). */
+static void test_float_json(void **state) {
+  (void)state;
+  unsigned long checked = 0;
+  for (uint64_t bits = 0; bits <= UINT32_MAX; bits += 4099) {
+    float x;
+    uint32_t b = (uint32_t)bits;
+    memcpy(&x, &b, sizeof x);
+    check_float_json(x, &checked);
+  }
+  uint64_t seed = 0x9e3779b97f4a7c15u;
+  for (int e = -149; e <= 104; e++)
+    for (int i = 0; i < 200; i++) {
+      seed = seed * 6364136223846793005u + 1442695040888963407u;
+      float m = (float)(uint32_t)(seed >> 40 | 1u << 23); /* a 24-bit mantissa */
+      check_float_json(ldexpf(m, e) * (i & 1 ? -1.0f : 1.0f), &checked);
+    }
+  int ties = 0;
+  for (int k = 1; k <= 30; k++)
+    for (int i = 0; i < 2000; i++) {
+      seed = seed * 6364136223846793005u + 1442695040888963407u;
+      float x = ldexpf((float)(uint32_t)(seed >> 40 | 1u), -k);
+      char exact[64];
+      int n = snprintf(exact, sizeof exact, "%.40g", (double)x); /* exact: x has at most 30 fraction digits */
+      int sig = 0;
+      for (int j = 0; j < n && exact[j] != 'e'; j++) sig += exact[j] >= '0' && exact[j] <= '9' && (sig || exact[j] != '0');
+      ties += sig == 10 && exact[n - 1] == '5';
+      check_float_json(x, &checked);
+    }
+  if (ties < 100) fail_msg("only %d ties among the values of 10 significant digits", ties);
+  for (int p = -45; p <= 38; p++) {
+    const double centres[] = {pow(10, p), 9.999999995 * pow(10, p), 9.99999995 * pow(10, p)};
+    for (size_t c = 0; c < sizeof centres / sizeof *centres; c++) {
+      float x = (float)centres[c];
+      for (int j = 0; j < 8; j++) x = nextafterf(x, 0);
+      for (int j = 0; j < 16 && isfinite(x); j++, x = nextafterf(x, INFINITY)) check_float_json(x, &checked);
+    }
+  }
+  check_float_json(-0.0f, &checked);
+  check_float_json(FLT_MAX, &checked);
+  check_float_json(-FLT_MIN, &checked);
+  check_float_json(999999999.5f, &checked);
+  if (checked < 1000000) fail_msg("checked only %lu floats", checked);
+}
+
 /* The file name a url downloads to: the path's last segment, without the query and
  * fragment, and only a valid model name (no hidden file, no directory, no '..'). */
 static void test_url_file_name(void **state) {
@@ -1883,6 +1947,7 @@ int main(void) {
       cmocka_unit_test(test_multipart_find),
       cmocka_unit_test(test_error_body_utf8),
       cmocka_unit_test(test_buf_json_string_utf8),
+      cmocka_unit_test(test_float_json),
       cmocka_unit_test(test_log_one_line),
       cmocka_unit_test(test_url_file_name),
       cmocka_unit_test(test_v2_outputs),
