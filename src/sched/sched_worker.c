@@ -4,7 +4,9 @@
  *
  * DESIGN
  * Start-up, on the worker thread itself, in this order:
- *   1. bind (params.worker.bind, e.g. topo_bind_current_thread): before anything else,
+ *   0. the thread marks itself batch work (SCHED_BATCH, worker_mark_batch), which the
+ *      session's OpenMP team inherits;
+ *   1. bind (params.worker.bind, e.g. topo_bind_current_thread): before the session,
  *      so that the session's OpenMP team inherits the worker's CPUs and the memory the
  *      worker touches first is local to its NUMA node;
  *   2. its inferd_session (threads from the binding, else params.worker.threads);
