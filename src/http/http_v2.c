@@ -100,11 +100,12 @@ static inferd_code bad(inferd_status *st, const char *fmt, ...) {
 }
 
 /* "[n, 3, 224, 224]": the shape the model takes. */
-static void expected_shape(const http_v2_spec *spec, char *out, size_t cap) {
+static const char *expected_shape(const http_v2_spec *spec, char *out, size_t cap) {
   size_t len = (size_t)snprintf(out, cap, "[n");
   for (int d = 0; d < spec->item_rank && len < cap; d++)
     len += (size_t)snprintf(out + len, cap - len, ", %lld", (long long)spec->item_dims[d]);
   if (len < cap) snprintf(out + len, cap - len, "]");
+  return out;
 }
 
 /* Numbers below this magnitude round to a finite float: FLT_MAX and half an ulp (2^103)
@@ -175,30 +176,49 @@ static inferd_code walk_data(v2_parse *p, const json_t *array, int level, const 
   return INFERD_OK;
 }
 
+/* What a field belongs to, in an error message: "input 'x'", "output 'y'", "request
+ * parameters". Written out only when there is an error: a request that parses formats
+ * nothing. */
+typedef struct v2_where {
+  const char *what;
+  const char *name; /* quoted after `what`; NULL: none */
+} v2_where;
+
+static const char *where_text(v2_where w, char *buf, size_t size) {
+  if (!w.name) return w.what;
+  snprintf(buf, size, "%s '%.60s'", w.what, w.name);
+  return buf;
+}
+
 /* A non-negative JSON integer field of an object, or absent (*present false). */
-static inferd_code get_size(v2_parse *p, const json_t *object, const char *key, const char *where, bool *present,
+static inferd_code get_size(v2_parse *p, const json_t *object, const char *key, v2_where where, bool *present,
                             long long *value) {
   const json_t *v = json_object_get(object, key);
   *present = v != NULL;
   if (!v) return INFERD_OK;
+  char buf[96];
   if (!json_is_integer(v) || json_integer_value(v) < 0)
-    return bad(p->st, "%s: \"%s\" must be a non-negative integer", where, key);
+    return bad(p->st, "%s: \"%s\" must be a non-negative integer", where_text(where, buf, sizeof buf), key);
   *value = json_integer_value(v);
   return INFERD_OK;
 }
 
-static inferd_code get_bool(v2_parse *p, const json_t *object, const char *key, const char *where, bool *value) {
+static inferd_code get_bool(v2_parse *p, const json_t *object, const char *key, v2_where where, bool *value) {
   const json_t *v = object ? json_object_get(object, key) : NULL;
   if (!v) return INFERD_OK;
-  if (!json_is_boolean(v)) return bad(p->st, "%s: \"%s\" must be true or false", where, key);
+  char buf[96];
+  if (!json_is_boolean(v))
+    return bad(p->st, "%s: \"%s\" must be true or false", where_text(where, buf, sizeof buf), key);
   *value = json_is_true(v);
   return INFERD_OK;
 }
 
 /* An optional "parameters" member: NULL when absent, else it must be an object. */
-static inferd_code get_parameters(v2_parse *p, const json_t *object, const char *where, const json_t **out) {
+static inferd_code get_parameters(v2_parse *p, const json_t *object, v2_where where, const json_t **out) {
   *out = json_object_get(object, "parameters");
-  if (*out && !json_is_object(*out)) return bad(p->st, "%s: \"parameters\" must be an object", where);
+  char buf[96];
+  if (*out && !json_is_object(*out))
+    return bad(p->st, "%s: \"parameters\" must be an object", where_text(where, buf, sizeof buf));
   return INFERD_OK;
 }
 
@@ -218,14 +238,13 @@ static inferd_code parse_input(v2_parse *p, const json_t *input, const char *bin
     return bad(p->st, "input '%s': datatype '%s' does not match the model's FP32", p->input,
                json_string_value(datatype));
 
-  char expected[160];
-  expected_shape(spec, expected, sizeof expected);
+  char expected[160]; /* written only for an error */
   const json_t *shape = json_object_get(input, "shape");
   if (!json_is_array(shape)) return bad(p->st, "input '%s': \"shape\" must be an array of integers", p->input);
   size_t rank = json_array_size(shape);
   if (rank != (size_t)spec->item_rank + 1)
     return bad(p->st, "input '%s': shape has rank %zu, model %s takes %s", p->input, rank, spec->model_name,
-               expected);
+               expected_shape(spec, expected, sizeof expected));
   for (size_t d = 0; d < rank; d++) {
     const json_t *v = json_array_get(shape, d);
     if (!json_is_integer(v)) return bad(p->st, "input '%s': shape[%zu] is not an integer", p->input, d);
@@ -235,7 +254,7 @@ static inferd_code parse_input(v2_parse *p, const json_t *input, const char *bin
                         "job_queue_size)", p->input, dim, spec->model_name, spec->max_rows);
     if (d > 0 && (dim < 0 || dim != spec->item_dims[d - 1]))
       return bad(p->st, "input '%s': shape[%zu] is %lld, model %s takes %s", p->input, d, dim, spec->model_name,
-                 expected);
+                 expected_shape(spec, expected, sizeof expected));
   }
   out->rows = (int)json_integer_value(json_array_get(shape, 0));
   p->rows = out->rows;
@@ -244,8 +263,7 @@ static inferd_code parse_input(v2_parse *p, const json_t *input, const char *bin
   size_t elems = (size_t)out->rows * out->row_elems;
 
   const json_t *parameters;
-  char where[96];
-  snprintf(where, sizeof where, "input '%.60s'", p->input);
+  v2_where where = {"input", p->input};
   if (get_parameters(p, input, where, &parameters) != INFERD_OK) return INFERD_INVALID_ARG;
   bool is_binary = false;
   long long binary_bytes = 0;
@@ -347,8 +365,7 @@ static inferd_code parse_outputs(v2_parse *p, const json_t *outputs, bool binary
       if (index[j] == found) return bad(p->st, "output '%s' is asked for twice", s);
     index[i] = found;
     const json_t *parameters;
-    char where[96];
-    snprintf(where, sizeof where, "output '%.60s'", s);
+    v2_where where = {"output", s};
     if (get_parameters(p, o, where, &parameters) != INFERD_OK) return INFERD_INVALID_ARG;
     if (parameters && json_object_get(parameters, "classification"))
       return core_fail(p->st, INFERD_INVALID_ARG, "output '%s': the classification extension is not supported", s);
@@ -374,9 +391,9 @@ static inferd_code parse_root(v2_parse *p, const json_t *root, const char *binar
     out->id_len = len;
   }
   const json_t *parameters;
-  if (get_parameters(p, root, "request", &parameters) != INFERD_OK) return INFERD_INVALID_ARG;
+  if (get_parameters(p, root, (v2_where){"request", NULL}, &parameters) != INFERD_OK) return INFERD_INVALID_ARG;
   bool binary_output = false;
-  if (get_bool(p, parameters, "binary_data_output", "request parameters", &binary_output) != INFERD_OK)
+  if (get_bool(p, parameters, "binary_data_output", (v2_where){"request parameters", NULL}, &binary_output) != INFERD_OK)
     return INFERD_INVALID_ARG;
   const json_t *inputs = json_object_get(root, "inputs");
   if (!json_is_array(inputs)) return bad(p->st, "\"inputs\" must be an array");

@@ -563,6 +563,48 @@ static void test_v2_header_length(void **state) {
   }
 }
 
+/* A field of the wrong type is named with what it belongs to, and a wrong shape with the
+ * shape the model takes: these texts are written only when the parse fails. */
+static void test_v2_field_errors(void **state) {
+  (void)state;
+  static const int64_t dims[2] = {2, 3};
+  static const char *const names[1] = {"y"};
+  const http_v2_spec spec = {.model_name = "m", .input_name = "x", .item_rank = 2, .item_dims = dims,
+                             .output_names = names, .output_count = 1, .max_rows = 4};
+#define V2_INPUT(shape, extra) \
+  "{\"inputs\": [{\"name\": \"x\", \"shape\": " shape ", \"datatype\": \"FP32\", \"data\": [1, 2, 3, 4, 5, 6]" extra "}]"
+  const struct {
+    const char *body, *want;
+  } cases[] = {
+      {V2_INPUT("[1, 2, 3]", "") "}", "ok"},
+      {V2_INPUT("[1, 2, 3]", ", \"parameters\": 5") "}", "input 'x': \"parameters\" must be an object"},
+      {V2_INPUT("[1, 2, 3]", ", \"parameters\": {\"binary_data_size\": -1}") "}",
+       "input 'x': \"binary_data_size\" must be a non-negative integer"},
+      {V2_INPUT("[1, 2, 3]", "") ", \"outputs\": [{\"name\": \"y\", \"parameters\": []}]}",
+       "output 'y': \"parameters\" must be an object"},
+      {V2_INPUT("[1, 2, 3]", "") ", \"outputs\": [{\"name\": \"y\", \"parameters\": {\"binary_data\": 1}}]}",
+       "output 'y': \"binary_data\" must be true or false"},
+      {V2_INPUT("[1, 2, 3]", "") ", \"parameters\": {\"binary_data_output\": \"yes\"}}",
+       "request parameters: \"binary_data_output\" must be true or false"},
+      {V2_INPUT("[1, 2, 3]", "") ", \"parameters\": 1}", "request: \"parameters\" must be an object"},
+      {V2_INPUT("[1, 6]", "") "}", "input 'x': shape has rank 2, model m takes [n, 2, 3]"},
+      {V2_INPUT("[1, 3, 2]", "") "}", "input 'x': shape[1] is 3, model m takes [n, 2, 3]"},
+  };
+#undef V2_INPUT
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    h2o_mem_pool_t pool;
+    h2o_mem_init_pool(&pool);
+    http_v2_request r;
+    inferd_status st = {0};
+    const char *got = http_v2_parse(cases[i].body, strlen(cases[i].body), NULL, 0, &spec,
+                                    (http_v2_alloc_fn)h2o_mem_alloc_pool, &pool, &r, &st) == INFERD_OK
+                          ? "ok"
+                          : st.message;
+    if (strcmp(got, cases[i].want) != 0) fail_msg("%s: got <<%s>>, want <<%s>>", cases[i].body, got, cases[i].want);
+    h2o_mem_clear_pool(&pool);
+  }
+}
+
 /* Binary FP32 input must be finite, as JSON "data" is: a NaN or an infinity is a 400
  * naming the element, never run (oneDNN's Relu turned a NaN into 0: a valid-looking
  * answer). The largest finite values and -0 pass. */
@@ -1954,6 +1996,7 @@ int main(void) {
       cmocka_unit_test(test_v2_nested_data),
       cmocka_unit_test(test_v2_fp32_range),
       cmocka_unit_test(test_v2_header_length),
+      cmocka_unit_test(test_v2_field_errors),
       cmocka_unit_test(test_v2_binary_not_finite),
       cmocka_unit_test(test_v2_input_checks),
       cmocka_unit_test(test_v2_data_alloc),
