@@ -393,7 +393,8 @@ static inferd_code parse_root(v2_parse *p, const json_t *root, const char *binar
   const json_t *parameters;
   if (get_parameters(p, root, (v2_where){"request", NULL}, &parameters) != INFERD_OK) return INFERD_INVALID_ARG;
   bool binary_output = false;
-  if (get_bool(p, parameters, "binary_data_output", (v2_where){"request parameters", NULL}, &binary_output) != INFERD_OK)
+  const v2_where where = {"request parameters", NULL};
+  if (get_bool(p, parameters, "binary_data_output", where, &binary_output) != INFERD_OK)
     return INFERD_INVALID_ARG;
   const json_t *inputs = json_object_get(root, "inputs");
   if (!json_is_array(inputs)) return bad(p->st, "\"inputs\" must be an array");

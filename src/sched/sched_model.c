@@ -351,21 +351,21 @@ int sched_submit_many(sched_model *m, sched_request *const *requests, int n) {
   double now = core_now_seconds();
   int accepted = 0, depth;
   const char *refusal = NULL;
-  pthread_cond_t *wake = NULL;
   pthread_mutex_lock(&m->lock);
   while (accepted < valid && !(refusal = submit_locked(m, requests[accepted], now))) accepted++;
-  if (accepted > 0) { /* one wake-up for all: the worker it wakes takes them together */
+  /* One wake-up for all: the worker it wakes takes them together. Signalled under the
+   * lock: once it is dropped, an accepted request may run and be answered, and the last
+   * reference to the model go with it (a preprocessing thread submits a job whose model
+   * reference the loop thread drops), before this call returns. */
+  if (accepted > 0) {
     if (m->forming) {
-      if (m->count >= sched__fill_target(m)) wake = &m->fill;
+      if (m->count >= sched__fill_target(m)) pthread_cond_signal(&m->fill);
     } else if (m->idle > 0) {
-      wake = &m->work;
+      pthread_cond_signal(&m->work);
     }
   }
   depth = m->count;
   pthread_mutex_unlock(&m->lock);
-  /* Signalled after the unlock: a worker woken while the lock is still held would only
-   * block on it again. Waiters re-check the queue, and the caller's reference keeps m. */
-  if (wake) pthread_cond_signal(wake);
   sched_request *r = accepted < n ? requests[accepted] : NULL;
   if (r) r->start_time = 0;
   if (r && refusal)
