@@ -87,17 +87,16 @@ bench_check_options
 "$PY" -I -c 'import torch, torchvision, onnx' 2>/dev/null \
   || die "$PY cannot import torch, torchvision and onnx: run scripts/install-deps.sh"
 
-bench_build engine.sh
+bench_build
 
-bench_load_warning engine.sh
+bench_load_warning
 
 # ---- models: exported once from the same seeded torchvision network -------------------
 bench_workdirs
-for m in "${MODEL_LIST[@]}"; do bench_export_model engine.sh "$m"; done
-if [ "$PROFILE" = 1 ]; then bench_export_model engine.sh resnet50; fi
+for m in "${MODEL_LIST[@]}"; do bench_export_model "$m"; done
+if [ "$PROFILE" = 1 ]; then bench_export_model resnet50; fi
 
 # ---- measurements: strictly one after another ----------------------------------------
-run_logged() { bench_run_logged engine.sh "$@"; }  # run_logged OUT LOG WHAT cmd...
 
 check_json() {  # check_json FILE WHAT: exactly one JSON object with a positive "throughput"
   "$PY" -I - "$1" "$2" <<'EOF'
@@ -122,11 +121,11 @@ for m in "${MODEL_LIST[@]}"; do
     for r in $(seq 1 "$ROUNDS"); do  # the sides alternate, round after round
       base="$RUN/$m.b$b"
       echo "engine.sh: [$i/$n] $m batch $b, round $r/$ROUNDS: inferd" >&2
-      run_logged "$base.inferd.r$r.json" "$base.inferd.r$r.log" "inferd ($m, batch $b)" \
+      bench_run_logged "$base.inferd.r$r.json" "$base.inferd.r$r.log" "inferd ($m, batch $b)" \
         "$INFERD" run "$TMP/$m.onnx" --bench --batch "$b" --threads "$THREADS" --seconds "$SECS" --json
       check_json "$base.inferd.r$r.json" "inferd run $m.onnx --batch $b --json" || exit 1
       echo "engine.sh: [$i/$n] $m batch $b, round $r/$ROUNDS: PyTorch" >&2
-      run_logged "$base.torch.r$r.json" "$base.torch.r$r.log" "engine_torch.py ($m, batch $b)" \
+      bench_run_logged "$base.torch.r$r.json" "$base.torch.r$r.log" "engine_torch.py ($m, batch $b)" \
         "$PY" "$TORCH_BENCH" --model "$m" --batch "$b" --threads "$THREADS" --seconds "$SECS" --json
     done
   done

@@ -101,9 +101,9 @@ NGINX=$(command -v nginx || echo /usr/sbin/nginx)   # /usr/sbin is not on every 
 [ -x "$NGINX" ] || die "nginx not found: apt-get install nginx-light"
 "$PY" -I -c 'import onnx, PIL' 2>/dev/null || die "$PY cannot import onnx and PIL: run scripts/install-deps.sh"
 
-bench_build http.sh
+bench_build
 
-bench_load_warning http.sh
+bench_load_warning
 
 # ---- work dir, servers, traps --------------------------------------------------------
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/inferd-http.XXXXXX")

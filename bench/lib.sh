@@ -72,20 +72,20 @@ bench_check_options() {
 # Brings $INFERD up to date: configures a Release build when $BUILD has none, warns
 # when it is a Debug build (its numbers say little), rebuilds only the inferd target.
 bench_build() {
-  local me=$1 type
+  local type
   if [ "$NO_BUILD" = 1 ]; then
     [ -x "$INFERD" ] || die "--no-build: $INFERD does not exist"
   elif [ -f "$BUILD/CMakeCache.txt" ]; then
     type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
     case "$type" in
       Release|RelWithDebInfo|"") ;;
-      *) echo "$me: warning: $BUILD is a '$type' build; numbers from it say little" >&2 ;;
+      *) echo "$BENCH_NAME: warning: $BUILD is a '$type' build; numbers from it say little" >&2 ;;
     esac
-    echo "$me: bringing $BUILD up to date" >&2
+    echo "$BENCH_NAME: bringing $BUILD up to date" >&2
     cmake --build "$BUILD" -j2 --target inferd >&2 || die "building inferd in $BUILD failed"
   elif [ ! -e "$INFERD" ]; then
     command -v cmake >/dev/null || die "cmake not found: run scripts/install-deps.sh"
-    echo "$me: building inferd (Release) in $BUILD" >&2
+    echo "$BENCH_NAME: building inferd (Release) in $BUILD" >&2
     cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >&2 || die "configuring $BUILD failed"
     cmake --build "$BUILD" -j2 --target inferd >&2 || die "building inferd in $BUILD failed"
   fi
@@ -94,10 +94,10 @@ bench_build() {
 
 # Other work on these cores distorts every side (OpenMP teams spin on a shared core).
 bench_load_warning() {
-  local me=$1 load
+  local load
   load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo 0)
   if awk "BEGIN { exit !($load > 0.5) }"; then
-    echo "$me: warning: load average $load; other work is running, the numbers will be noisy" >&2
+    echo "$BENCH_NAME: warning: load average $load; other work is running, the numbers will be noisy" >&2
   fi
 }
 
@@ -202,23 +202,23 @@ bench_workdirs() {
   mkdir -p "$RUN"
 }
 
-# bench_export_model ME NAME: $TMP/NAME.onnx from the seeded torchvision NAME, remade
+# bench_export_model NAME: $TMP/NAME.onnx from the seeded torchvision NAME, remade
 # when missing or older than engine_torch.py.
 bench_export_model() {
-  local me=$1 m=$2 onnx="$TMP/$2.onnx"
+  local m=$1 onnx="$TMP/$1.onnx"
   if [ -s "$onnx" ] && [ "$onnx" -nt "$TORCH_BENCH" ]; then
     return 0
   fi
-  echo "$me: exporting $m to ${onnx#"$ROOT"/}" >&2
+  echo "$BENCH_NAME: exporting $m to ${onnx#"$ROOT"/}" >&2
   "$PY" "$TORCH_BENCH" --model "$m" --export-onnx "$onnx" >&2 || die "exporting $m failed"
 }
 
-# bench_run_logged ME OUT LOG WHAT cmd...: stdout to OUT, stderr to LOG; on failure a
-# line naming WHAT and the log's tail, and the script exits 1.
+# bench_run_logged OUT LOG WHAT cmd...: stdout to OUT, stderr to LOG; on failure a line
+# naming WHAT and the log's tail, and the script exits 1.
 bench_run_logged() {
-  local me=$1 out=$2 log=$3 what=$4; shift 4
+  local out=$1 log=$2 what=$3; shift 3
   if ! "$@" >"$out" 2>"$log"; then
-    echo "$me: $what failed: $*" >&2
+    echo "$BENCH_NAME: $what failed: $*" >&2
     tail -n 20 "$log" | sed 's/^/  | /' >&2
     exit 1
   fi

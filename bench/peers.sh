@@ -108,7 +108,7 @@ IFS=, read -r -a VARIANT_LIST <<<"$VARIANTS"
 command -v node >/dev/null || die "node not found: apt-get install nodejs npm"
 command -v npm >/dev/null || die "npm not found: apt-get install npm"
 
-bench_build peers.sh
+bench_build
 
 # ONNX Runtime: onnxruntime-node from npm, once, outside the source tree.
 ORT_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/inferd-bench/ort-$ORT_VERSION"
@@ -127,14 +127,13 @@ fi
 export NODE_PATH="$ORT_DIR/node_modules"
 
 # Other work on these cores distorts every side (OpenMP teams spin on a shared core).
-bench_load_warning peers.sh
+bench_load_warning
 
 # ---- models: exported once from the same seeded torchvision network -------------------
 bench_workdirs
-for m in "${MODEL_LIST[@]}"; do bench_export_model peers.sh "$m"; done
+for m in "${MODEL_LIST[@]}"; do bench_export_model "$m"; done
 
 # ---- measurements: strictly one after another ----------------------------------------
-run_logged() { bench_run_logged peers.sh "$@"; }  # run_logged OUT LOG WHAT cmd...
 
 n=$(( ${#MODEL_LIST[@]} * ${#BATCH_LIST[@]} * ${#THREAD_LIST[@]} ))
 i=0
@@ -149,14 +148,14 @@ for m in "${MODEL_LIST[@]}"; do
           side=inferd flags=()
           [ "$v" = default ] || side=inferd-$v flags=("--$v")
           echo "peers.sh: $what: $side" >&2
-          run_logged "$base.$side.r$r.json" "$base.$side.r$r.log" "$side ($m, batch $b, $t threads)" \
+          bench_run_logged "$base.$side.r$r.json" "$base.$side.r$r.log" "$side ($m, batch $b, $t threads)" \
             "$INFERD" run "$TMP/$m.onnx" --bench --batch "$b" --threads "$t" --seconds "$SECS" --json "${flags[@]}"
         done
         echo "peers.sh: $what: PyTorch" >&2
-        run_logged "$base.torch.r$r.json" "$base.torch.r$r.log" "engine_torch.py ($m, batch $b, $t threads)" \
+        bench_run_logged "$base.torch.r$r.json" "$base.torch.r$r.log" "engine_torch.py ($m, batch $b, $t threads)" \
           "$PY" "$TORCH_BENCH" --model "$m" --batch "$b" --threads "$t" --seconds "$SECS" --json
         echo "peers.sh: $what: ONNX Runtime" >&2
-        run_logged "$base.ort.r$r.json" "$base.ort.r$r.log" "peers_ort.js ($m, batch $b, $t threads)" \
+        bench_run_logged "$base.ort.r$r.json" "$base.ort.r$r.log" "peers_ort.js ($m, batch $b, $t threads)" \
           node "$ORT_BENCH" --model "$TMP/$m.onnx" --batch "$b" --threads "$t" --seconds "$SECS"
       done
     done

@@ -65,13 +65,12 @@ bench_check_options
 [ -x "$PY" ] || die "$PY not found: run scripts/install-deps.sh"
 "$PY" -I -c 'import torch, torchvision, onnx' 2>/dev/null \
   || die "$PY cannot import torch, torchvision and onnx: run scripts/install-deps.sh"
-bench_build precision.sh
-bench_load_warning precision.sh
+bench_build
+bench_load_warning
 
 bench_workdirs
-for m in "${MODEL_LIST[@]}"; do bench_export_model precision.sh "$m"; done
+for m in "${MODEL_LIST[@]}"; do bench_export_model "$m"; done
 
-run_logged() { bench_run_logged precision.sh "$@"; }  # run_logged OUT LOG WHAT cmd...
 
 # ---- speed ---------------------------------------------------------------------------
 for m in "${MODEL_LIST[@]}"; do
@@ -80,11 +79,11 @@ for m in "${MODEL_LIST[@]}"; do
     for r in $(seq 1 "$ROUNDS"); do
       echo "precision.sh: $m batch $b, round $r/$ROUNDS" >&2
       for p in fp32 bf16; do
-        run_logged "$base.$p.r$r.json" "$base.$p.r$r.log" "inferd $p ($m, batch $b)" \
+        bench_run_logged "$base.$p.r$r.json" "$base.$p.r$r.log" "inferd $p ($m, batch $b)" \
           "$INFERD" run "$TMP/$m.onnx" --bench --batch "$b" --threads "$THREADS" --seconds "$SECS" --json \
           --precision "$p"
       done
-      run_logged "$base.torch.r$r.json" "$base.torch.r$r.log" "engine_torch.py bf16 ($m, batch $b)" \
+      bench_run_logged "$base.torch.r$r.json" "$base.torch.r$r.log" "engine_torch.py bf16 ($m, batch $b)" \
         "$PY" "$TORCH_BENCH" --model "$m" --batch "$b" --threads "$THREADS" --seconds "$SECS" --json --variants bf16
     done
   done
@@ -92,7 +91,7 @@ done
 
 # ---- accuracy: one seeded batch of 8 per model ----------------------------------------
 for m in "${MODEL_LIST[@]}"; do
-  run_logged "$RUN/$m.acc.log" "$RUN/$m.acc.err" "the PyTorch references of $m" \
+  bench_run_logged "$RUN/$m.acc.log" "$RUN/$m.acc.err" "the PyTorch references of $m" \
     "$PY" -I - "$ROOT/bench" "$m" "$RUN" <<'EOF'
 import sys
 sys.path.insert(0, sys.argv[1])
@@ -112,7 +111,7 @@ np.save("%s/%s.acc.fp32.npy" % (run, name), ref.numpy())
 np.save("%s/%s.acc.torch-bf16.npy" % (run, name), b16.float().numpy())
 EOF
   for p in fp32 bf16; do
-    run_logged "$RUN/$m.acc.$p.log" "$RUN/$m.acc.$p.err" "inferd $p on $m's accuracy batch" \
+    bench_run_logged "$RUN/$m.acc.$p.log" "$RUN/$m.acc.$p.err" "inferd $p on $m's accuracy batch" \
       "$INFERD" run "$TMP/$m.onnx" --input "$RUN/$m.acc.input.npy" --output "$RUN/$m.acc.inferd-$p.npy" \
       --threads "$THREADS" --precision "$p"
   done

@@ -50,8 +50,8 @@ PLOT="${OUT%.md}.png"  # the plot, beside the table
 IMAGE=/usr/lib/python3/dist-packages/skimage/data/chelsea.png
 [ -f "$IMAGE" ] || die "the photo $IMAGE is missing: apt-get install python3-skimage (scripts/install-deps.sh)"
 command -v gnuplot >/dev/null || die "gnuplot not found: run scripts/install-deps.sh"
-bench_build seed-experiment.sh
-bench_load_warning seed-experiment.sh
+bench_build
+bench_load_warning
 bench_describe  # cpu and commit (copes without git), for the table's header
 
 CORES=$(nproc)
