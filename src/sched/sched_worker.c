@@ -225,10 +225,10 @@ static inferd_code worker_new_session(sched_worker *w, int threads, inferd_sessi
 /* Marks the calling thread as batch work (Linux's SCHED_BATCH, nice unchanged): woken
  * by a submit, it no longer preempts the thread running on its core - the HTTP thread
  * that queued the request, a client - but runs when that one blocks or its time slice
- * ends. On an idle core it runs at once, as before. A worker's batches are long next to
- * a slice (milliseconds), so what it gives up is at most one slice of wake-up latency
- * under contention; what it saves is a pair of context switches per request when
- * requests are small and many: the HTTP thread queues a whole round of them before
+ * ends. On an idle core it runs at once, as before. What it gives up is at most one
+ * slice (a few milliseconds) of wake-up latency, and only while its core is busy: little
+ * next to a real model's batch. What it saves is a pair of context switches per request
+ * when requests are small and many: the HTTP thread queues a whole round of them before
  * the worker takes them (bench/http.sh: v2 infer of a tiny model, 10-20% more requests
  * per second on 2 cores shared with the load). The engine's thread team, made by this
  * thread's first run, inherits the policy. A refusal (a container's seccomp) is no
