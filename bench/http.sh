@@ -17,7 +17,10 @@
 #      answer - and the same POST on nginx (which discards the body)
 #   3. POST /predictions/tiny with an 8x8 JPEG (634 bytes) on inferd - the image path: the same
 #      plus JPEG decode, resize 256 + crop 224 + normalize, softmax/top-k - and on nginx
-# and prints requests/s, p50/p99 latency, errors, and the ratio inferd/nginx per row. Then
+# in R rounds (--rounds): each round runs every row on both servers, the two taking turns
+# first, and each side keeps its best round (as bench/engine.sh does: this shared machine's
+# speed moves by 10% and more within minutes); prints requests/s, p50/p99 latency and errors
+# of that best round, the ratio inferd/nginx of the two best, and each round's own ratio. Then
 #   4. `inferd bench --mode server` itself (100 keep-alive clients, one process, as in the seed
 #      experiment) POSTing the JPEG to nginx and to inferd: the load generator's own ceiling, beside
 #      the highest rate bench/seed-experiment.sh needs of it (its best images/s, read from
@@ -25,11 +28,13 @@
 # The tables also go to bench/results/http.md (or --out). wrk and the servers share this machine's
 # cores, as they would on a 2-core box; only the ratios mean something.
 #
-# Usage: bench/http.sh [--seconds S] [--build DIR] [--no-build] [--connections C] [--batch-size B]
-#                      [--bench-requests N] [--needed-rate R] [--worker-threads T] [--out FILE]
-#   --seconds S       seconds of each wrk run (default 10): 6 runs of S + 1 s, two inferd bench
-#                     runs (~2 s) and start-up: ~1.5 minutes at the default, ~45 s at
-#                     --seconds 5; --seconds 2 is a smoke test (~25 s)
+# Usage: bench/http.sh [--seconds S] [--rounds R] [--build DIR] [--no-build] [--connections C]
+#                      [--batch-size B] [--bench-requests N] [--needed-rate R] [--worker-threads T]
+#                      [--out FILE]
+#   --seconds S       seconds of each wrk run (default 10): R rounds of 6 runs of S + 1 s, two
+#                     inferd bench runs (~2 s) and start-up: ~3.5 minutes at the defaults, ~2 at
+#                     --seconds 5; --seconds 2 --rounds 1 is a smoke test (~25 s)
+#   --rounds R        rounds (default 3)
 #   --build DIR       inferd's CMake build directory (default build/); built as bench/engine.sh does
 #   --no-build        never run cmake; DIR/inferd must exist
 #   --connections C   wrk connections (default 64)
@@ -55,6 +60,7 @@ LUA="$ROOT/bench/http_wrk.lua"
 RESULTS="$ROOT/bench/results"
 
 SECS=10
+ROUNDS=3
 BUILD="$ROOT/build"
 NO_BUILD=0
 CONNS=64
@@ -67,7 +73,7 @@ OUT="$RESULTS/http.md"
 . "$ROOT/bench/lib.sh" # die, bad_usage, usage and the bench_ functions
 
 COMMAND="bench/http.sh${*:+ $*}"
-BENCH_OPTIONS="--seconds --build --no-build --out"
+BENCH_OPTIONS="--seconds --rounds --build --no-build --out"
 while [ $# -gt 0 ]; do
   bench_option "$@"
   if [ "$BENCH_TOOK" -gt 0 ]; then shift "$BENCH_TOOK"; continue; fi
@@ -262,12 +268,23 @@ bench() {  # bench NAME URL METHOD [BODY CTYPE] -> $WORK/NAME.json (wrk's JSON l
   grep '^{' "$WORK/$name.out" | tail -n 1 >"$WORK/$name.json"
   [ -s "$WORK/$name.json" ] || { cat "$WORK/$name.out" >&2; die "wrk printed no result for $url"; }
 }
-bench nginx_get "http://127.0.0.1:$P_NGX/ping" GET
-bench inferd_get "http://127.0.0.1:$P_INF/ping" GET
-bench nginx_v2 "http://127.0.0.1:$P_NGX/v2/models/mlp/infer" POST "$WORK/infer.json" application/json
-bench inferd_v2 "http://127.0.0.1:$P_INF/v2/models/mlp/infer" POST "$WORK/infer.json" application/json
-bench nginx_post "http://127.0.0.1:$P_NGX/predictions/tiny" POST "$WORK/tiny.jpg" image/jpeg
-bench inferd_post "http://127.0.0.1:$P_INF/predictions/tiny" POST "$WORK/tiny.jpg" image/jpeg
+pair() {  # pair ROUND ROW PATH METHOD [BODY CTYPE]: ROW on both servers, the first one by turns
+  local r=$1 row=$2 path=$3; shift 3
+  local sides=(nginx inferd)
+  [ $((r % 2)) = 0 ] && sides=(inferd nginx)
+  local side port
+  for side in "${sides[@]}"; do
+    port=$P_NGX
+    [ "$side" = inferd ] && port=$P_INF
+    bench "${side}_$row.r$r" "http://127.0.0.1:$port$path" "$@"
+  done
+}
+for r in $(seq 1 "$ROUNDS"); do
+  echo "http.sh: round $r of $ROUNDS" >&2
+  pair "$r" get /ping GET
+  pair "$r" v2 /v2/models/mlp/infer POST "$WORK/infer.json" application/json
+  pair "$r" post /predictions/tiny POST "$WORK/tiny.jpg" image/jpeg
+done
 
 # inferd bench's own ceiling: 100 clients in one process, as seed-experiment.sh runs it.
 loadgen() {  # loadgen NAME URL -> $WORK/NAME.json (inferd bench's JSON)
@@ -283,11 +300,13 @@ loadgen loadgen_inferd "http://127.0.0.1:$P_INF/predictions/tiny"
 curl -sf -o /dev/null --max-time 5 "http://127.0.0.1:$P_INF/ping" || die "inferd's /ping failed after the load"
 
 # ---- table ---------------------------------------------------------------------------
-table=$("$PY" -I - "$WORK" "$NEEDED" <<'EOF'
+table=$("$PY" -I - "$WORK" "$NEEDED" "$ROUNDS" <<'EOF'
 import json, sys
-work = sys.argv[1]
+work, rounds = sys.argv[1], int(sys.argv[3])
 def load(name):
     return json.load(open("%s/%s.json" % (work, name)))
+def runs(name):  # every round's run of NAME
+    return [load("%s.r%d" % (name, r)) for r in range(1, rounds + 1)]
 def errs(r):
     e = r["errors"]
     parts = ["%s %d" % (k, v) for k, v in sorted(e.items()) if v]
@@ -296,19 +315,23 @@ rows = [("GET /ping", "inferd_get", "nginx_get"),
         ("POST /v2/models/mlp/infer (JSON tensor [1,4])", "inferd_v2", "nginx_v2"),
         ("POST /predictions/tiny (8x8 JPEG)", "inferd_post", "nginx_post")]
 print("| request | inferd req/s | inferd p50 ms | inferd p99 ms | inferd errors "
-      "| nginx req/s | nginx p99 ms | ratio inferd/nginx |")
-print("|---|---:|---:|---:|---|---:|---:|---:|")
+      "| nginx req/s | nginx p99 ms | ratio inferd/nginx | ratio per round |")
+print("|---|---:|---:|---:|---|---:|---:|---:|---|")
 bad = []
 for label, i, n in rows:
-    ri, rn = load(i), load(n)
-    if ri["rps"] <= 0 or rn["rps"] <= 0:
-        sys.exit("http.sh: a run made no requests: %r %r" % (ri, rn))
-    print("| %s | %.0f | %.2f | %.2f | %s | %.0f | %.2f | %.2f |"
+    all_i, all_n = runs(i), runs(n)
+    for r in all_i + all_n:
+        if r["rps"] <= 0:
+            sys.exit("http.sh: a run made no requests: %r" % r)
+    ri, rn = max(all_i, key=lambda r: r["rps"]), max(all_n, key=lambda r: r["rps"])
+    per_round = " ".join("%.2f" % (a["rps"] / b["rps"]) for a, b in zip(all_i, all_n))
+    print("| %s | %.0f | %.2f | %.2f | %s | %.0f | %.2f | %.2f | %s |"
           % (label, ri["rps"], ri["p50_ms"], ri["p99_ms"], errs(ri), rn["rps"], rn["p99_ms"],
-             ri["rps"] / rn["rps"]))
-    for who, r in (("inferd", ri), ("nginx", rn)):
-        if any(r["errors"].values()):
-            bad.append("%s %s: errors %s (status = non-2xx answers)" % (who, label, errs(r)))
+             ri["rps"] / rn["rps"], per_round))
+    for who, all_runs in (("inferd", all_i), ("nginx", all_n)):
+        for k, r in enumerate(all_runs, 1):
+            if any(r["errors"].values()):
+                bad.append("%s %s, round %d: errors %s (status = non-2xx answers)" % (who, label, k, errs(r)))
 print()
 print("| load generator | against | requests | req/s | p99 ms | errors | ratio to the seed experiment's need |")
 print("|---|---|---:|---:|---:|---:|---:|")
@@ -331,7 +354,8 @@ EOF
 bench_describe
 header="CPU: ${cpu:-unknown} ($(nproc) logical CPUs, shared by wrk and the server); \
 wrk $(wrk -v 2>&1 | sed -n 's/^wrk \([^ ]*\).*/\1/p' | head -n 1): 2 threads, $CONNS keep-alive connections, \
-${SECS} s per run after a 1 s warm-up; $("$NGINX" -v 2>&1 | sed 's/^nginx version: //') (2 workers, \
+${SECS} s per run after a 1 s warm-up, $ROUNDS rounds (the sides take turns first; each keeps its best \
+round); $("$NGINX" -v 2>&1 | sed 's/^nginx version: //') (2 workers, \
 static return 200); inferd ${commit} (tiny models: a [N,4] MLP with the tensor handler, a \
 GlobalAveragePool with the image_classifier handler; batch_size $BATCH, $(sed -n 's/.*info  *\([0-9]* HTTP threads\)$/\1/p' "$WORK/inferd.log" | head -n 1), \
 $(sed -n 's/.*: placement \(.*\)$/\1/p' "$WORK/inferd.log" | head -n 1))."
@@ -352,7 +376,8 @@ echo "$table"
   echo "model that costs nothing (JSON tensor in, queue, batcher, worker, engine, JSON out);"
   echo "POST /predictions/tiny adds the image path (JPEG decode, resize/crop/normalize to 224x224,"
   echo "softmax, top-k). nginx answers all with a static body: the ceiling. Only the ratios are"
-  echo "meant to be compared: all runs are from the same run, one after another."
+  echo "meant to be compared: all runs are from the same run, one after another; each side's"
+  echo "figures are its best round, and the last column has every round's own ratio."
   echo "The second table shows that \`inferd bench\` is not the bottleneck of bench/seed-experiment.sh:"
   echo "the rate it sustains against the fastest servers here, beside the best images/s the seed"
   echo "experiment measured (the most it ever needs of the load generator)."
