@@ -30,7 +30,8 @@
 #   --profile     afterwards, run resnet50 batch 8 with `--profile` and print inferd's per-op
 #                 breakdown (also appended to the table's file)
 #   --models, --batches, --threads   override the default grid (resnet50,resnet152 / 1,8 / 2)
-#   --peak GFLOPS fp32 peak used for "% of fp32 peak" (default 434: 2 cores x 2 x 512-bit FMA x 16 lanes x 2 x ~3.4 GHz)
+#   --peak GFLOPS fp32 peak used for "% of fp32 peak" (default: measured in the run, the best of
+#                 bench/peak.py before and after the measurements: oneDNN's sgemm, same threads)
 #   --out FILE    where the Markdown goes (default bench/results/engine.md, the committed table;
 #                 a smoke run writes its own file instead of replacing it)
 #
@@ -57,11 +58,10 @@ PROFILE=0
 MODELS=resnet50,resnet152
 BATCHES=1,8
 THREADS=2
-# fp32 peak of the 2 cores this runs on (AMD EPYC, Zen 5):
-#   2 cores x 2 FMA pipes of 512 bits x 16 fp32 lanes x 2 flops per FMA x ~3.4 GHz
-#   = 2 x 2 x 16 x 2 x 3.4 = 435 ~ 434 GFLOP/s.
-# Change it with --peak on another machine (cores x FMA pipes x lanes x 2 x GHz).
-PEAK=434
+# fp32 peak: empty = measured by bench/peak.py (oneDNN's sgemm with the same threads) before
+# and after the measurements, the better of the two; --peak gives a number instead
+# (cores x FMA pipes x lanes x 2 x GHz: 434 on the AMD EPYC, Zen 5, this was first run on).
+PEAK=
 OUT="$RESULTS/engine.md"
 
 . "$ROOT/bench/lib.sh" # die, bad_usage, usage and the bench_ functions
@@ -80,7 +80,7 @@ while [ $# -gt 0 ]; do
 done
 bench_check_options
 [[ $THREADS =~ ^[1-9][0-9]*$ ]] || bad_usage "--threads must be a positive integer, not '$THREADS'"
-[[ $PEAK =~ ^[0-9]+([.][0-9]+)?$ ]] || bad_usage "--peak must be a number, not '$PEAK'"
+[ -z "$PEAK" ] || [[ $PEAK =~ ^[0-9]+([.][0-9]+)?$ ]] || bad_usage "--peak must be a number, not '$PEAK'"
 
 # ---- prerequisites -------------------------------------------------------------------
 [ -x "$PY" ] || die "$PY not found: run scripts/install-deps.sh"
@@ -113,6 +113,13 @@ if not ok:
 EOF
 }
 
+measure_peak() { # FILE: bench/peak.py's JSON, unless --peak gave the number
+  [ -n "$PEAK" ] && return 0
+  echo "engine.sh: the fp32 peak (bench/peak.py, $THREADS threads)" >&2
+  bench_run_logged "$1" "$1.log" "bench/peak.py" "$PY" "$ROOT/bench/peak.py" --threads "$THREADS" --json
+}
+
+measure_peak "$RUN/peak.r1.json"
 n=$(( ${#MODEL_LIST[@]} * ${#BATCH_LIST[@]} ))
 i=0
 for m in "${MODEL_LIST[@]}"; do
@@ -131,8 +138,25 @@ for m in "${MODEL_LIST[@]}"; do
   done
 done
 
+measure_peak "$RUN/peak.r2.json"
+
 # ---- table ---------------------------------------------------------------------------
 bench_describe
+if [ -z "$PEAK" ]; then
+  PEAK=$("$PY" -I - "$RUN" "$ROOT/bench" <<'EOF'
+import sys
+sys.path.insert(0, sys.argv[2])
+import bench_json
+what = "bench/peak.py --json"
+best = bench_json.best_round(sys.argv[1] + "/peak", 2, what, "engine.sh",
+                             lambda o: bench_json.number(o, "gflops", what, "engine.sh"))
+print("%.0f" % best["gflops"])
+EOF
+) || exit 1
+  peak_text="fp32 peak ${PEAK} GFLOP/s (measured: oneDNN's sgemm, 4096 x 4096, ${THREADS} threads, the better of bench/peak.py before and after)"
+else
+  peak_text="fp32 peak ${PEAK} GFLOP/s (--peak)"
+fi
 
 table=$("$PY" -I - "$RUN" "$MODELS" "$BATCHES" "$PEAK" "$ROUNDS" "$ROOT/bench" <<'EOF'
 import json, sys
@@ -199,7 +223,7 @@ EOF
 torch_version=$("$PY" -I -c 'import torch; print(torch.__version__)')
 header="CPU: ${cpu:-unknown} ($(nproc) logical CPUs); ${THREADS} threads; ${SECS} s per measurement, \
 best of ${ROUNDS} alternating rounds per side; \
-fp32 peak ${PEAK} GFLOP/s; GFLOP/image counted on the PyTorch model (2 x MACs of Conv2d + Linear); \
+${peak_text}; GFLOP/image counted on the PyTorch model (2 x MACs of Conv2d + Linear); \
 PyTorch ${torch_version}; inferd ${commit}."
 
 echo

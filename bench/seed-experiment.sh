@@ -10,6 +10,8 @@
 #   5. + workers and threads per worker from the pinning plan (default_workers_per_model
 #      = nproc, the CPUs this process may use, one thread each)
 # Columns: total time, images/s, ratio to row 1, p99 latency, peak CPU %, peak memory %.
+# Then row 5's ceiling: the engine alone (`inferd run --bench`, batch 8, all cores, 10 s)
+# and oneDNN's sgemm rate (bench/peak.py), measured right after row 5.
 # Writes bench/results/seed-experiment.md and bench/results/seed-experiment.png (gnuplot;
 # --out FILE writes elsewhere), and prints the table. Default N=100, so that rows 3-5
 # really have 100 clients at once (inferd bench runs no more clients than requests):
@@ -103,6 +105,12 @@ echo "seed-experiment.sh: [4/5] server, 1 worker, batchSize 8" >&2
 server_row 8 1 "$work/row4.json"
 echo "seed-experiment.sh: [5/5] server, $CORES workers x 1 thread (the pinning plan), batchSize 8" >&2
 server_row 8 "$CORES" "$work/row5.json"
+# Row 5's ceiling: the engine alone on the same model and batch with every core, and
+# oneDNN's sgemm rate with as many threads (bench/peak.py), right after row 5.
+echo "seed-experiment.sh: row 5's ceiling: the engine alone (batch 8, $CORES threads) and the fp32 peak" >&2
+bench_run_child "$work/engine.json" "inferd run --bench" \
+  "$INFERD" run "$ONNX" --bench --batch 8 --threads "$CORES" --seconds 10 --json
+bench_run_child "$work/peak.json" "bench/peak.py" "$PY" "$ROOT/bench/peak.py" --threads "$CORES" --json
 
 "$PY" -I - "$work" "$OUT.tmp" "$(basename "$PLOT")" "$N" "$CORES" "$commit" "${cpu:-unknown CPU}" "$COMMAND" <<'PY'
 import json, sys, time
@@ -128,9 +136,24 @@ for name, r in zip(names, rows):
     lines.append("| %s | %.1f | %.2f | %.1fx | %.0f | %.0f | %.1f | %d |" % (
         name, r["total_seconds"], r["images_per_second"], r["images_per_second"] / base,
         r["latency_ms"]["p99"], r["peak_cpu_percent"], r["peak_memory_percent"], r["errors"]))
-lines += ["", "Row 5 / row 2: %.1fx; row 5 / row 1: %.1fx." % (
-    rows[4]["images_per_second"] / rows[1]["images_per_second"], rows[4]["images_per_second"] / base),
-    "", "![images/s per row](%s)" % plot]
+engine, peak = json.load(open(work + "/engine.json")), json.load(open(work + "/peak.json"))
+for what, obj, key in (("inferd run --bench --json", engine, "throughput"),
+                       ("inferd run --bench --json", engine, "gflop_per_image"),
+                       ("bench/peak.py --json", peak, "gflops")):
+    if not isinstance(obj.get(key), (int, float)) or obj[key] <= 0:
+        sys.exit("seed-experiment.sh: %s gave no positive %r: %r" % (what, key, obj))
+eng, row2, row5 = engine["throughput"], rows[1]["images_per_second"], rows[4]["images_per_second"]
+lines += ["", "Row 5 / row 2: %.1fx; row 5 / row 1: %.1fx." % (row5 / row2, row5 / base), "",
+          "Row 5's ceiling: the engine alone on the same model at batch 8 with %s threads "
+          "(`inferd run --bench --seconds 10`, right after row 5) ran %.2f images/s, %.0f GFLOP/s of "
+          "direct-convolution work (%.2f GFLOP per image), %.2fx oneDNN's fp32 sgemm rate on %s threads "
+          "(%.0f GFLOP/s, `bench/peak.py`; Winograd does fewer FLOPs than the direct count). "
+          "Row 5 ran at %.0f%% of the engine alone; the engine alone / row 2 is %.1fx, "
+          "what row 5 / row 2 would be if serving added nothing to the engine's time."
+          % (cores, eng, eng * engine["gflop_per_image"], engine["gflop_per_image"],
+             eng * engine["gflop_per_image"] / peak["gflops"], cores, peak["gflops"],
+             100.0 * row5 / eng, eng / row2),
+          "", "![images/s per row](%s)" % plot]
 open(out, "w").write("\n".join(lines) + "\n")
 with open("%s/plot.dat" % work, "w") as f:
     for i, r in enumerate(rows, 1):
