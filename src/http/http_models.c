@@ -218,12 +218,12 @@ static void read_end(http__registry *r, bool opened) {
 }
 
 /* Scratch the workers of every registered model will still take: a worker's arena is
- * mapped for the batch-1 plan as it starts, and its pages are taken as batches run; it
- * grows to its model's batch_size plan (inferd_model_scratch_bytes) only at the first
- * full batch. So what a starting or idle worker will take is not yet in the memory the
- * kernel counts: one that has run no batch counts as holding nothing, one that has as
- * holding its arena. A scale to 2 workers passed the check with the first one idle, and
- * the two under load got the server killed by its cgroup. *live (may be NULL) gets
+ * mapped for its batch_size plan (inferd_model_scratch_bytes) as it starts, but its pages
+ * are taken only as batches run, a full batch's all of them. So what a starting or idle
+ * worker will take is not yet in the memory the kernel counts: each counts as holding
+ * what its runs took (sched_worker_info.scratch_bytes: nothing before its first batch,
+ * less while it ran only smaller ones). A scale to 2 workers passed the check with the
+ * first one idle, and the two under load got the server killed by its cgroup. *live (may be NULL) gets
  * `model`'s live workers. Takes the registry's read side, then each model's lock
  * (sched_model_describe); never called with the registry's lock held. */
 static uint64_t scratch_to_come(http__registry *r, const http__model *model, int *live) {
@@ -247,7 +247,7 @@ static uint64_t scratch_to_come(http__registry *r, const http__model *model, int
     for (int k = 0; k < n && k < MAX_DESCRIBED; k++) {
       const sched_worker_info *w = &workers[k];
       bool staying = w->state == SCHED_WORKER_STARTING || w->state == SCHED_WORKER_READY || w->state == SCHED_WORKER_BUSY;
-      uint64_t held = w->batches > 0 ? w->scratch_bytes : 0; /* pages are taken as a batch runs */
+      uint64_t held = w->scratch_bytes; /* pages are taken as batches run */
       if (staying && held < need) total += need - held;
     }
   }

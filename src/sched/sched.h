@@ -251,9 +251,11 @@ typedef struct sched_worker_info {
   long batches;                /* batches run */
   long requests;               /* requests run */
   char cores[SCHED_CORES_MAX]; /* what bind reported; "" when unbound */
-  size_t scratch_bytes;        /* its session's scratch arena (inferd_session_arena_bytes):
-                                  the batch-1 plan's from its start, growing to the
-                                  largest batch it ran; 0 while it starts */
+  size_t arena_bytes;          /* its session's scratch arena (inferd_session_arena_bytes),
+                                  mapped at its start for the plans of batch 1 and
+                                  batch_size; 0 while it starts */
+  size_t scratch_bytes;        /* what its runs took of that arena: the scratch of the
+                                  largest batch size it ran; 0 before its first batch */
   inferd_status error;         /* FAILED: why */
 } sched_worker_info;
 

@@ -23,6 +23,8 @@ typedef struct sched_worker {
                                 live workers; renumbered by a scale that re-binds them */
   pthread_t thread;          /* [const] once started */
   int session_threads;       /* [worker] its session's thread count */
+  size_t run_scratch;        /* [worker] the largest scratch a run of its session took
+                                (inferd_session_scratch_bytes of the batch size) */
 
   /* [lock] */
   sched_worker_state state;
@@ -36,7 +38,9 @@ typedef struct sched_worker {
   inferd_status error;
   unsigned placement; /* the model's placement generation it is bound for; it re-binds
                          at its next batch boundary when the model's moves on */
-  size_t scratch_bytes; /* its session's arena, as of its last start, batch or re-bind */
+  size_t arena_bytes;   /* its session's arena, as of its last start, batch or re-bind */
+  size_t scratch_bytes; /* what its runs took of the arena: run_scratch, as of its last
+                           batch; 0 before its first and after a re-bind's new session */
   long accepted_at_take; /* the model's `accepted` when it took its last batch: requests
                             queued as it comes back are load only if some came since */
 

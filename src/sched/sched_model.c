@@ -478,6 +478,7 @@ int sched_model_describe(sched_model *m, sched_model_info *info, sched_worker_in
         .start_time = w->start_time,
         .batches = w->batches,
         .requests = w->requests,
+        .arena_bytes = w->arena_bytes,
         .scratch_bytes = w->scratch_bytes,
         .error = w->error,
     };

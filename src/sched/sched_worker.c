@@ -13,11 +13,15 @@
  *   3. its buffers, sized for batch_size once: the batch input [batch_size, item],
  *      every output [batch_size, item], and the request/skip/queue-time arrays. They
  *      are never reallocated; running a batch allocates nothing;
- *   4. warm-up: the batch-1 plan is compiled, its kernels generated and bound to the
- *      session (inferd_session_output_shape) before the model says it is ready.
+ *   4. warm-up: the plans of batch 1 and of batch_size are compiled, their kernels
+ *      generated and bound to the session (inferd_session_output_shape), and the output
+ *      shapes checked at both sizes, before the model says it is ready: the first full
+ *      batch compiles nothing (resnet152's batch-8 plan took ~0.3 s, which the first
+ *      batch under load used to pay). The arena is mapped for the larger of the two; its
+ *      pages are taken by the runs (scratch_bytes counts what they took).
  * A failure anywhere leaves the worker FAILED with the message (describe shows it,
- * sched_model_wait_ready returns it). Other batch sizes are compiled (engine plan
- * cache) and bound to the session lazily, by the first batch of that size.
+ * sched_model_wait_ready returns it). The sizes in between (a batch held open that the
+ * delay ended) are compiled (engine plan cache) and bound lazily, by their first batch.
  *
  * Re-binding. A scale that changes the worker count makes the caller's placement plan
  * change for every worker (fewer or more cores each), so sched_model_scale bumps the
@@ -196,26 +200,27 @@ static inferd_code worker_bind(sched_worker *w, int *threads, inferd_status *st)
   return INFERD_OK;
 }
 
-/* A new session of `threads` threads with the batch-1 plan bound. */
+/* A new session of `threads` threads with the plans of batch 1 and batch_size bound. */
 static inferd_code worker_new_session(sched_worker *w, int threads, inferd_session **out, inferd_status *st) {
   sched_model *m = w->model;
   inferd_session_params sp = {.threads = threads};
   inferd_code rc = inferd_session_new(m->engine_model, &sp, out, st);
   if (rc != INFERD_OK) return rc;
-  rc = worker_check_shapes(w, *out, 1, st); /* before a run writes into the buffers */
-  if (rc != INFERD_OK) {
-    inferd_session_free(*out);
-    *out = NULL;
-    return rc;
+  /* Checked before a run writes into the buffers: a model whose outputs do not follow
+   * the batch fails its start, not its first full batch. */
+  rc = worker_check_shapes(w, *out, 1, st);
+  if (rc == INFERD_OK) rc = worker_check_shapes(w, *out, m->params.batch_size, st);
+  /* Binds both plans (compiled, kernels generated, arena mapped) before the session
+   * serves, also for a session made by a re-bind, whose shapes are checked already.
+   * No run of a batch of zeros: it would only add its time to start-up. */
+  const int sizes[2] = {1, m->params.batch_size};
+  for (int i = 0; rc == INFERD_OK && i < (sizes[1] > 1 ? 2 : 1); i++) {
+    int rank;
+    int64_t dims[INFERD_MAX_RANK];
+    rc = inferd_session_output_shape(*out, sizes[i], 0, &rank, dims, st);
+    if (rc != INFERD_OK) core_status_prefix(st, "binding the batch-%d plan", sizes[i]);
   }
-  /* Binds the batch-1 plan (compiled, kernels generated, scratch mapped) before the
-   * session serves, also for a session made by a re-bind, whose shapes are checked
-   * already. No run of a batch of zeros: it would only add its time to start-up. */
-  int rank;
-  int64_t dims[INFERD_MAX_RANK];
-  rc = inferd_session_output_shape(*out, 1, 0, &rank, dims, st);
   if (rc != INFERD_OK) {
-    core_status_prefix(st, "binding the batch-1 plan");
     inferd_session_free(*out);
     *out = NULL;
   }
@@ -271,6 +276,7 @@ static void worker_rebind(sched_worker *w, unsigned placement) {
       inferd_session_free(w->session);
       w->session = session;
       w->session_threads = threads;
+      w->run_scratch = 0; /* a new arena: no run has taken its pages */
     }
   }
   pthread_mutex_lock(&m->lock);
@@ -444,6 +450,8 @@ static void worker_run(sched_worker *w, const batch_take *t) {
       const float *inputs[1] = {w->input + (size_t)row * in_item};
       float *outputs[SCHED__MAX_OUTPUTS];
       for (int i = 0; i < m->n_outputs; i++) outputs[i] = w->outputs[i] + (size_t)row * m->output_elems[i];
+      size_t scratch = inferd_session_scratch_bytes(w->session, rows);
+      if (scratch > w->run_scratch) w->run_scratch = scratch;
       double t0 = core_now_seconds();
       rc = inferd_session_run(w->session, rows, inputs, outputs, &st);
       seconds += core_now_seconds() - t0;
@@ -524,7 +532,7 @@ void *sched__worker_main(void *arg) {
     w->state = SCHED_WORKER_FAILED;
     if (!w->stop) m->live--;
   } else {
-    w->scratch_bytes = inferd_session_arena_bytes(w->session);
+    w->arena_bytes = inferd_session_arena_bytes(w->session);
     w->state = w->stop ? SCHED_WORKER_STOPPING : SCHED_WORKER_READY;
     core_log(CORE_LOG_INFO, "model '%s': worker %d ready in %.0f ms (slot %d, %d threads%s%s)", m->name, w->id,
              (core_now_seconds() - t0) * 1e3, w->slot, w->threads, w->cores[0] ? ", cores " : "", w->cores);
@@ -541,7 +549,8 @@ void *sched__worker_main(void *arg) {
       if (take == TAKE_REBIND) worker_rebind(w, placement);
       else worker_run(w, &t);
       pthread_mutex_lock(&m->lock);
-      w->scratch_bytes = inferd_session_arena_bytes(w->session); /* a first batch of a size grows it */
+      w->arena_bytes = inferd_session_arena_bytes(w->session); /* a re-bind's session, or a size run first */
+      w->scratch_bytes = w->run_scratch;
       if (take == TAKE_BATCH) {
         if (t.n > 0) w->batches++;
         w->requests += t.n;
