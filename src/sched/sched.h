@@ -195,8 +195,8 @@ size_t sched_model_output_offset(const sched_model *m, int i);
 size_t sched_model_output_item(const sched_model *m, int i);
 
 /* Ready: all the model's workers have once been started together with none failed
- * (each bound itself, created its session and bound the batch-1 plan to it, so that plan
- * is compiled before the first request), at least one worker is running now, and
+ * (each bound itself, created its session and bound the plans of batch 1 and batch_size
+ * to it, so those are compiled before the first request), at least one worker is running now, and
  * the model is not draining. A later scale-up does not make a ready model unready
  * while its new workers start. Takes the model's lock briefly. */
 bool sched_model_ready(sched_model *m);

@@ -28,8 +28,8 @@
  * model's placement generation and wakes everyone. A running worker notices it only
  * between batches - idle, holding a partial batch open, or coming back from one; never
  * during a run - and then calls bind again for its slot (slots stay 0..n-1), and, when
- * the thread count changed, makes a new session of that many threads (its batch-1 plan
- * bound, as at start) and frees the old one. Requests wait in the queue meanwhile;
+ * the thread count changed, makes a new session of that many threads (its plans of
+ * batch 1 and batch_size bound, as at start) and frees the old one. Requests wait in the queue meanwhile;
  * the worker stays READY (the model stays ready). sched_model_wait_ready waits for
  * pending re-binds as it waits for starting workers. If bind or the new session fails
  * the worker keeps its previous session and serves on, with a warning.

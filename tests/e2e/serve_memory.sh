@@ -105,8 +105,8 @@ grep -q "scale to 60 workers (answered 202) failed: model mnv2: the new workers'
 call "still 1 worker" 200 "r[0]['minWorkers'] == 1 and len(r[0]['workers']) == 1" "$M/models/mnv2"
 call "still classifies" 200 "len(r) == 5" -T "$WORK/cat.jpg" "$I/predictions/mnv2"
 
-# An idle worker has not taken the scratch of its full batches yet (its arena grows at
-# its first batch of batch_size): a second worker of batch_size 16 (about 90 MB each)
+# An idle worker has not taken the scratch of its full batches yet (its arena is mapped
+# for them as it starts, its pages taken by its first batch of batch_size): a second worker of batch_size 16 (about 90 MB each)
 # passed the check on the memory left, and the two under load got the server killed.
 call "batch_size 16, one worker" 200 "" \
   -X POST "$M/models?url=mobilenet_v2.onnx&model_name=mnv16&batch_size=16&initial_workers=1&synchronous=true"

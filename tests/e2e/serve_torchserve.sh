@@ -162,8 +162,8 @@ for workers in 1 4; do
   write_config $workers "$WORK/config.properties"
   serve_start "$WORK" --foreground
   serve_wait_ready 180
-  # no settling time: /ping is 200 once every worker has bound its batch-1 plan (sched.h's
-  # ready), and RSS stays where it is then (seen unchanged over the next 8 s)
+  # no settling time: /ping is 200 once every worker has bound its plans of batch 1 and
+  # batchSize (sched.h's ready), and RSS stays where it is then (seen unchanged over the next 8 s)
   eval "rss_$workers=$(rss_kb)"
   [ "$workers" = 1 ] && check_scaling_repins
   serve_stop 120
