@@ -547,6 +547,22 @@ static void check_batches_after_hold(harness *h, sched_model *m, int queued, int
   assert_false(h->bad_stats);
 }
 
+/* The one worker of `m` as describe reports it. */
+static sched_worker_info the_worker(sched_model *m) {
+  sched_worker_info w[1];
+  assert_int_equal(sched_model_describe(m, NULL, w, 1), 1);
+  return w[0];
+}
+
+/* The arena of `m`'s one worker, just started: mapped (its start bound the plans of
+ * batch 1 and batch_size), none of it taken yet. */
+static size_t arena_at_start(sched_model *m) {
+  sched_worker_info w = the_worker(m);
+  if (w.arena_bytes == 0 || w.scratch_bytes != 0 || w.batches != 0)
+    fail_msg("arena %zu, scratch taken %zu after %ld batches at start", w.arena_bytes, w.scratch_bytes, w.batches);
+  return w.arena_bytes;
+}
+
 /* One worker held busy while 20 requests queue: it comes back and takes 8, 8, 4. */
 static void test_batches_fill_when_queued(void **state) {
   harness h;
@@ -557,16 +573,11 @@ static void test_batches_fill_when_queued(void **state) {
   /* the worker's scratch arena: mapped for its batch-8 plan once ready (warm-up bound
    * it: batches of 8 do not grow it), its pages all taken after batches of 8 (what the
    * server's memory check counts as taken, http_models.c) */
-  sched_worker_info w[1];
-  assert_int_equal(sched_model_describe(m, NULL, w, 1), 1);
-  size_t arena = w[0].arena_bytes;
-  if (arena == 0 || w[0].scratch_bytes != 0 || w[0].batches != 0)
-    fail_msg("arena %zu, scratch taken %zu after %ld batches at start", arena, w[0].scratch_bytes, w[0].batches);
+  size_t arena = arena_at_start(m);
   check_batches_after_hold(&h, m, 20, 3, (const int[]){8, 8, 4}, NULL);
-  assert_int_equal(sched_model_describe(m, NULL, w, 1), 1);
-  if (w[0].arena_bytes != arena || w[0].scratch_bytes != arena)
-    fail_msg("after batches of 8: arena %zu (%zu at start), scratch taken %zu", w[0].arena_bytes, arena,
-             w[0].scratch_bytes);
+  sched_worker_info w = the_worker(m);
+  if (w.arena_bytes != arena || w.scratch_bytes != arena)
+    fail_msg("after batches of 8: arena %zu (%zu at start), scratch taken %zu", w.arena_bytes, arena, w.scratch_bytes);
   sched_model_free(m);
   harness_free(&h);
   (void)state;
@@ -581,17 +592,14 @@ static void test_scratch_taken_by_runs(void **state) {
   sched_model_params p = base_params(&h);
   p.batch_size = 8;
   sched_model *m = start_model(&p);
-  sched_worker_info w[1];
-  assert_int_equal(sched_model_describe(m, NULL, w, 1), 1);
-  size_t arena = w[0].arena_bytes;
-  if (arena == 0 || w[0].scratch_bytes != 0) fail_msg("arena %zu, scratch taken %zu at start", arena, w[0].scratch_bytes);
+  size_t arena = arena_at_start(m);
   assert_int_equal(submit(m, new_req(&h, 0, false)), INFERD_OK);
   assert_true(wait_completed(&h, 1));
   check_all(&h);
-  assert_int_equal(sched_model_describe(m, NULL, w, 1), 1);
-  if (w[0].batches != 1 || w[0].scratch_bytes == 0 || w[0].scratch_bytes >= arena || w[0].arena_bytes != arena)
-    fail_msg("after %ld batches of 1: scratch taken %zu of arena %zu (%zu at start)", w[0].batches,
-             w[0].scratch_bytes, w[0].arena_bytes, arena);
+  sched_worker_info w = the_worker(m);
+  if (w.batches != 1 || w.scratch_bytes == 0 || w.scratch_bytes >= arena || w.arena_bytes != arena)
+    fail_msg("after %ld batches of 1: scratch taken %zu of arena %zu (%zu at start)", w.batches, w.scratch_bytes,
+             w.arena_bytes, arena);
   sched_model_free(m);
   harness_free(&h);
   (void)state;
