@@ -554,6 +554,18 @@ static sched_worker_info the_worker(sched_model *m) {
   return w[0];
 }
 
+/* The one worker of `m` once it has counted `batches` batches (bounded): a batch's
+ * requests are answered before its worker books the batch, under the model's lock. */
+static sched_worker_info the_worker_after(sched_model *m, long batches) {
+  double until = core_now_seconds() + WAIT_SECONDS;
+  sched_worker_info w = the_worker(m);
+  while (w.batches < batches && core_now_seconds() < until) {
+    sleep_ms(1);
+    w = the_worker(m);
+  }
+  return w;
+}
+
 /* The arena of `m`'s one worker, just started: mapped (its start bound the plans of
  * batch 1 and batch_size), none of it taken yet. */
 static size_t arena_at_start(sched_model *m) {
@@ -575,7 +587,7 @@ static void test_batches_fill_when_queued(void **state) {
    * server's memory check counts as taken, http_models.c) */
   size_t arena = arena_at_start(m);
   check_batches_after_hold(&h, m, 20, 3, (const int[]){8, 8, 4}, NULL);
-  sched_worker_info w = the_worker(m);
+  sched_worker_info w = the_worker_after(m, 4); /* the held one, then 8, 8 and 4 */
   if (w.arena_bytes != arena || w.scratch_bytes != arena)
     fail_msg("after batches of 8: arena %zu (%zu at start), scratch taken %zu", w.arena_bytes, arena, w.scratch_bytes);
   sched_model_free(m);
@@ -596,7 +608,7 @@ static void test_scratch_taken_by_runs(void **state) {
   assert_int_equal(submit(m, new_req(&h, 0, false)), INFERD_OK);
   assert_true(wait_completed(&h, 1));
   check_all(&h);
-  sched_worker_info w = the_worker(m);
+  sched_worker_info w = the_worker_after(m, 1);
   if (w.batches != 1 || w.scratch_bytes == 0 || w.scratch_bytes >= arena || w.arena_bytes != arena)
     fail_msg("after %ld batches of 1: scratch taken %zu of arena %zu (%zu at start)", w.batches, w.scratch_bytes,
              w.arena_bytes, arena);
