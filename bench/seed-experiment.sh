@@ -112,9 +112,11 @@ bench_run_child "$work/engine.json" "inferd run --bench" \
   "$INFERD" run "$ONNX" --bench --batch 8 --threads "$CORES" --seconds 10 --json
 bench_run_child "$work/peak.json" "bench/peak.py" "$PY" "$ROOT/bench/peak.py" --threads "$CORES" --json
 
-"$PY" -I - "$work" "$OUT.tmp" "$(basename "$PLOT")" "$N" "$CORES" "$commit" "${cpu:-unknown CPU}" "$COMMAND" <<'PY'
+"$PY" -I - "$work" "$OUT.tmp" "$(basename "$PLOT")" "$N" "$CORES" "$commit" "${cpu:-unknown CPU}" "$COMMAND" "$ROOT/bench" <<'PY'
 import json, sys, time
 work, out, plot, n, cores, commit, cpu, command = sys.argv[1:9]
+sys.path.insert(0, sys.argv[9])  # bench/, for bench_json
+import bench_json
 names = ["1. decentralized, PyTorch jobs (Python, TorchScript, 1 thread)",
          "2. decentralized, inferd jobs (inferd bench --mode local)",
          "3. inferd server, 1 worker, no batching",
@@ -136,13 +138,12 @@ for name, r in zip(names, rows):
     lines.append("| %s | %.1f | %.2f | %.1fx | %.0f | %.0f | %.1f | %d |" % (
         name, r["total_seconds"], r["images_per_second"], r["images_per_second"] / base,
         r["latency_ms"]["p99"], r["peak_cpu_percent"], r["peak_memory_percent"], r["errors"]))
-engine, peak = json.load(open(work + "/engine.json")), json.load(open(work + "/peak.json"))
-for what, obj, key in (("inferd run --bench --json", engine, "throughput"),
-                       ("inferd run --bench --json", engine, "gflop_per_image"),
-                       ("bench/peak.py --json", peak, "gflops")):
-    if not isinstance(obj.get(key), (int, float)) or obj[key] <= 0:
-        sys.exit("seed-experiment.sh: %s gave no positive %r: %r" % (what, key, obj))
-eng, row2, row5 = engine["throughput"], rows[1]["images_per_second"], rows[4]["images_per_second"]
+me, what_e, what_p = "seed-experiment.sh", "inferd run --bench --json", "bench/peak.py --json"
+engine = bench_json.load(work + "/engine.json", what_e, me)
+eng = bench_json.number(engine, "throughput", what_e, me)
+gflop = bench_json.number(engine, "gflop_per_image", what_e, me)
+sgemm = bench_json.number(bench_json.load(work + "/peak.json", what_p, me), "gflops", what_p, me)
+row2, row5 = rows[1]["images_per_second"], rows[4]["images_per_second"]
 lines += ["", "Row 5 / row 2: %.1fx; row 5 / row 1: %.1fx." % (row5 / row2, row5 / base), "",
           "Row 5's ceiling: the engine alone on the same model at batch 8 with %s threads "
           "(`inferd run --bench --seconds 10`, right after row 5) ran %.2f images/s, %.0f GFLOP/s of "
@@ -150,9 +151,7 @@ lines += ["", "Row 5 / row 2: %.1fx; row 5 / row 1: %.1fx." % (row5 / row2, row5
           "(%.0f GFLOP/s, `bench/peak.py`; Winograd does fewer FLOPs than the direct count). "
           "Row 5 ran at %.0f%% of the engine alone; the engine alone / row 2 is %.1fx, "
           "what row 5 / row 2 would be if serving added nothing to the engine's time."
-          % (cores, eng, eng * engine["gflop_per_image"], engine["gflop_per_image"],
-             eng * engine["gflop_per_image"] / peak["gflops"], cores, peak["gflops"],
-             100.0 * row5 / eng, eng / row2),
+          % (cores, eng, eng * gflop, gflop, eng * gflop / sgemm, cores, sgemm, 100.0 * row5 / eng, eng / row2),
           "", "![images/s per row](%s)" % plot]
 open(out, "w").write("\n".join(lines) + "\n")
 with open("%s/plot.dat" % work, "w") as f:

@@ -215,7 +215,7 @@ static inferd_code worker_new_session(sched_worker *w, int threads, inferd_sessi
    * serves, also for a session made by a re-bind, whose shapes are checked already.
    * No run of a batch of zeros: it would only add its time to start-up. */
   const int sizes[2] = {1, m->params.batch_size};
-  for (int i = 0; rc == INFERD_OK && i < (sizes[1] > 1 ? 2 : 1); i++) {
+  for (int i = 0; rc == INFERD_OK && i < 2; i++) { /* a size bound already is looked up, not bound again */
     int rank;
     int64_t dims[INFERD_MAX_RANK];
     rc = inferd_session_output_shape(*out, sizes[i], 0, &rank, dims, st);
